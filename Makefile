@@ -1,0 +1,61 @@
+# Everyday entry points: `make run` and `make test` work on a fresh clone.
+# Nothing here activates the venv; every tool is called by its .venv path.
+
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+# Rewritten only when the packaging files change, so `make test` reinstalls rarely.
+VENV_STAMP := $(VENV)/.installed
+
+JAVA_DIR := tests/java
+JAVA_OUT := .cache/java
+JAVA_STAMP := $(JAVA_OUT)/.built
+JAVA_SOURCES := $(JAVA_DIR)/pom.xml $(shell find $(JAVA_DIR)/src -name '*.java' 2>/dev/null)
+# Retries cover flaky downloads from Maven Central; the local repository is git-ignored.
+MVN := mvn -B -q -Dstyle.color=never -Dmaven.repo.local=$(CURDIR)/.cache/m2 -Dmaven.wagon.http.retryHandler.count=5
+
+.PHONY: venv test lint run java-client kcat-check clean
+
+venv: $(VENV_STAMP)
+
+$(VENV_STAMP): pyproject.toml setup.py
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $@
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: venv java-client kcat-check lint
+	$(BIN)/pytest
+
+run: venv
+	$(BIN)/kafkette demo
+
+# The Java client tests skip without a JDK and Maven, except in CI (CI=true), where they must run.
+java-client:
+	@if command -v mvn >/dev/null && command -v java >/dev/null; then \
+		$(MAKE) --no-print-directory $(JAVA_STAMP); \
+	elif [ "$${CI:-}" = true ]; then \
+		echo "java-client: mvn and java are required in CI" >&2; exit 1; \
+	else \
+		echo "java-client: mvn or java not found; the Java client tests will be skipped" >&2; \
+	fi
+
+$(JAVA_STAMP): $(JAVA_SOURCES)
+	$(MVN) -f $(JAVA_DIR)/pom.xml package dependency:copy-dependencies
+	touch $@
+
+kcat-check:
+	@if command -v kcat >/dev/null; then \
+		kcat -V | grep -m1 Version; \
+	elif [ "$${CI:-}" = true ]; then \
+		echo "kcat-check: kcat is required in CI (apt-get install kcat)" >&2; exit 1; \
+	else \
+		echo "kcat-check: kcat not found (apt-get install kcat); the kcat tests will be skipped" >&2; \
+	fi
+
+clean:
+	rm -rf $(VENV) .cache .run .pytest_cache .ruff_cache .hypothesis *.egg-info
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

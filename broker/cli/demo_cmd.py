@@ -1,0 +1,179 @@
+"""`kafkette demo` (`make run`): a broker, a topic, traffic through it, and one progress line a second."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+import time
+from pathlib import Path
+from types import FrameType
+
+from kafkette.broker.cli import admin
+from kafkette.broker.cli.broker_process import BrokerProcess, BrokerStartError
+from kafkette.broker.cli.common import CommandError
+from kafkette.broker.cli.demo_traffic import ConsumerLoop, LatencyHistogram, ProducerLoop
+
+TOPIC = "demo"
+PARTITIONS = 3
+READY_TIMEOUT = 20.0
+ADMIN_TIMEOUT = 10.0
+DRAIN_TIMEOUT = 10.0
+BROKER_STOP_TIMEOUT = 15.0
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "demo",
+        help="start a broker and stream records through it",
+        description=f"Start a broker, create topic {TOPIC!r} ({PARTITIONS} partitions), produce and consume "
+        "through it and print progress each second. Ctrl-C stops everything and prints a summary.",
+    )
+    parser.add_argument("--data-dir", type=Path, default=Path(".run/demo"), metavar="DIR")
+    parser.add_argument(
+        "--seconds", type=float, metavar="N", help="stop after N seconds (default: on Ctrl-C)"
+    )
+    parser.add_argument("--rate", type=int, default=2000, metavar="MSGS", help="records produced per second")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    log_path = args.data_dir.with_name(f"{args.data_dir.name}-broker.log")
+    broker = BrokerProcess(["--data-dir", str(args.data_dir), "--listen", "127.0.0.1:0"], log_path)
+    print(f"starting broker (data in {args.data_dir}, log in {log_path})", flush=True)
+    broker.start()
+    try:
+        host, port = broker.wait_ready(READY_TIMEOUT)
+        bootstrap = f"{host}:{port}"
+        print(f"broker ready on {bootstrap}", flush=True)
+        _ensure_topic(bootstrap)
+        clean = _stream(bootstrap, args.rate, args.seconds, broker)
+    except BrokerStartError as exc:
+        raise CommandError(str(exc)) from exc
+    finally:
+        exit_code = broker.stop(BROKER_STOP_TIMEOUT)
+    if exit_code != 0:
+        state = "had to be killed" if exit_code is None else f"exited with {exit_code}"
+        raise CommandError(f"the broker {state}; see {log_path}")
+    print("broker stopped cleanly", flush=True)
+    return 0 if clean else 1
+
+
+def _ensure_topic(bootstrap: str) -> None:
+    client = admin.connect(bootstrap)
+    created = admin.create_topic(
+        client,
+        TOPIC,
+        partitions=PARTITIONS,
+        replication_factor=1,
+        configs={},
+        timeout=ADMIN_TIMEOUT,
+        if_not_exists=True,
+    )
+    print(f"topic {TOPIC!r} {'created' if created else 'exists'} ({PARTITIONS} partitions)", flush=True)
+
+
+class _StopSignal:
+    """Turns SIGINT and SIGTERM into an event while installed, so that shutdown runs in order."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self._previous: dict[int, object] = {}
+
+    def __enter__(self) -> threading.Event:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            self._previous[signum] = signal.signal(signum, self._handle)
+        return self.event
+
+    def __exit__(self, *_exc: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)  # type: ignore[arg-type]
+
+    def _handle(self, _signum: int, _frame: FrameType | None) -> None:
+        self.event.set()
+
+
+def _stream(bootstrap: str, rate: int, seconds: float | None, broker: BrokerProcess) -> bool:
+    """Run the traffic until a signal, the deadline or a failure; True if every record made it through."""
+    consumer = ConsumerLoop(bootstrap, TOPIC, PARTITIONS)
+    consumer.assign_at_end(ADMIN_TIMEOUT)
+    producer = ProducerLoop(bootstrap, TOPIC, rate, flush_timeout=DRAIN_TIMEOUT)
+    total = LatencyHistogram()
+    started = time.monotonic()
+    consumer.start()
+    producer.start()
+    with _StopSignal() as stop:
+        failure = _report_progress(producer, consumer, broker, total, started, seconds, stop)
+        # Stop in order: the producer flushes, the consumer reads what was acknowledged, then the broker.
+        producer.stop()
+        producer.join()
+        consumer.drain(producer.acked, DRAIN_TIMEOUT)
+        consumer.join()
+    total.merge(consumer.latency.take())
+    failure = failure or _failure(producer, consumer, broker)
+    return _summary(producer, consumer, total, time.monotonic() - started, failure)
+
+
+def _report_progress(
+    producer: ProducerLoop,
+    consumer: ConsumerLoop,
+    broker: BrokerProcess,
+    total: LatencyHistogram,
+    started: float,
+    seconds: float | None,
+    stop: threading.Event,
+) -> str | None:
+    """Print a line a second until stopped or out of time; the failure that ended it, if one did."""
+    last_consumed = 0
+    elapsed = 0
+    while not stop.wait(max(0.0, started + elapsed + 1 - time.monotonic())):
+        elapsed += 1
+        interval = consumer.latency.take()
+        total.merge(interval)
+        consumed = consumer.consumed
+        print(
+            f"t={elapsed}s produced={producer.produced} acked={producer.acked} consumed={consumed} "
+            f"rate={consumed - last_consumed}/s p50={_millis(interval.percentile(0.5))}",
+            flush=True,
+        )
+        last_consumed = consumed
+        failure = _failure(producer, consumer, broker)
+        if failure is not None or (seconds is not None and elapsed >= seconds):
+            return failure
+    return None
+
+
+def _failure(producer: ProducerLoop, consumer: ConsumerLoop, broker: BrokerProcess) -> str | None:
+    if broker.returncode is not None:
+        return f"the broker exited with {broker.returncode}"
+    for worker in (producer, consumer):
+        if worker.error is not None:
+            return f"{worker.name} failed: {worker.error}"
+    return None
+
+
+def _summary(
+    producer: ProducerLoop,
+    consumer: ConsumerLoop,
+    latency: LatencyHistogram,
+    elapsed: float,
+    failure: str | None,
+) -> bool:
+    print(
+        f"summary: {elapsed:.1f}s produced={producer.produced} acked={producer.acked} "
+        f"failed={producer.failed} consumed={consumer.consumed} avg_rate={consumer.consumed / elapsed:.0f}/s "
+        f"p50={_millis(latency.percentile(0.5))} p99={_millis(latency.percentile(0.99))}",
+        flush=True,
+    )
+    problems = [failure] if failure else []
+    if producer.failed:
+        problems.append(f"{producer.failed} records were not acknowledged: {producer.last_failure}")
+    if consumer.consumed != producer.acked:
+        problems.append(f"consumed {consumer.consumed} records but {producer.acked} were acknowledged")
+    for problem in problems:
+        print(f"problem: {problem}", flush=True)
+    return not problems
+
+
+def _millis(value: int | None) -> str:
+    return "-" if value is None else f"{value}ms"

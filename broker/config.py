@@ -1,0 +1,583 @@
+"""Broker and topic configuration, spelled with Kafka's own keys and validated like Kafka validates them.
+
+Operators copy `server.properties` files and `--config retention.ms=...` habits from Apache Kafka, so
+every key here is Kafka's, values parse the way Java's ConfigDef parses them, and a bad key or value is
+reported as a `ConfigError` that names the key.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import IntEnum
+from pathlib import Path
+from typing import Annotated, ClassVar, Literal, NamedTuple, Self
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic_core import ErrorDetails
+
+INT_MIN, INT_MAX = -(2**31), 2**31 - 1
+SHORT_MIN, SHORT_MAX = -(2**15), 2**15 - 1
+LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
+MS_PER_MINUTE = 60_000
+MS_PER_HOUR = 3_600_000
+
+
+class ConfigError(ValueError):
+    """A configuration key is unknown or its value is invalid; the message starts with the key."""
+
+
+# --- Java .properties files --------------------------------------------------------------------------
+
+_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.DOTALL)
+_ESCAPED_CHARS = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+_KEY_TERMINATORS = "=: \t\f"
+
+
+def _unescape(text: str) -> str:
+    def replace(match: re.Match[str]) -> str:
+        escaped = match[1]
+        if len(escaped) == 5:
+            return chr(int(escaped[1:], 16))
+        return _ESCAPED_CHARS.get(escaped, escaped)
+
+    return _ESCAPE.sub(replace, text)
+
+
+def _split_key(line: str) -> tuple[str, str]:
+    """Split at the first unescaped '=', ':' or whitespace, then drop the separator and blanks around it."""
+    index = 0
+    while index < len(line) and line[index] not in _KEY_TERMINATORS:
+        index += 2 if line[index] == "\\" else 1
+    key, rest = line[:index], line[index:].lstrip(" \t\f")
+    if rest[:1] in ("=", ":"):
+        rest = rest[1:].lstrip(" \t\f")
+    return key, rest
+
+
+def _logical_lines(text: str) -> list[str]:
+    """Join continuation lines: an odd number of trailing backslashes continues onto the next line."""
+    lines: list[str] = []
+    pending: str | None = None
+    for raw in text.splitlines():
+        line = raw.lstrip()
+        if pending is None and (not line or line[0] in "#!"):
+            continue  # comments never continue, even when they end in a backslash
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2:
+            pending = (pending or "") + line[:-1]
+            continue
+        lines.append((pending or "") + line)
+        pending = None
+    if pending is not None:
+        lines.append(pending)
+    return lines
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse the text of a Java .properties file; later keys win, as in `java.util.Properties.load`."""
+    props: dict[str, str] = {}
+    for line in _logical_lines(text):
+        key, value = _split_key(line)
+        props[_unescape(key)] = _unescape(value)
+    return props
+
+
+def parse_properties_file(path: str | Path) -> dict[str, str]:
+    """Read a `server.properties`-style file as UTF-8 (Java reads ISO-8859-1; both agree on ASCII)."""
+    return parse_properties(Path(path).read_text(encoding="utf-8"))
+
+
+# --- value parsing as Java's ConfigDef does it ----------------------------------------------------------
+
+_INTEGER = re.compile(r"[+-]?\d+")
+
+
+def _java_integer(value: object) -> object:
+    # Java's parseInt/parseLong after ConfigDef's trim: no "1_000", "1.0" or "0x10" as Python would allow.
+    if isinstance(value, str):
+        text = value.strip()
+        if not _INTEGER.fullmatch(text):
+            raise ValueError("must be an integer")
+        return int(text)
+    return value
+
+
+def _java_double(value: object) -> object:
+    if isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            number = math.nan
+        if math.isnan(number):
+            raise ValueError("must be a number")
+        return number
+    return value
+
+
+def _java_boolean(value: object) -> object:
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text not in ("true", "false"):
+            raise ValueError("must be true or false")
+        return text == "true"
+    return value
+
+
+def _trimmed(value: object) -> object:
+    return value.strip() if isinstance(value, str) else value
+
+
+def _comma_list(value: object) -> object:
+    if isinstance(value, str):
+        return tuple(item.strip() for item in value.split(",") if item.strip())
+    return value
+
+
+def _never_is_none(value: int | None) -> int | None:
+    # Kafka spells "never" as Long.MAX_VALUE; None says the same without a magic number.
+    return None if value == LONG_MAX else value
+
+
+class Listener(NamedTuple):
+    """One entry of `listeners`: `NAME://HOST:PORT`; an empty host means every interface."""
+
+    name: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.name}://{host}:{self.port}"
+
+
+_LISTENER = re.compile(
+    r"(?P<name>[A-Za-z0-9_]+)://(?:\[(?P<ipv6>[^\]]*)\]|(?P<host>[^:\[\]]*)):(?P<port>\d+)"
+)
+# The security protocols named like listeners; only PLAINTEXT is implemented, so refuse the rest loudly.
+_UNSUPPORTED_PROTOCOLS = frozenset({"SSL", "SASL_PLAINTEXT", "SASL_SSL"})
+
+
+def parse_listener(text: str) -> Listener:
+    match = _LISTENER.fullmatch(text.strip())
+    if match is None:
+        raise ValueError(f"expected NAME://HOST:PORT, got {text.strip()!r}")
+    port = int(match["port"])
+    if port > 65535:
+        raise ValueError(f"port {port} is out of range 0..65535")
+    if match["name"] in _UNSUPPORTED_PROTOCOLS:
+        raise ValueError(f"{match['name']} is not supported, only PLAINTEXT")
+    return Listener(match["name"], match["ipv6"] if match["ipv6"] is not None else match["host"], port)
+
+
+def _listeners(value: object) -> object:
+    if not isinstance(value, str):
+        return value
+    listeners = tuple(parse_listener(item) for item in value.split(",") if item.strip())
+    names = [listener.name for listener in listeners]
+    if len(set(names)) != len(names):
+        raise ValueError("each listener name may appear only once")
+    return listeners
+
+
+# --- value types shared by broker keys and their topic-level synonyms ------------------------------------
+
+Int = Annotated[int, BeforeValidator(_java_integer), Field(ge=INT_MIN, le=INT_MAX)]
+Short = Annotated[int, BeforeValidator(_java_integer), Field(ge=SHORT_MIN, le=SHORT_MAX)]
+Long = Annotated[int, BeforeValidator(_java_integer), Field(ge=LONG_MIN, le=LONG_MAX)]
+Double = Annotated[float, BeforeValidator(_java_double)]
+Boolean = Annotated[bool, BeforeValidator(_java_boolean)]
+Text = Annotated[str, BeforeValidator(_trimmed), Field(min_length=1)]
+
+CleanupPolicy = Literal["delete", "compact"]
+CompressionType = Literal["producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"]
+TimestampType = Literal["CreateTime", "LogAppendTime"]
+
+_CleanupPolicies = Annotated[tuple[CleanupPolicy, ...], BeforeValidator(_comma_list), Field(min_length=1)]
+_Compression = Annotated[CompressionType, BeforeValidator(_trimmed)]
+_TimestampType = Annotated[TimestampType, BeforeValidator(_trimmed)]
+# Kafka 4.0 raised the minimum segment size from 14 bytes to 1 MiB (KIP-1030).
+_SegmentBytes = Annotated[Int, Field(ge=1024 * 1024)]
+_IndexBytes = Annotated[Int, Field(ge=4)]
+_NonNegativeInt = Annotated[Int, Field(ge=0)]
+_PositiveInt = Annotated[Int, Field(ge=1)]
+_NonNegativeLong = Annotated[Long, Field(ge=0)]
+_PositiveLong = Annotated[Long, Field(ge=1)]
+_RetentionMs = Annotated[Long, Field(ge=-1)]
+_Ratio = Annotated[Double, Field(ge=0.0, le=1.0)]
+_FlushMessages = Annotated[Annotated[Long, Field(ge=1)] | None, AfterValidator(_never_is_none)]
+_FlushMs = Annotated[Annotated[Long, Field(ge=0)] | None, AfterValidator(_never_is_none)]
+_Listeners = Annotated[tuple[Listener, ...], BeforeValidator(_listeners), Field(min_length=1)]
+_Paths = Annotated[tuple[Path, ...], BeforeValidator(_comma_list), Field(min_length=1)]
+
+
+def format_value(value: object) -> str:
+    """A Python config value as Kafka writes it in properties files and DescribeConfigs."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple) and not isinstance(value, Listener):
+        return ",".join(format_value(item) for item in value)
+    return str(value)
+
+
+_REASONS = {
+    "greater_than_equal": "must be >= {ge}",
+    "less_than_equal": "must be <= {le}",
+    "too_short": "must not be empty",
+    "string_too_short": "must not be empty",
+    "literal_error": "must be {expected}",
+}
+
+
+def _describe(error: ErrorDetails, raw: Mapping[str, str], origin: Mapping[str, str]) -> str:
+    key = str(error["loc"][0]) if error["loc"] else "config"
+    ctx = error.get("ctx", {})
+    if error["type"] == "value_error":
+        reason = str(ctx["error"])
+    elif error["type"] in _REASONS:
+        reason = _REASONS[error["type"]].format(**ctx)
+    else:
+        reason = error["msg"].lower()
+    key = origin.get(key, key)
+    got = f" (got {raw[key]!r})" if key in raw else ""
+    return f"{key}: {reason}{got}"
+
+
+class _PropertiesModel(BaseModel):
+    """A frozen model whose field aliases are Kafka keys and whose input is Kafka-style strings."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_by_alias=True, validate_by_name=True)
+    config_kind: ClassVar[str]  # "broker" or "topic", for error messages
+
+    @classmethod
+    def keys(cls) -> frozenset[str]:
+        """The Kafka keys this model accepts."""
+        return frozenset(field.alias for field in cls.model_fields.values() if field.alias)
+
+    @classmethod
+    def _check_keys(cls, keys: set[str], extra_keys: frozenset[str] = frozenset()) -> None:
+        known = cls.keys() | extra_keys
+        for key in sorted(keys - known):
+            hint = difflib.get_close_matches(key, known, n=1)
+            suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
+            raise ConfigError(f"unknown {cls.config_kind} config {key!r}{suggestion}")
+
+    @classmethod
+    def _from_strings(
+        cls, props: Mapping[str, str], origin: Mapping[str, str], raw: Mapping[str, str]
+    ) -> Self:
+        try:
+            return cls.model_validate(props)
+        except ValidationError as exc:
+            errors = exc.errors(include_url=False)
+            raise ConfigError("; ".join(_describe(error, raw, origin) for error in errors)) from exc
+
+    def to_properties(self) -> dict[str, str]:
+        """Every key that has a value, as strings that `from_properties` reads back to an equal model."""
+        return {
+            field.alias or name: format_value(value)
+            for name, field in type(self).model_fields.items()
+            if (value := getattr(self, name)) is not None
+        }
+
+
+# --- broker ----------------------------------------------------------------------------------------------
+
+# Older spellings of a key that Kafka still accepts; the newer key wins when both are given.
+_SYNONYMS = {"broker.id": "node.id", "log.dir": "log.dirs"}
+
+
+class BrokerConfig(_PropertiesModel):
+    """A broker's static configuration (`server.properties`), with Kafka 4.x defaults."""
+
+    config_kind: ClassVar[str] = "broker"
+
+    node_id: Annotated[Int, Field(ge=0)] = Field(0, alias="node.id")
+    # Kafka's default is /tmp/kafka-logs; a name of our own keeps a real Kafka's data out of reach.
+    log_dirs: _Paths = Field((Path("/tmp/kafkette-logs"),), alias="log.dirs")
+    listeners: _Listeners = Field((Listener("PLAINTEXT", "127.0.0.1", 9092),), alias="listeners")
+    advertised_listeners: _Listeners | None = Field(None, alias="advertised.listeners")
+    cluster_id: Text | None = Field(None, alias="cluster.id")  # None: the server generates one on first start
+    broker_rack: Text | None = Field(None, alias="broker.rack")
+    kafkette_event_loop: Annotated[Literal["asyncio", "uvloop"], BeforeValidator(_trimmed)] = Field(
+        "asyncio", alias="kafkette.event.loop"
+    )
+
+    num_partitions: _PositiveInt = Field(1, alias="num.partitions")
+    default_replication_factor: _PositiveInt = Field(1, alias="default.replication.factor")
+    auto_create_topics_enable: Boolean = Field(True, alias="auto.create.topics.enable")
+    delete_topic_enable: Boolean = Field(True, alias="delete.topic.enable")
+    message_max_bytes: _NonNegativeInt = Field(1048588, alias="message.max.bytes")
+    socket_request_max_bytes: _PositiveInt = Field(104857600, alias="socket.request.max.bytes")
+    min_insync_replicas: _PositiveInt = Field(1, alias="min.insync.replicas")
+    unclean_leader_election_enable: Boolean = Field(False, alias="unclean.leader.election.enable")
+    compression_type: _Compression = Field("producer", alias="compression.type")
+
+    log_segment_bytes: _SegmentBytes = Field(1073741824, alias="log.segment.bytes")
+    log_roll_ms: _PositiveLong | None = Field(None, alias="log.roll.ms")
+    log_roll_hours: _PositiveInt = Field(168, alias="log.roll.hours")
+    log_roll_jitter_ms: _NonNegativeLong | None = Field(None, alias="log.roll.jitter.ms")
+    log_roll_jitter_hours: _NonNegativeInt = Field(0, alias="log.roll.jitter.hours")
+    log_index_interval_bytes: _NonNegativeInt = Field(4096, alias="log.index.interval.bytes")
+    log_index_size_max_bytes: _IndexBytes = Field(10485760, alias="log.index.size.max.bytes")
+    log_preallocate: Boolean = Field(False, alias="log.preallocate")
+    log_flush_interval_messages: _FlushMessages = Field(None, alias="log.flush.interval.messages")
+    log_flush_interval_ms: _FlushMs = Field(None, alias="log.flush.interval.ms")
+    log_segment_delete_delay_ms: _NonNegativeLong = Field(60000, alias="log.segment.delete.delay.ms")
+
+    log_retention_ms: _RetentionMs | None = Field(None, alias="log.retention.ms")
+    log_retention_minutes: Int | None = Field(None, alias="log.retention.minutes")
+    log_retention_hours: Int = Field(168, alias="log.retention.hours")
+    log_retention_bytes: Long = Field(-1, alias="log.retention.bytes")
+    log_retention_check_interval_ms: _PositiveLong = Field(300000, alias="log.retention.check.interval.ms")
+    log_cleanup_policy: _CleanupPolicies = Field(("delete",), alias="log.cleanup.policy")
+    log_cleaner_delete_retention_ms: _NonNegativeLong = Field(
+        86400000, alias="log.cleaner.delete.retention.ms"
+    )
+    log_cleaner_min_cleanable_ratio: _Ratio = Field(0.5, alias="log.cleaner.min.cleanable.ratio")
+    log_cleaner_min_compaction_lag_ms: _NonNegativeLong = Field(0, alias="log.cleaner.min.compaction.lag.ms")
+    log_cleaner_max_compaction_lag_ms: _PositiveLong = Field(
+        LONG_MAX, alias="log.cleaner.max.compaction.lag.ms"
+    )
+
+    log_message_timestamp_type: _TimestampType = Field("CreateTime", alias="log.message.timestamp.type")
+    log_message_timestamp_before_max_ms: _NonNegativeLong = Field(
+        LONG_MAX, alias="log.message.timestamp.before.max.ms"
+    )
+    # Kafka 4.0 lowered this from Long.MAX_VALUE to one hour (KIP-1030).
+    log_message_timestamp_after_max_ms: _NonNegativeLong = Field(
+        3600000, alias="log.message.timestamp.after.max.ms"
+    )
+
+    offsets_topic_num_partitions: _PositiveInt = Field(50, alias="offsets.topic.num.partitions")
+    # Kafka defaults to 3 and refuses to create __consumer_offsets on a smaller cluster, which would make
+    # every single-node laptop broker need this line; 1 works everywhere and a cluster raises it.
+    offsets_topic_replication_factor: Annotated[Short, Field(ge=1)] = Field(
+        1, alias="offsets.topic.replication.factor"
+    )
+    group_initial_rebalance_delay_ms: _NonNegativeInt = Field(3000, alias="group.initial.rebalance.delay.ms")
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> BrokerConfig:
+        """Validate Kafka-style `key -> string` properties; raise ConfigError naming the first bad key."""
+        cls._check_keys(set(props), frozenset(_SYNONYMS))
+        if (
+            "broker.id" in props
+            and "node.id" in props
+            and props["broker.id"].strip() != props["node.id"].strip()
+        ):
+            raise ConfigError(
+                f"broker.id: must equal node.id when both are set (got {props['broker.id']!r} and "
+                f"node.id {props['node.id']!r})"
+            )
+        resolved = {key: value for key, value in props.items() if key not in _SYNONYMS}
+        origin: dict[str, str] = {}
+        for old, new in _SYNONYMS.items():
+            if old in props and new not in props:
+                resolved[new] = props[old]
+                origin[new] = old
+        return cls._from_strings(resolved, origin, props)
+
+    @property
+    def segment_ms(self) -> int:
+        """The effective roll time: log.roll.ms, else log.roll.hours."""
+        return self.log_roll_ms if self.log_roll_ms is not None else self.log_roll_hours * MS_PER_HOUR
+
+    @property
+    def segment_jitter_ms(self) -> int:
+        """The effective roll jitter: log.roll.jitter.ms, else log.roll.jitter.hours."""
+        if self.log_roll_jitter_ms is not None:
+            return self.log_roll_jitter_ms
+        return self.log_roll_jitter_hours * MS_PER_HOUR
+
+    @property
+    def retention_ms(self) -> int:
+        """The effective retention: log.retention.ms, else .minutes, else .hours; -1 means unlimited."""
+        if self.log_retention_ms is not None:
+            millis = self.log_retention_ms
+        elif self.log_retention_minutes is not None:
+            millis = self.log_retention_minutes * MS_PER_MINUTE
+        else:
+            millis = self.log_retention_hours * MS_PER_HOUR
+        return -1 if millis < 0 else millis
+
+    @property
+    def effective_advertised_listeners(self) -> tuple[Listener, ...]:
+        return self.advertised_listeners or self.listeners
+
+    @property
+    def listen_address(self) -> tuple[str, int]:
+        """Host and port of the first listener (port 0: the OS picks one, the server reports it)."""
+        first = self.listeners[0]
+        return first.host, first.port
+
+    @property
+    def advertised_address(self) -> tuple[str, int]:
+        """Host and port clients are told to connect to; the server substitutes its bound port for 0."""
+        first = self.effective_advertised_listeners[0]
+        return first.host, first.port
+
+
+# --- topics ----------------------------------------------------------------------------------------------
+
+
+class ConfigType(IntEnum):
+    """DescribeConfigs' ConfigType codes (response v3+)."""
+
+    UNKNOWN = 0
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+    CLASS = 8
+    PASSWORD = 9
+
+
+class TopicConfig(_PropertiesModel):
+    """A topic's effective configuration; field names match the storage layer's LogConfig where shared."""
+
+    config_kind: ClassVar[str] = "topic"
+
+    cleanup_policy: _CleanupPolicies = Field(alias="cleanup.policy")
+    compression_type: _Compression = Field(alias="compression.type")
+    delete_retention_ms: _NonNegativeLong = Field(alias="delete.retention.ms")
+    file_delete_delay_ms: _NonNegativeLong = Field(alias="file.delete.delay.ms")
+    flush_messages: _FlushMessages = Field(None, alias="flush.messages")  # None: never force a flush
+    flush_ms: _FlushMs = Field(None, alias="flush.ms")
+    index_interval_bytes: _NonNegativeInt = Field(alias="index.interval.bytes")
+    max_compaction_lag_ms: _PositiveLong = Field(alias="max.compaction.lag.ms")
+    max_message_bytes: _NonNegativeInt = Field(alias="max.message.bytes")
+    message_timestamp_after_max_ms: _NonNegativeLong = Field(alias="message.timestamp.after.max.ms")
+    message_timestamp_before_max_ms: _NonNegativeLong = Field(alias="message.timestamp.before.max.ms")
+    message_timestamp_type: _TimestampType = Field(alias="message.timestamp.type")
+    min_cleanable_dirty_ratio: _Ratio = Field(alias="min.cleanable.dirty.ratio")
+    min_compaction_lag_ms: _NonNegativeLong = Field(alias="min.compaction.lag.ms")
+    min_insync_replicas: _PositiveInt = Field(alias="min.insync.replicas")
+    preallocate: Boolean = Field(alias="preallocate")
+    retention_bytes: Long = Field(alias="retention.bytes")
+    retention_ms: _RetentionMs = Field(alias="retention.ms")
+    segment_bytes: _SegmentBytes = Field(alias="segment.bytes")
+    segment_index_bytes: _IndexBytes = Field(alias="segment.index.bytes")
+    segment_jitter_ms: _NonNegativeLong = Field(alias="segment.jitter.ms")
+    segment_ms: _PositiveLong = Field(alias="segment.ms")
+    unclean_leader_election_enable: Boolean = Field(alias="unclean.leader.election.enable")
+
+
+@dataclass(frozen=True, slots=True)
+class _TopicKey:
+    broker_attribute: str  # the BrokerConfig attribute (or property) whose value is the topic default
+    broker_keys: tuple[str, ...]  # Kafka's broker-level synonyms, highest precedence first
+    config_type: ConfigType
+
+
+_TOPIC_KEYS: dict[str, _TopicKey] = {
+    "cleanup.policy": _TopicKey("log_cleanup_policy", ("log.cleanup.policy",), ConfigType.LIST),
+    "compression.type": _TopicKey("compression_type", ("compression.type",), ConfigType.STRING),
+    "delete.retention.ms": _TopicKey(
+        "log_cleaner_delete_retention_ms", ("log.cleaner.delete.retention.ms",), ConfigType.LONG
+    ),
+    "file.delete.delay.ms": _TopicKey(
+        "log_segment_delete_delay_ms", ("log.segment.delete.delay.ms",), ConfigType.LONG
+    ),
+    "flush.messages": _TopicKey(
+        "log_flush_interval_messages", ("log.flush.interval.messages",), ConfigType.LONG
+    ),
+    "flush.ms": _TopicKey("log_flush_interval_ms", ("log.flush.interval.ms",), ConfigType.LONG),
+    "index.interval.bytes": _TopicKey(
+        "log_index_interval_bytes", ("log.index.interval.bytes",), ConfigType.INT
+    ),
+    "max.compaction.lag.ms": _TopicKey(
+        "log_cleaner_max_compaction_lag_ms", ("log.cleaner.max.compaction.lag.ms",), ConfigType.LONG
+    ),
+    "max.message.bytes": _TopicKey("message_max_bytes", ("message.max.bytes",), ConfigType.INT),
+    "message.timestamp.after.max.ms": _TopicKey(
+        "log_message_timestamp_after_max_ms", ("log.message.timestamp.after.max.ms",), ConfigType.LONG
+    ),
+    "message.timestamp.before.max.ms": _TopicKey(
+        "log_message_timestamp_before_max_ms", ("log.message.timestamp.before.max.ms",), ConfigType.LONG
+    ),
+    "message.timestamp.type": _TopicKey(
+        "log_message_timestamp_type", ("log.message.timestamp.type",), ConfigType.STRING
+    ),
+    "min.cleanable.dirty.ratio": _TopicKey(
+        "log_cleaner_min_cleanable_ratio", ("log.cleaner.min.cleanable.ratio",), ConfigType.DOUBLE
+    ),
+    "min.compaction.lag.ms": _TopicKey(
+        "log_cleaner_min_compaction_lag_ms", ("log.cleaner.min.compaction.lag.ms",), ConfigType.LONG
+    ),
+    "min.insync.replicas": _TopicKey("min_insync_replicas", ("min.insync.replicas",), ConfigType.INT),
+    "preallocate": _TopicKey("log_preallocate", ("log.preallocate",), ConfigType.BOOLEAN),
+    "retention.bytes": _TopicKey("log_retention_bytes", ("log.retention.bytes",), ConfigType.LONG),
+    "retention.ms": _TopicKey(
+        "retention_ms", ("log.retention.ms", "log.retention.minutes", "log.retention.hours"), ConfigType.LONG
+    ),
+    "segment.bytes": _TopicKey("log_segment_bytes", ("log.segment.bytes",), ConfigType.INT),
+    "segment.index.bytes": _TopicKey(
+        "log_index_size_max_bytes", ("log.index.size.max.bytes",), ConfigType.INT
+    ),
+    "segment.jitter.ms": _TopicKey(
+        "segment_jitter_ms", ("log.roll.jitter.ms", "log.roll.jitter.hours"), ConfigType.LONG
+    ),
+    "segment.ms": _TopicKey("segment_ms", ("log.roll.ms", "log.roll.hours"), ConfigType.LONG),
+    "unclean.leader.election.enable": _TopicKey(
+        "unclean_leader_election_enable", ("unclean.leader.election.enable",), ConfigType.BOOLEAN
+    ),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfigDefault:
+    """What DescribeConfigs reports for a topic key that the topic does not override."""
+
+    name: str
+    value: str
+    config_type: ConfigType
+    broker_keys: tuple[str, ...]  # broker-level synonyms, highest precedence first
+    set_by: str | None  # the broker key set in the broker's configuration (STATIC_BROKER_CONFIG), if any
+    sensitive: bool = False
+    read_only: bool = False
+
+    @property
+    def is_broker_synonym(self) -> bool:
+        return bool(self.broker_keys)
+
+
+def topic_config_defaults(broker: BrokerConfig) -> dict[str, TopicConfigDefault]:
+    """Every topic key with the default this broker gives it, sorted by key."""
+    explicit = {BrokerConfig.model_fields[name].alias for name in broker.model_fields_set}
+    defaults: dict[str, TopicConfigDefault] = {}
+    for name, key in sorted(_TOPIC_KEYS.items()):
+        value = getattr(broker, key.broker_attribute)
+        defaults[name] = TopicConfigDefault(
+            name=name,
+            value=format_value(LONG_MAX if value is None else value),
+            config_type=key.config_type,
+            broker_keys=key.broker_keys,
+            set_by=next((broker_key for broker_key in key.broker_keys if broker_key in explicit), None),
+        )
+    return defaults
+
+
+def effective_topic_config(broker: BrokerConfig, overrides: Mapping[str, str]) -> TopicConfig:
+    """The typed configuration of a topic: the broker's defaults, then the topic's overrides."""
+    TopicConfig._check_keys(set(overrides))
+    defaults = {name: default.value for name, default in topic_config_defaults(broker).items()}
+    return TopicConfig._from_strings({**defaults, **overrides}, {}, overrides)
+
+
+def validate_topic_configs(overrides: Mapping[str, str | None]) -> dict[str, str]:
+    """Check topic overrides (CreateTopics, AlterConfigs); return the kept ones with trimmed values.
+
+    A None value names a key without overriding it (an override being deleted): the key must be known,
+    and it is left out of the result.
+    """
+    TopicConfig._check_keys(set(overrides))
+    kept = {name: value.strip() for name, value in overrides.items() if value is not None}
+    effective_topic_config(BrokerConfig(), kept)
+    return kept

@@ -1,0 +1,1 @@
+"""Cluster metadata this broker acts on: topics, partitions, configs, producer ids."""

@@ -1,0 +1,24 @@
+"""Regenerate the message classes: ``python -m kafkette.broker.protocol.gen [SPEC_DIR] [OUT_DIR]``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from kafkette.broker.protocol.gen import generate
+
+REPO = Path(__file__).resolve().parents[3]
+DEFAULT_SPEC_DIR = REPO.parent / "shared" / "kafka-protocol" / "message"
+DEFAULT_OUT_DIR = REPO / "broker" / "protocol" / "messages"
+
+
+def main(argv: list[str]) -> int:
+    spec_dir = Path(argv[0]) if argv else DEFAULT_SPEC_DIR
+    out_dir = Path(argv[1]) if len(argv) > 1 else DEFAULT_OUT_DIR
+    written = generate(spec_dir, out_dir)
+    print(f"wrote {written} modules to {out_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

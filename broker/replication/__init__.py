@@ -1,0 +1,1 @@
+"""Partition replicas: append validation, idempotent producers, and (later) followers and ISR."""

@@ -1,0 +1,123 @@
+"""One partition replica on this broker: validation, idempotence, append and read.
+
+Today every partition is led by this broker (a single node); the replicated
+cluster adds follower state and a high watermark below the log end here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from uuid import UUID
+
+from kafkette.broker.protocol.batch import (
+    ATTR_COMPRESSION_MASK,
+    BatchHeader,
+    CorruptBatchError,
+    UnsupportedMagicError,
+    iter_batches,
+)
+from kafkette.broker.protocol.errors import ErrorCode, KafkaError
+from kafkette.broker.replication.producer_state import ProducerStateTable
+from kafkette.broker.storage import Log
+
+MAX_COMPRESSION_CODEC = 4
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionSettings:
+    """The topic configuration the hot path needs, resolved once per topic config change."""
+
+    max_message_bytes: int
+    log_append_time: bool
+
+
+@dataclass(frozen=True, slots=True)
+class AppendOutcome:
+    base_offset: int
+    log_append_time: int
+    log_start_offset: int
+
+
+def validate_batches(records: memoryview, max_message_bytes: int) -> list[BatchHeader]:
+    """Headers of the producer's batches, after checking framing, CRC, codec and size."""
+    try:
+        headers = list(iter_batches(records))
+    except UnsupportedMagicError as exc:
+        raise KafkaError(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, str(exc)) from exc
+    except CorruptBatchError as exc:
+        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from exc
+    if not headers:
+        raise KafkaError(ErrorCode.INVALID_RECORD, "produce request carries no record batch")
+    for header in headers:
+        if header.size > max_message_bytes:
+            raise KafkaError(
+                ErrorCode.MESSAGE_TOO_LARGE,
+                f"batch of {header.size} bytes exceeds max.message.bytes {max_message_bytes}",
+            )
+        if header.attributes & ATTR_COMPRESSION_MASK > MAX_COMPRESSION_CODEC:
+            raise KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "unknown compression codec")
+        if header.record_count <= 0 or header.last_offset_delta != header.record_count - 1:
+            raise KafkaError(ErrorCode.INVALID_RECORD, "record count does not match the last offset delta")
+    return headers
+
+
+class Partition:
+    def __init__(self, topic: str, index: int, topic_id: UUID, log: Log, settings: PartitionSettings) -> None:
+        self.topic = topic
+        self.index = index
+        self.topic_id = topic_id
+        self.log = log
+        self.settings = settings
+        self.leader_epoch = 0
+        self.producers = ProducerStateTable()
+        self._data_waiters: list[asyncio.Future[None]] = []
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    def append_from_producer(self, records: memoryview) -> AppendOutcome:
+        """Validate, deduplicate and append a producer's batches; raises KafkaError."""
+        headers = validate_batches(records, self.settings.max_message_bytes)
+        idempotent = [header for header in headers if header.has_producer_id]
+        if idempotent and len(headers) == 1:
+            duplicate = self.producers.check(headers[0])
+            if duplicate is not None:
+                return AppendOutcome(duplicate.first_offset, -1, self.log_start_offset)
+        elif idempotent:
+            raise KafkaError(
+                ErrorCode.INVALID_RECORD, "an idempotent produce carries one batch per partition"
+            )
+        now = int(time.time() * 1000)
+        append_time = now if self.settings.log_append_time else None
+        result = self.log.append(records, leader_epoch=self.leader_epoch, log_append_time=append_time)
+        if idempotent:
+            self.producers.record(headers[0], result.first_offset, now)
+        self._wake_readers()
+        return AppendOutcome(
+            result.first_offset, append_time if append_time is not None else -1, self.log_start_offset
+        )
+
+    def data_arrived(self) -> asyncio.Future[None]:
+        """A future resolved at the next append; fetches long-poll on it."""
+        future = asyncio.get_running_loop().create_future()
+        # Long-polls cancel their futures on timeout; drop those so idle partitions do not collect them.
+        self._data_waiters = [waiter for waiter in self._data_waiters if not waiter.done()]
+        self._data_waiters.append(future)
+        return future
+
+    def _wake_readers(self) -> None:
+        waiters, self._data_waiters = self._data_waiters, []
+        for future in waiters:
+            if not future.done():
+                future.set_result(None)

@@ -1,0 +1,102 @@
+"""Idempotent-producer bookkeeping for one partition: epochs, sequences and duplicate detection.
+
+Like Kafka, the broker remembers the last five batches of every producer id
+so that a retried batch is acknowledged with its original offsets instead of
+being written twice, and a gap in sequence numbers is refused.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from kafkette.broker.protocol.batch import BatchHeader
+from kafkette.broker.protocol.errors import ErrorCode, KafkaError
+
+BATCHES_REMEMBERED = 5
+SEQUENCE_MODULUS = 1 << 31
+
+
+@dataclass(frozen=True, slots=True)
+class BatchRecord:
+    first_sequence: int
+    last_sequence: int
+    first_offset: int
+    last_offset: int
+    timestamp: int
+
+
+@dataclass(slots=True)
+class ProducerEntry:
+    epoch: int
+    batches: deque[BatchRecord] = field(default_factory=lambda: deque(maxlen=BATCHES_REMEMBERED))
+
+    @property
+    def last_sequence(self) -> int:
+        return self.batches[-1].last_sequence if self.batches else -1
+
+
+def _next_sequence(sequence: int) -> int:
+    return (sequence + 1) % SEQUENCE_MODULUS
+
+
+class ProducerStateTable:
+    """Sequence state per producer id for one partition."""
+
+    def __init__(self) -> None:
+        self._producers: dict[int, ProducerEntry] = {}
+
+    def __len__(self) -> int:
+        return len(self._producers)
+
+    def check(self, header: BatchHeader) -> BatchRecord | None:
+        """Validate an incoming batch: the original batch when it is a duplicate, else None.
+
+        Raises KafkaError for a fenced epoch or a sequence gap.
+        """
+        entry = self._producers.get(header.producer_id)
+        if entry is None:
+            if header.base_sequence != 0:
+                raise KafkaError(
+                    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                    f"producer {header.producer_id} is new here but starts at sequence {header.base_sequence}",
+                )
+            return None
+        if header.producer_epoch < entry.epoch:
+            raise KafkaError(
+                ErrorCode.INVALID_PRODUCER_EPOCH,
+                f"producer epoch {header.producer_epoch} is older than {entry.epoch}",
+            )
+        if header.producer_epoch > entry.epoch:
+            if header.base_sequence != 0:
+                raise KafkaError(
+                    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                    f"new producer epoch {header.producer_epoch} must start at sequence 0",
+                )
+            return None
+        for batch in entry.batches:
+            if batch.first_sequence == header.base_sequence and batch.last_sequence == header.last_sequence:
+                return batch
+        expected = _next_sequence(entry.last_sequence)
+        if header.base_sequence != expected:
+            raise KafkaError(
+                ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                f"expected sequence {expected} from producer {header.producer_id}, got {header.base_sequence}",
+            )
+        return None
+
+    def record(self, header: BatchHeader, first_offset: int, timestamp: int) -> None:
+        """Remember a batch that was appended at ``first_offset``."""
+        entry = self._producers.get(header.producer_id)
+        if entry is None or header.producer_epoch != entry.epoch:
+            entry = ProducerEntry(header.producer_epoch)
+            self._producers[header.producer_id] = entry
+        entry.batches.append(
+            BatchRecord(
+                first_sequence=header.base_sequence,
+                last_sequence=header.last_sequence,
+                first_offset=first_offset,
+                last_offset=first_offset + header.last_offset_delta,
+                timestamp=timestamp,
+            )
+        )

@@ -1,0 +1,80 @@
+"""The APIs this broker serves, their version ranges, and ApiVersions itself.
+
+Minimum versions follow Kafka 4.0 (KIP-896 removed the pre-2.1 versions,
+and versions older than these need the magic 0/1 message formats); maximum
+versions are the newest stable ones in the message definitions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kafkette.broker.protocol.errors import ErrorCode
+from kafkette.broker.protocol.messages import REQUESTS
+from kafkette.broker.protocol.messages.api_versions_request import ApiVersionsRequest
+from kafkette.broker.protocol.messages.api_versions_response import ApiVersion, ApiVersionsResponse
+from kafkette.broker.server.context import RequestContext
+from kafkette.broker.server.handlers.configs import (
+    handle_alter_configs,
+    handle_describe_configs,
+    handle_incremental_alter_configs,
+)
+from kafkette.broker.server.handlers.fetch import handle_fetch
+from kafkette.broker.server.handlers.list_offsets import handle_list_offsets
+from kafkette.broker.server.handlers.metadata import handle_describe_cluster, handle_metadata
+from kafkette.broker.server.handlers.produce import handle_produce
+from kafkette.broker.server.handlers.producer_ids import handle_init_producer_id
+from kafkette.broker.server.handlers.topics import (
+    handle_create_partitions,
+    handle_create_topics,
+    handle_delete_topics,
+)
+
+Handler = Callable[[RequestContext, Any], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Api:
+    key: int
+    min_version: int
+    max_version: int
+    handler: Handler
+
+
+def handle_api_versions(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersionsResponse:
+    return api_versions_response(ErrorCode.NONE)
+
+
+def api_versions_response(error: ErrorCode) -> ApiVersionsResponse:
+    return ApiVersionsResponse(
+        error_code=error,
+        api_keys=[ApiVersion(api_key=a.key, min_version=a.min_version, max_version=a.max_version) for a in APIS.values()],
+    )
+
+
+def _api(key: int, min_version: int, handler: Handler) -> Api:
+    request = REQUESTS[key]
+    newest = request.VALID_VERSIONS[1] - (1 if request.LATEST_VERSION_UNSTABLE else 0)
+    return Api(key, min_version, newest, handler)
+
+
+APIS: dict[int, Api] = {
+    api.key: api
+    for api in (
+        _api(0, 3, handle_produce),
+        _api(1, 4, handle_fetch),
+        _api(2, 1, handle_list_offsets),
+        _api(3, 0, handle_metadata),
+        _api(18, 0, handle_api_versions),
+        _api(19, 2, handle_create_topics),
+        _api(20, 1, handle_delete_topics),
+        _api(22, 0, handle_init_producer_id),
+        _api(32, 1, handle_describe_configs),
+        _api(33, 0, handle_alter_configs),
+        _api(37, 0, handle_create_partitions),
+        _api(44, 0, handle_incremental_alter_configs),
+        _api(60, 0, handle_describe_cluster),
+    )
+}

@@ -1,0 +1,217 @@
+"""One client connection: framing, pipelined dispatch, and responses written in request order.
+
+Clients pipeline several requests per connection and expect the responses in
+the same order. Each request takes a slot in a queue; a handler fills its slot
+at once or later (fetch long-poll), and the head of the queue is written as
+soon as it is filled. File regions in a response go out with sendfile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import struct
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from kafkette.broker.protocol.codec import Splices
+from kafkette.broker.protocol.types import FileRegion
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+# Requests read ahead of the one being answered before the connection stops reading.
+MAX_PENDING = 64
+
+Response = tuple[bytearray, Splices]
+# A dispatcher turns a request frame into a response, None (no response: acks=0),
+# or an awaitable of either; it raises ConnectionAbort to drop the connection.
+Dispatch = Callable[[bytearray, "Connection"], "Response | None | Awaitable[Response | None]"]
+
+
+class ConnectionAbort(Exception):
+    """Close this connection (and only this one): the peer sent something unanswerable."""
+
+
+class _Slot:
+    __slots__ = ("done", "response")
+
+    def __init__(self) -> None:
+        self.done = False
+        self.response: Response | None = None
+
+
+class Connection(asyncio.Protocol):
+    def __init__(
+        self, dispatch: Dispatch, max_request_bytes: int, on_close: Callable[[Connection], None]
+    ) -> None:
+        self._dispatch = dispatch
+        self._max_request_bytes = max_request_bytes
+        self._on_close = on_close
+        self._buffer = bytearray()
+        self._pending: deque[_Slot] = deque()
+        self._transport: asyncio.Transport | None = None
+        self._sending = False
+        self._reading_paused = False
+        self._writing_paused = False
+        self._tasks: set[asyncio.Future[Any]] = set()
+        self.peer = "?"
+
+    # -- asyncio.Protocol -------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._transport = None
+        for task in list(self._tasks):
+            task.cancel()
+        self._pending.clear()
+        self._on_close(self)
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        self._update_reading()
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self._buffer
+        buffer += data
+        pos = 0
+        length = len(buffer)
+        while length - pos >= 4:
+            size = _SIZE.unpack_from(buffer, pos)[0]
+            if size < 0 or size > self._max_request_bytes:
+                log.warning(
+                    "closing %s: request of %d bytes exceeds socket.request.max.bytes %d",
+                    self.peer,
+                    size,
+                    self._max_request_bytes,
+                )
+                self.close()
+                return
+            end = pos + 4 + size
+            if end > length:
+                break
+            self._handle_frame(buffer[pos + 4 : end])
+            pos = end
+            if self._transport is None:
+                return
+        if pos:
+            del buffer[:pos]
+
+    # -- requests and responses -------------------------------------------
+
+    def _handle_frame(self, frame: bytearray) -> None:
+        try:
+            result = self._dispatch(frame, self)
+        except ConnectionAbort as exc:
+            log.warning("closing %s: %s", self.peer, exc)
+            self.close()
+            return
+        if result is None:
+            return
+        slot = _Slot()
+        self._pending.append(slot)
+        if isinstance(result, tuple):
+            slot.done = True
+            slot.response = result
+            self._drain()
+        else:
+            task = asyncio.ensure_future(result)
+            self._tasks.add(task)
+            task.add_done_callback(lambda done, slot=slot: self._complete(slot, done))
+        self._update_reading()
+
+    def _complete(self, slot: _Slot, task: asyncio.Future[Response | None]) -> None:
+        self._tasks.discard(task)
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            if not isinstance(exc, ConnectionAbort):
+                log.error("closing %s: request failed", self.peer, exc_info=exc)
+            self.close()
+            return
+        slot.done = True
+        slot.response = task.result()
+        self._drain()
+
+    def _drain(self) -> None:
+        transport = self._transport
+        while not self._sending and self._pending and self._pending[0].done and transport is not None:
+            slot = self._pending.popleft()
+            if slot.response is None:
+                continue
+            frame, splices = slot.response
+            if not splices:
+                transport.write(frame)
+                continue
+            self._sending = True
+            task = asyncio.ensure_future(self._send_with_regions(frame, splices))
+            self._tasks.add(task)
+            task.add_done_callback(self._sent)
+        self._update_reading()
+
+    def _sent(self, task: asyncio.Future[None]) -> None:
+        self._tasks.discard(task)
+        self._sending = False
+        if task.cancelled():
+            return
+        if task.exception() is not None:
+            log.warning("closing %s: sending a response failed: %s", self.peer, task.exception())
+            self.close()
+            return
+        self._drain()
+
+    async def _send_with_regions(self, frame: bytearray, splices: Splices) -> None:
+        transport = self._transport
+        view = memoryview(frame)
+        start = 0
+        for position, region in splices:
+            if transport is None or transport.is_closing():
+                return
+            transport.write(view[start:position])
+            start = position
+            await send_region(transport, region)
+        if transport is not None and not transport.is_closing():
+            transport.write(view[start:])
+
+    def _update_reading(self) -> None:
+        transport = self._transport
+        if transport is None:
+            return
+        should_pause = self._writing_paused or len(self._pending) >= MAX_PENDING
+        if should_pause and not self._reading_paused:
+            transport.pause_reading()
+            self._reading_paused = True
+        elif not should_pause and self._reading_paused and not self._sending:
+            transport.resume_reading()
+            self._reading_paused = False
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+
+
+async def send_region(transport: asyncio.Transport, region: FileRegion) -> None:
+    """Write a file region: sendfile where the loop has it, else read and write."""
+    loop = asyncio.get_running_loop()
+    if region.size == 0:
+        return
+    try:
+        await loop.sendfile(transport, region.file, region.position, region.size, fallback=False)
+        return
+    except (NotImplementedError, AttributeError, asyncio.SendfileNotAvailableError):
+        pass
+    # uvloop and TLS transports have no native sendfile.
+    data = os.pread(region.file.fileno(), region.size, region.position)
+    transport.write(data)

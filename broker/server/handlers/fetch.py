@@ -1,0 +1,142 @@
+"""Fetch: file regions of whole batches per partition, long-polling until min_bytes or max_wait.
+
+Sessions (KIP-227) are not kept: every response carries session id 0, which
+tells clients to send full fetch requests, as a broker with no session slots does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable
+
+from kafkette.broker.protocol.errors import ErrorCode
+from kafkette.broker.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
+from kafkette.broker.protocol.messages.fetch_response import (
+    FetchableTopicResponse,
+    FetchResponse,
+    PartitionData,
+)
+from kafkette.broker.replication.partition import Partition
+from kafkette.broker.server.context import RequestContext
+from kafkette.broker.storage.errors import LogStorageError, OffsetOutOfRangeError
+
+TOPIC_IDS_FROM_VERSION = 13
+
+
+def _check_leader_epoch(partition: Partition, requested: int) -> ErrorCode:
+    if requested == -1 or requested == partition.leader_epoch:
+        return ErrorCode.NONE
+    return (
+        ErrorCode.FENCED_LEADER_EPOCH
+        if requested < partition.leader_epoch
+        else ErrorCode.UNKNOWN_LEADER_EPOCH
+    )
+
+
+class _FetchPass:
+    """One read of every requested partition, within the response's byte budget."""
+
+    def __init__(self, ctx: RequestContext, request: FetchRequest) -> None:
+        self.ctx = ctx
+        self.request = request
+        self.bytes_read = 0
+        self.partitions: list[Partition] = []
+        self.has_error = False
+
+    def run(self) -> FetchResponse:
+        self.bytes_read = 0
+        self.partitions = []
+        self.has_error = False
+        by_id = self.ctx.api_version >= TOPIC_IDS_FROM_VERSION
+        return FetchResponse(
+            error_code=ErrorCode.NONE,
+            session_id=0,
+            responses=[self._topic(topic, by_id) for topic in self.request.topics],
+        )
+
+    def _topic(self, topic: FetchTopic, by_id: bool) -> FetchableTopicResponse:
+        topics = self.ctx.broker.topics
+        record = topics.topic_by_id(topic.topic_id) if by_id else topics.topic(topic.topic)
+        missing = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        name = record.name if record is not None else topic.topic
+        partitions = []
+        for wanted in topic.partitions:
+            partition = topics.partition(name, wanted.partition) if record is not None else None
+            partitions.append(self._partition(partition, wanted, missing))
+        return FetchableTopicResponse(topic=topic.topic, topic_id=topic.topic_id, partitions=partitions)
+
+    def _partition(
+        self, partition: Partition | None, wanted: FetchPartition, missing: ErrorCode
+    ) -> PartitionData:
+        if partition is None:
+            self.has_error = True
+            return PartitionData(
+                partition_index=wanted.partition, error_code=missing, high_watermark=-1, records=b""
+            )
+        self.partitions.append(partition)
+        high_watermark = partition.high_watermark
+        result = PartitionData(
+            partition_index=wanted.partition,
+            high_watermark=high_watermark,
+            last_stable_offset=high_watermark,
+            log_start_offset=partition.log_start_offset,
+            aborted_transactions=None,
+            records=b"",
+        )
+        code = _check_leader_epoch(partition, wanted.current_leader_epoch)
+        if code != ErrorCode.NONE:
+            self.has_error = True
+            result.error_code = code
+            return result
+        budget = min(wanted.partition_max_bytes, self.request.max_bytes - self.bytes_read)
+        if wanted.fetch_offset == high_watermark or budget <= 0 and self.bytes_read > 0:
+            return result
+        try:
+            region = partition.log.read(
+                wanted.fetch_offset,
+                max(budget, 0),
+                max_offset=high_watermark,
+                min_one_batch=self.bytes_read == 0,
+            )
+        except OffsetOutOfRangeError:
+            self.has_error = True
+            result.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+            return result
+        except LogStorageError:
+            self.has_error = True
+            result.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+            return result
+        if region is not None and region.size > 0:
+            result.records = region
+            self.bytes_read += region.size
+        return result
+
+
+def handle_fetch(ctx: RequestContext, request: FetchRequest) -> FetchResponse | Awaitable[FetchResponse]:
+    fetch = _FetchPass(ctx, request)
+    response = fetch.run()
+    if (
+        request.max_wait_ms <= 0
+        or fetch.bytes_read >= request.min_bytes
+        or fetch.has_error
+        or not fetch.partitions
+    ):
+        return response
+    return _long_poll(fetch, time.monotonic() + request.max_wait_ms / 1000)
+
+
+async def _long_poll(fetch: _FetchPass, deadline: float) -> FetchResponse:
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return fetch.run()
+        waiters = [partition.data_arrived() for partition in fetch.partitions]
+        try:
+            await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+        response = fetch.run()
+        if fetch.bytes_read >= fetch.request.min_bytes or fetch.has_error:
+            return response

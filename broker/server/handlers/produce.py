@@ -1,0 +1,100 @@
+"""Produce: validate each partition's batches and append them; acks=0 gets no response."""
+
+from __future__ import annotations
+
+import logging
+
+from kafkette.broker.protocol.errors import ErrorCode, KafkaError
+from kafkette.broker.protocol.messages.produce_request import ProduceRequest
+from kafkette.broker.protocol.messages.produce_response import (
+    PartitionProduceResponse,
+    ProduceResponse,
+    TopicProduceResponse,
+)
+from kafkette.broker.server.connection import ConnectionAbort
+from kafkette.broker.server.context import RequestContext
+from kafkette.broker.storage.errors import LogStorageError, RecordBatchTooLargeError
+
+log = logging.getLogger(__name__)
+
+VALID_ACKS = (-1, 0, 1)
+
+
+def _append(ctx: RequestContext, topic: str, index: int, records: object) -> PartitionProduceResponse:
+    partition = ctx.broker.topics.partition(topic, index)
+    if partition is None:
+        return PartitionProduceResponse(
+            index=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, base_offset=-1
+        )
+    if not isinstance(records, memoryview):
+        return PartitionProduceResponse(index=index, error_code=ErrorCode.CORRUPT_MESSAGE, base_offset=-1)
+    try:
+        outcome = partition.append_from_producer(records)
+    except KafkaError as exc:
+        return PartitionProduceResponse(
+            index=index, error_code=exc.code, base_offset=-1, error_message=exc.message
+        )
+    except RecordBatchTooLargeError as exc:
+        return PartitionProduceResponse(
+            index=index, error_code=ErrorCode.MESSAGE_TOO_LARGE, base_offset=-1, error_message=str(exc)
+        )
+    except LogStorageError as exc:
+        log.error("append to %s-%d failed: %s", topic, index, exc)
+        return PartitionProduceResponse(
+            index=index, error_code=ErrorCode.KAFKA_STORAGE_ERROR, base_offset=-1, error_message=str(exc)
+        )
+    return PartitionProduceResponse(
+        index=index,
+        error_code=ErrorCode.NONE,
+        base_offset=outcome.base_offset,
+        log_append_time_ms=outcome.log_append_time,
+        log_start_offset=outcome.log_start_offset,
+    )
+
+
+def _reject_all(request: ProduceRequest, code: ErrorCode, message: str) -> ProduceResponse:
+    return ProduceResponse(
+        responses=[
+            TopicProduceResponse(
+                name=topic.name,
+                partition_responses=[
+                    PartitionProduceResponse(
+                        index=p.index, error_code=code, base_offset=-1, error_message=message
+                    )
+                    for p in topic.partition_data
+                ],
+            )
+            for topic in request.topic_data
+        ]
+    )
+
+
+def handle_produce(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
+    if request.acks not in VALID_ACKS:
+        response = _reject_all(
+            request, ErrorCode.INVALID_REQUIRED_ACKS, f"acks={request.acks} is not -1, 0 or 1"
+        )
+    elif request.transactional_id is not None:
+        response = _reject_all(request, ErrorCode.INVALID_TXN_STATE, "transactions are not supported yet")
+    else:
+        response = ProduceResponse(
+            responses=[
+                TopicProduceResponse(
+                    name=topic.name,
+                    partition_responses=[
+                        _append(ctx, topic.name, p.index, p.records) for p in topic.partition_data
+                    ],
+                )
+                for topic in request.topic_data
+            ]
+        )
+    if request.acks != 0:
+        return response
+    # acks=0 gets no answer; an error closes the connection, which is how such a producer learns of it.
+    for topic in response.responses:
+        for partition in topic.partition_responses:
+            if partition.error_code != ErrorCode.NONE:
+                raise ConnectionAbort(
+                    f"acks=0 produce to {topic.name}-{partition.index} failed: {ErrorCode(partition.error_code).name}"
+                )
+    return None

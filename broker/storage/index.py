@@ -1,0 +1,197 @@
+"""Sparse segment indexes in Kafka's file formats, searched by bisection.
+
+``.index`` maps offsets to file positions: (relative offset int32, position
+int32), one entry per ``index.interval.bytes`` of log, keyed (as in Kafka) by
+the *last* offset of the batch that starts at the position. ``.timeindex`` maps
+timestamps to offsets: (timestamp int64, relative offset int32), appended only
+when the segment's largest timestamp grows.
+
+Files are appended, not preallocated; ``segment.index.bytes`` caps the entry
+count and the log rolls a segment when an index is full. Entries live in
+memory once used, loaded lazily so idle segments cost nothing; new entries
+reach the file on ``flush`` (after a crash, recovery rebuilds the indexes of
+every segment that was not flushed).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from array import array
+from bisect import bisect_left, bisect_right
+from pathlib import Path
+from typing import Self
+
+from .errors import CorruptLogError
+
+NO_TIMESTAMP = -1
+
+
+class _Index:
+    """Two parallel, non-decreasing columns persisted as fixed-size big-endian entries."""
+
+    _ENTRY: struct.Struct
+    _KEY_TYPE: str
+    _VALUE_TYPE: str
+
+    def __init__(self, path: Path, base_offset: int, max_bytes: int, entries_on_disk: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.max_entries = max(1, max_bytes // self._ENTRY.size)
+        self._persisted = entries_on_disk
+        self._keys: array[int] | None = None
+        self._values: array[int] = array(self._VALUE_TYPE)
+        self._dirty = False
+
+    @classmethod
+    def create(cls, path: Path, base_offset: int, max_bytes: int) -> Self:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
+        index = cls(path, base_offset, max_bytes, 0)
+        index._keys = array(cls._KEY_TYPE)
+        return index
+
+    @classmethod
+    def open(cls, path: Path, base_offset: int, max_bytes: int) -> Self:
+        """Open an existing file; CorruptLogError when missing or not a whole number of entries."""
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError as exc:
+            raise CorruptLogError(f"index {path.name} is missing") from exc
+        if size % cls._ENTRY.size:
+            raise CorruptLogError(f"index {path.name} has {size} bytes, not a multiple of {cls._ENTRY.size}")
+        return cls(path, base_offset, max_bytes, size // cls._ENTRY.size)
+
+    def __len__(self) -> int:
+        return self._persisted if self._keys is None else len(self._keys)
+
+    def is_full(self) -> bool:
+        return len(self) >= self.max_entries
+
+    def _columns(self) -> tuple[array[int], array[int]]:
+        if self._keys is None:
+            entries = list(self._ENTRY.iter_unpack(self.path.read_bytes()))
+            self._keys = array(self._KEY_TYPE, [entry[0] for entry in entries])
+            self._values = array(self._VALUE_TYPE, [entry[1] for entry in entries])
+            self._persisted = len(entries)
+        return self._keys, self._values
+
+    def _raw_entry(self, slot: int) -> tuple[int, int]:
+        if self._keys is not None:
+            return self._keys[slot], self._values[slot]
+        # A single pread keeps sanity checks at open from loading whole indexes.
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            data = os.pread(fd, self._ENTRY.size, slot * self._ENTRY.size)
+        finally:
+            os.close(fd)
+        key, value = self._ENTRY.unpack(data)
+        return key, value
+
+    def _raw_last(self) -> tuple[int, int] | None:
+        count = len(self)
+        return self._raw_entry(count - 1) if count else None
+
+    def _append(self, key: int, value: int) -> None:
+        keys, values = self._columns()
+        keys.append(key)
+        values.append(value)
+
+    def _truncate(self, count: int) -> None:
+        keys, values = self._columns()
+        del keys[count:]
+        del values[count:]
+        if count < self._persisted:
+            os.truncate(self.path, count * self._ENTRY.size)
+            self._persisted = count
+            self._dirty = True
+
+    def reset(self) -> None:
+        """Drop every entry, for a rebuild."""
+        self._keys = array(self._KEY_TYPE)
+        self._values = array(self._VALUE_TYPE)
+        os.truncate(self.path, 0)
+        self._persisted = 0
+        self._dirty = True
+
+    def flush(self) -> None:
+        """Write entries appended since the last flush and make the file durable."""
+        count = len(self)
+        if count == self._persisted and not self._dirty:
+            return
+        keys, values = self._columns()
+        pending = b"".join(self._ENTRY.pack(keys[i], values[i]) for i in range(self._persisted, count))
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            view = memoryview(pending)
+            position = self._persisted * self._ENTRY.size
+            while view:
+                written = os.pwrite(fd, view, position)
+                view = view[written:]
+                position += written
+            os.fdatasync(fd)
+        finally:
+            os.close(fd)
+        self._persisted = count
+        self._dirty = False
+
+    def delete(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+class OffsetIndex(_Index):
+    _ENTRY = struct.Struct(">ii")
+    _KEY_TYPE = "i"
+    _VALUE_TYPE = "i"
+
+    def lookup(self, offset: int) -> int:
+        """Position of a batch at or before the one holding ``offset`` (0 when no entry is low enough)."""
+        keys, values = self._columns()
+        slot = bisect_right(keys, offset - self.base_offset) - 1
+        return values[slot] if slot >= 0 else 0
+
+    def floor_position(self, position: int) -> int:
+        """The largest indexed batch start at or below ``position`` (0 when none)."""
+        _, values = self._columns()
+        slot = bisect_right(values, position) - 1
+        return values[slot] if slot >= 0 else 0
+
+    def append(self, last_offset: int, position: int) -> None:
+        self._append(last_offset - self.base_offset, position)
+
+    def truncate_to_position(self, position: int) -> None:
+        """Forget batches starting at or after ``position``."""
+        _, values = self._columns()
+        self._truncate(bisect_left(values, position))
+
+    def last_entry(self) -> tuple[int, int] | None:
+        """(absolute last offset, position) of the final entry."""
+        raw = self._raw_last()
+        return None if raw is None else (self.base_offset + raw[0], raw[1])
+
+
+class TimeIndex(_Index):
+    _ENTRY = struct.Struct(">qi")
+    _KEY_TYPE = "q"
+    _VALUE_TYPE = "i"
+
+    def lookup(self, timestamp: int) -> int:
+        """An offset at or before the first one whose batch reaches ``timestamp``."""
+        keys, values = self._columns()
+        slot = bisect_right(keys, timestamp) - 1
+        return self.base_offset + (values[slot] if slot >= 0 else 0)
+
+    def maybe_append(self, timestamp: int, offset: int) -> None:
+        """Record a new largest timestamp; entries must grow strictly, so others are ignored."""
+        last = self._raw_last()
+        if timestamp > (NO_TIMESTAMP if last is None else last[0]):
+            self._append(timestamp, offset - self.base_offset)
+
+    def truncate_to_offset(self, offset: int) -> None:
+        """Forget entries pointing at ``offset`` or later."""
+        _, values = self._columns()
+        self._truncate(bisect_left(values, offset - self.base_offset))
+
+    def last_entry(self) -> tuple[int, int] | None:
+        """(timestamp, absolute offset) of the final entry."""
+        raw = self._raw_last()
+        return None if raw is None else (raw[0], self.base_offset + raw[1])

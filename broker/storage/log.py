@@ -1,0 +1,387 @@
+"""One partition's log: a directory of segments, appended at the end and read by offset.
+
+Not thread-safe: one owner (the broker's event loop) calls it. ``append`` may
+fsync when a segment rolls, as the design asks; everything else that blocks on
+the disk is ``flush``, which callers may run off the loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from bisect import bisect_right
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..protocol.batch import iter_batches, patch_base_offset, patch_leader_epoch, set_log_append_time
+from .config import LogConfig
+from .errors import (
+    CorruptLogError,
+    InvalidAppendOffsetError,
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+    disk_errors,
+)
+from .files import fsync_dir
+from .naming import LOG_SUFFIX, deleted_dir_name, parse_segment_name
+from .segment import MAX_RELATIVE_OFFSET, BatchMeta, LogSegment, OffsetAndTimestamp, ReadResult, SegmentInfo
+
+logger = logging.getLogger(__name__)
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    first_offset: int
+    last_offset: int
+    # The timestamp written into LogAppendTime batches; None when producers' times were kept.
+    log_append_time: int | None
+    size: int
+    record_count: int
+
+
+class Log:
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        segments: list[LogSegment],
+        log_start_offset: int,
+        clock: Callable[[], int],
+    ) -> None:
+        self.directory = directory
+        self.config = config
+        self._segments = segments
+        self._clock = clock
+        self._log_end_offset = segments[-1].next_offset
+        self._log_start_offset = min(max(log_start_offset, segments[0].base_offset), self._log_end_offset)
+        # Everything on disk was flushed (or just recovered and flushed) when open returns.
+        self._recovery_point = self._log_end_offset
+        self._last_flush_ms = clock()
+        self._closed = False
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        recovery_point: int = 0,
+        clean_shutdown: bool = False,
+        log_start_offset: int = 0,
+        clock: Callable[[], int] = wall_clock_ms,
+    ) -> Log:
+        """Load a partition directory, creating it when absent.
+
+        After a clean shutdown the segments are trusted, with cheap index checks.
+        Otherwise every segment from the one holding ``recovery_point`` onward is
+        validated batch by batch; the first torn or corrupt batch ends the log and
+        later segments are deleted. Missing or inconsistent indexes are rebuilt in
+        either case.
+        """
+        with disk_errors(f"opening {directory}"):
+            if not directory.exists():
+                directory.mkdir()
+                fsync_dir(directory.parent)
+            segments = [LogSegment.open(directory, base, config) for base in _segment_bases(directory)]
+            if not segments:
+                segments.append(LogSegment.create(directory, log_start_offset, config))
+                fsync_dir(directory)
+            first_unflushed = len(segments)
+            if not clean_shutdown:
+                first_unflushed = max(0, bisect_right(segments, recovery_point, key=_base) - 1)
+            recovered = [seg for seg in segments[:first_unflushed] if not _loads_cleanly(seg)]
+            for i, seg in enumerate(segments[first_unflushed:], start=first_unflushed):
+                recovered.append(seg)
+                if seg.recover() and i + 1 < len(segments):
+                    logger.warning(
+                        "%s: deleting %d segments after a corrupt one", directory, len(segments) - i - 1
+                    )
+                    for later in segments[i + 1 :]:
+                        later.delete()
+                    del segments[i + 1 :]
+                    fsync_dir(directory)
+                    break
+            for seg in recovered:
+                seg.flush()
+        return cls(directory, config, segments, log_start_offset, clock)
+
+    # --- what the rest of the broker reads -------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def recovery_point(self) -> int:
+        """Every offset below this is on disk (fsynced); recovery starts here after a crash."""
+        return self._recovery_point
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(seg.size for seg in self._segments)
+
+    @property
+    def segments(self) -> tuple[SegmentInfo, ...]:
+        return tuple(seg.info for seg in self._segments)
+
+    @property
+    def _active(self) -> LogSegment:
+        return self._segments[-1]
+
+    def _segment_index(self, offset: int) -> int:
+        return max(0, bisect_right(self._segments, offset, key=_base) - 1)
+
+    # --- appends ---------------------------------------------------------------------------
+
+    def append(
+        self, batches: bytearray | memoryview, leader_epoch: int, log_append_time: int | None = None
+    ) -> AppendResult:
+        """Append a producer's validated batches, assigning offsets from the log end offset.
+
+        Patches each batch in place (baseOffset, partitionLeaderEpoch and, when
+        ``log_append_time`` is given, the LogAppendTime timestamp) before writing.
+        """
+        first_offset = next_offset = self._log_end_offset
+        metas: list[BatchMeta] = []
+        position = records = 0
+        for header in iter_batches(batches, validate=False):
+            size = header.size
+            if size > self.config.segment_bytes:
+                raise RecordBatchTooLargeError(f"batch of {size} bytes exceeds segment_bytes")
+            patch_base_offset(batches, position, next_offset)
+            patch_leader_epoch(batches, position, leader_epoch)
+            max_timestamp = header.max_timestamp
+            if log_append_time is not None:
+                set_log_append_time(batches, position, size, log_append_time)
+                max_timestamp = log_append_time
+            next_offset += header.last_offset_delta + 1
+            metas.append(BatchMeta(size, next_offset - 1, max_timestamp))
+            position += size
+            records += header.record_count
+        self._write(batches, metas, first_offset)
+        return AppendResult(first_offset, next_offset - 1, log_append_time, position, records)
+
+    def append_as_follower(self, batches: bytes | bytearray | memoryview) -> AppendResult:
+        """Append batches copied from the leader, keeping their offsets (at or above the log end)."""
+        first_offset = expected = self._log_end_offset
+        metas: list[BatchMeta] = []
+        records = 0
+        for header in iter_batches(batches, validate=True):
+            if header.base_offset < expected:
+                raise InvalidAppendOffsetError(
+                    f"batch at offset {header.base_offset}, log continues at {expected}"
+                )
+            if not metas:
+                first_offset = header.base_offset
+            metas.append(BatchMeta(header.size, header.last_offset, header.max_timestamp))
+            expected = header.next_offset
+            records += header.record_count
+        self._write(batches, metas, first_offset)
+        return AppendResult(first_offset, expected - 1, None, sum(meta.size for meta in metas), records)
+
+    def _write(self, data: bytes | bytearray | memoryview, metas: list[BatchMeta], first_offset: int) -> None:
+        if not metas:
+            raise ValueError("nothing to append")
+        self._check_open()
+        now = self._clock()
+        with disk_errors(f"appending to {self.directory}"):
+            if self._should_roll(sum(meta.size for meta in metas), metas[-1].last_offset, now):
+                self._roll(first_offset)
+            self._active.append(data, metas, now)
+        self._log_end_offset = metas[-1].last_offset + 1
+        if self._flush_due(now):
+            self.flush()
+
+    def _should_roll(self, size: int, last_offset: int, now: int) -> bool:
+        active = self._active
+        if last_offset - active.base_offset > MAX_RELATIVE_OFFSET:
+            return True
+        if active.size == 0:
+            return False
+        return (
+            active.size + size > self.config.segment_bytes
+            or (active.rolling_ms is not None and now - active.rolling_ms > self.config.segment_ms)
+            or active.offset_index.is_full()
+            or active.time_index.is_full()
+        )
+
+    def _roll(self, base_offset: int) -> None:
+        """Start a new segment at ``base_offset``; the old one is sealed and fsynced first."""
+        old = self._active
+        if old.size == 0:
+            old.delete()
+            self._segments.pop()
+        else:
+            old.seal()
+            self.flush()
+        self._segments.append(LogSegment.create(self.directory, base_offset, self.config))
+        fsync_dir(self.directory)
+        logger.debug("%s: rolled segment at offset %d", self.directory, base_offset)
+
+    def _flush_due(self, now: int) -> bool:
+        config = self.config
+        return (
+            config.flush_messages is not None
+            and self._log_end_offset - self._recovery_point >= config.flush_messages
+        ) or (config.flush_ms is not None and now - self._last_flush_ms >= config.flush_ms)
+
+    # --- reads -----------------------------------------------------------------------------
+
+    def read(
+        self, offset: int, max_bytes: int, max_offset: int | None = None, min_one_batch: bool = True
+    ) -> ReadResult | None:
+        """Whole batches from the one holding ``offset``, from a single segment.
+
+        At most ``max_bytes`` (but one whole batch regardless when
+        ``min_one_batch``), and only batches whose last offset is below
+        ``max_offset`` (e.g. the high watermark). None when nothing qualifies.
+        """
+        self._check_range(offset)
+        if offset == self._log_end_offset:
+            return None
+        with disk_errors(f"reading {self.directory}"):
+            for seg in self._segments[self._segment_index(offset) :]:
+                found = seg.translate_offset(offset)
+                if found is not None:
+                    return seg.read_from(*found, max_bytes, max_offset, min_one_batch)
+        return None
+
+    def offset_for_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:
+        """The first record whose timestamp is at least ``timestamp``: its offset and timestamp."""
+        with disk_errors(f"reading {self.directory}"):
+            for seg in self._segments:
+                if seg.max_timestamp >= timestamp and seg.next_offset > self._log_start_offset:
+                    found = seg.find_timestamp(timestamp, self._log_start_offset)
+                    if found is not None:
+                        return found
+        return None
+
+    def max_timestamp(self) -> OffsetAndTimestamp:
+        """Offset and timestamp of the first record with the largest timestamp; (-1, -1) when empty.
+
+        The record's own offset, as Kafka answers ListOffsets MAX_TIMESTAMP since KAFKA-16310.
+        """
+        live = [seg for seg in self._segments if seg.next_offset > self._log_start_offset]
+        if not live:
+            return OffsetAndTimestamp(-1, -1)
+        best = max(live, key=lambda seg: seg.max_timestamp)
+        with disk_errors(f"reading {self.directory}"):
+            return best.record_with_max_timestamp()
+
+    def _check_range(self, offset: int) -> None:
+        if not self._log_start_offset <= offset <= self._log_end_offset:
+            raise OffsetOutOfRangeError(offset, self._log_start_offset, self._log_end_offset)
+
+    # --- durability and housekeeping -------------------------------------------------------
+
+    def flush(self, up_to: int | None = None) -> None:
+        """fsync segments holding offsets below ``up_to`` (default: all) and advance the recovery point."""
+        self._check_open()
+        target = self._log_end_offset if up_to is None else min(up_to, self._log_end_offset)
+        with disk_errors(f"flushing {self.directory}"):
+            for seg in self._segments:
+                if seg.base_offset >= target:
+                    break
+                seg.flush()
+        self._recovery_point = max(self._recovery_point, target)
+        self._last_flush_ms = self._clock()
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every batch holding an offset at or above ``offset``, across segments.
+
+        A batch straddling ``offset`` goes too, so the log end offset may land
+        below ``offset`` (followers truncate at batch boundaries anyway).
+        """
+        self._check_open()
+        if offset >= self._log_end_offset:
+            return
+        with disk_errors(f"truncating {self.directory}"):
+            if offset <= self._segments[0].base_offset:
+                self._truncate_fully(offset)
+            else:
+                keep = self._segment_index(offset)
+                for seg in self._segments[keep + 1 :]:
+                    seg.delete()
+                del self._segments[keep + 1 :]
+                self._active.truncate_to(offset)
+            # Durable at once: truncated bytes that came back after a crash would pass recovery.
+            self._active.flush()
+            fsync_dir(self.directory)
+        self._log_end_offset = self._active.next_offset
+        self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
+        self._recovery_point = min(self._recovery_point, self._log_end_offset)
+
+    def _truncate_fully(self, offset: int) -> None:
+        for seg in self._segments:
+            seg.delete()
+        self._segments = [LogSegment.create(self.directory, offset, self.config)]
+        self._log_start_offset = offset
+
+    def close(self) -> None:
+        """Seal the active segment's time index and flush everything."""
+        if self._closed:
+            return
+        self._active.seal()
+        self.flush()
+        for seg in self._segments:
+            seg.close()
+        self._closed = True
+
+    def delete(self) -> None:
+        """Remove the partition's directory; renamed first, so a crash midway leaves no half log."""
+        with disk_errors(f"deleting {self.directory}"):
+            for seg in self._segments:
+                seg.close()
+            self._closed = True
+            doomed = self.directory.with_name(deleted_dir_name(self.directory.name))
+            os.rename(self.directory, doomed)
+            fsync_dir(doomed.parent)
+            shutil.rmtree(doomed)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ValueError(f"log {self.directory} is closed")
+
+
+def _base(seg: LogSegment) -> int:
+    return seg.base_offset
+
+
+def _loads_cleanly(seg: LogSegment) -> bool:
+    """Load a trusted segment, rebuilding it when its indexes or tail do not check out."""
+    try:
+        seg.load()
+    except CorruptLogError as exc:
+        logger.warning("%s: %s; rebuilding its indexes", seg.path, exc)
+        seg.recover()
+        return False
+    return True
+
+
+def _segment_bases(directory: Path) -> list[int]:
+    """Base offsets of the segments present; index files without a log are deleted."""
+    bases: set[int] = set()
+    orphans: list[tuple[int, Path]] = []
+    for entry in directory.iterdir():
+        parsed = parse_segment_name(entry.name)
+        if parsed is None:
+            continue
+        base, suffix = parsed
+        if suffix == LOG_SUFFIX:
+            bases.add(base)
+        else:
+            orphans.append((base, entry))
+    for base, path in orphans:
+        if base not in bases:
+            path.unlink()
+    return sorted(bases)

@@ -1,0 +1,74 @@
+"""Kafka's file and directory names, so operators find what they expect on disk."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from pathlib import Path
+from typing import NamedTuple
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+DELETE_SUFFIX = "-delete"
+
+_LEGAL_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
+_UNIQUE = re.compile(r"[0-9a-f]{32}")
+_SEGMENT_NAME = re.compile(r"(\d{20})\.(log|index|timeindex)")
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+
+def check_topic_name(topic: str) -> None:
+    """Raise ValueError for names Kafka rejects; they would also make unsafe directory names."""
+    if topic in (".", "..") or not _LEGAL_TOPIC.fullmatch(topic):
+        raise ValueError(f"illegal topic name {topic!r}")
+
+
+def log_dir_name(tp: TopicPartition) -> str:
+    check_topic_name(tp.topic)
+    if tp.partition < 0:
+        raise ValueError(f"negative partition {tp.partition}")
+    return f"{tp.topic}-{tp.partition}"
+
+
+def parse_log_dir_name(name: str) -> TopicPartition | None:
+    """The partition a directory holds, or None for anything else (deleted dirs, stray files).
+
+    Topic names may contain dashes, so the partition is what follows the last one.
+    """
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not partition.isdigit() or partition != str(int(partition)):
+        return None
+    try:
+        check_topic_name(topic)
+    except ValueError:
+        return None
+    return TopicPartition(topic, int(partition))
+
+
+def deleted_dir_name(log_dir: str) -> str:
+    """Where a log directory goes before removal; the random part keeps a recreated topic from colliding."""
+    return f"{log_dir}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
+
+
+def is_deleted_dir_name(name: str) -> bool:
+    if not name.endswith(DELETE_SUFFIX):
+        return False
+    _, dot, unique = name.removesuffix(DELETE_SUFFIX).rpartition(".")
+    return bool(dot) and _UNIQUE.fullmatch(unique) is not None
+
+
+def segment_path(directory: Path, base_offset: int, suffix: str) -> Path:
+    return directory / f"{base_offset:020d}{suffix}"
+
+
+def parse_segment_name(name: str) -> tuple[int, str] | None:
+    """(base offset, suffix) of a segment file name such as ``00000000000000000042.log``."""
+    match = _SEGMENT_NAME.fullmatch(name)
+    if match is None:
+        return None
+    return int(match.group(1)), "." + match.group(2)

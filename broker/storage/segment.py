@@ -1,0 +1,365 @@
+"""One log segment: a ``.log`` file of record batches with its ``.index`` and ``.timeindex``.
+
+A segment knows nothing of its neighbours; :class:`~kafkette.broker.storage.log.Log`
+decides when to roll, which segments to recover and where reads start.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from io import FileIO
+from pathlib import Path
+from typing import NamedTuple
+
+from ..protocol.batch import HEADER_SIZE, BatchHeader, CorruptBatchError, parse_header
+from ..protocol.records import RecordBatch, decode_batch
+from .config import LogConfig
+from .errors import CorruptLogError
+from .file_batches import iter_file_batches
+from .index import NO_TIMESTAMP, OffsetIndex, TimeIndex
+from .naming import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_path
+
+logger = logging.getLogger(__name__)
+
+# Index entries hold offsets relative to the segment's base as int32.
+MAX_RELATIVE_OFFSET = 2**31 - 1
+
+
+class BatchMeta(NamedTuple):
+    """What the indexes need from one batch about to be written."""
+
+    size: int
+    last_offset: int
+    max_timestamp: int
+
+
+class OffsetAndTimestamp(NamedTuple):
+    offset: int
+    timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    """Whole batches at ``[position, position + size)`` of ``file``, ready for ``sendfile``.
+
+    ``file`` is opened unbuffered and shared by every reader of the segment:
+    ``os.sendfile(out, fd, position, size)`` and ``loop.sendfile(transport, file,
+    position, size)`` ignore its seek position, but a fallback that seeks and reads
+    must use ``os.pread(fd, ...)`` instead, since concurrent readers would race.
+    ``first_offset`` is the base offset of the first batch, which may lie below the
+    offset asked for: clients skip the records they did not ask for.
+    """
+
+    file: FileIO
+    position: int
+    size: int
+    first_offset: int
+
+    @property
+    def fd(self) -> int:
+        return self.file.fileno()
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentInfo:
+    base_offset: int
+    next_offset: int
+    size_bytes: int
+    max_timestamp: int
+    path: Path
+
+
+def _open_file(path: Path, flags: int) -> FileIO:
+    # r+b without buffering: writes go straight to the kernel, so sendfile sees them at once.
+    return FileIO(os.open(path, os.O_RDWR | flags, 0o644), "r+", closefd=True)
+
+
+class LogSegment:
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        config: LogConfig,
+        file: FileIO,
+        offset_index: OffsetIndex,
+        time_index: TimeIndex,
+        index_problem: str | None,
+    ) -> None:
+        self.base_offset = base_offset
+        self.path = segment_path(directory, base_offset, LOG_SUFFIX)
+        self.file = file
+        self.offset_index = offset_index
+        self.time_index = time_index
+        self.size = os.fstat(file.fileno()).st_size
+        self.next_offset = base_offset
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = -1
+        # When the segment began, for segment.ms: the wall time of its first append,
+        # or after a restart the first batch's max timestamp (as Kafka does).
+        self.rolling_ms: int | None = None
+        self._index_interval = config.index_interval_bytes
+        self._bytes_since_index = 0
+        self._index_problem = index_problem
+        self._dirty = False
+
+    @classmethod
+    def create(cls, directory: Path, base_offset: int, config: LogConfig) -> LogSegment:
+        file = _open_file(segment_path(directory, base_offset, LOG_SUFFIX), os.O_CREAT | os.O_EXCL)
+        offset_index = OffsetIndex.create(
+            segment_path(directory, base_offset, INDEX_SUFFIX), base_offset, config.segment_index_bytes
+        )
+        time_index = TimeIndex.create(
+            segment_path(directory, base_offset, TIME_INDEX_SUFFIX), base_offset, config.segment_index_bytes
+        )
+        return cls(directory, base_offset, config, file, offset_index, time_index, None)
+
+    @classmethod
+    def open(cls, directory: Path, base_offset: int, config: LogConfig) -> LogSegment:
+        """Open existing files; a missing or malformed index is noted for :meth:`load` to report."""
+        file = _open_file(segment_path(directory, base_offset, LOG_SUFFIX), 0)
+        index_path = segment_path(directory, base_offset, INDEX_SUFFIX)
+        time_path = segment_path(directory, base_offset, TIME_INDEX_SUFFIX)
+        try:
+            offset_index = OffsetIndex.open(index_path, base_offset, config.segment_index_bytes)
+            time_index = TimeIndex.open(time_path, base_offset, config.segment_index_bytes)
+            problem = None
+        except CorruptLogError as exc:
+            offset_index = OffsetIndex.create(index_path, base_offset, config.segment_index_bytes)
+            time_index = TimeIndex.create(time_path, base_offset, config.segment_index_bytes)
+            problem = str(exc)
+        return cls(directory, base_offset, config, file, offset_index, time_index, problem)
+
+    @property
+    def info(self) -> SegmentInfo:
+        return SegmentInfo(self.base_offset, self.next_offset, self.size, self.max_timestamp, self.path)
+
+    @property
+    def _fd(self) -> int:
+        return self.file.fileno()
+
+    def load(self) -> None:
+        """Trust the files after a clean shutdown, but check them cheaply as Kafka does.
+
+        Reads the last index entries and the batches after the last offset-index
+        entry (about ``index.interval.bytes``) to learn the next offset. Raises
+        CorruptLogError when an index is missing or disagrees with the log, or the
+        tail is torn; the caller then recovers the segment.
+        """
+        if self._index_problem is not None:
+            raise CorruptLogError(self._index_problem)
+        self._restore_state()
+
+    def _restore_state(self) -> None:
+        """Derive next offset, largest timestamp and roll time from the indexes and the tail."""
+        start = 0
+        last = self.offset_index.last_entry()
+        if last is not None:
+            last_offset, start = last
+            if not 0 <= start < self.size or self._header_at(start).last_offset != last_offset:
+                raise CorruptLogError(f"{self.offset_index.path.name}: last entry does not match the log")
+        self.next_offset = self.base_offset
+        self.max_timestamp, self.offset_of_max_timestamp = NO_TIMESTAMP, -1
+        # The newest time entry covers every batch: the index is sealed when a segment rolls or closes.
+        time_last = self.time_index.last_entry()
+        if time_last is not None:
+            self.max_timestamp, self.offset_of_max_timestamp = time_last
+        for _, header in self._headers(start, self.size):
+            self._observe(header.last_offset, header.max_timestamp)
+        if time_last is not None and not self.base_offset <= time_last[1] < self.next_offset:
+            raise CorruptLogError(f"{self.time_index.path.name}: last entry points outside the segment")
+        self._bytes_since_index = self.size - start
+        self.rolling_ms = self._first_timestamp()
+
+    def _header_at(self, position: int) -> BatchHeader:
+        try:
+            return parse_header(os.pread(self._fd, HEADER_SIZE, position))
+        except CorruptBatchError as exc:
+            raise CorruptLogError(f"{self.path.name} at position {position}: {exc}") from exc
+
+    def _first_timestamp(self) -> int | None:
+        if self.size == 0:
+            return None
+        timestamp = self._header_at(0).max_timestamp
+        return timestamp if timestamp >= 0 else None
+
+    def recover(self) -> int:
+        """Validate every batch, cut the log after the last good one, rebuild both indexes.
+
+        Returns how many bytes were cut. A batch is good when whole, its CRC holds
+        and its offsets continue the segment's.
+        """
+        self.offset_index.reset()
+        self.time_index.reset()
+        self._index_problem = None
+        self.next_offset = self.base_offset
+        self.max_timestamp, self.offset_of_max_timestamp = NO_TIMESTAMP, -1
+        self._bytes_since_index = 0
+        valid_end = 0
+        try:
+            for position, header in iter_file_batches(self._fd, 0, self.size, validate=True):
+                if header.base_offset < self.next_offset:
+                    raise CorruptBatchError(f"offset {header.base_offset} after {self.next_offset - 1}")
+                if header.last_offset - self.base_offset > MAX_RELATIVE_OFFSET:
+                    raise CorruptBatchError(f"offset {header.last_offset} overflows the segment")
+                self._index_batch(position, header.size, header.last_offset, header.max_timestamp)
+                valid_end = position + header.size
+        except CorruptBatchError as exc:
+            logger.warning("%s: %s at position %d; truncating there", self.path, exc, valid_end)
+        truncated = self.size - valid_end
+        if truncated:
+            os.ftruncate(self._fd, valid_end)
+            self.size = valid_end
+        self.rolling_ms = self._first_timestamp()
+        self.seal()
+        self._dirty = True
+        return truncated
+
+    def _observe(self, last_offset: int, max_timestamp: int) -> None:
+        # Strictly greater: the offset stays at the first batch that reached the maximum.
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp, self.offset_of_max_timestamp = max_timestamp, last_offset
+        self.next_offset = last_offset + 1
+
+    def _index_batch(self, position: int, size: int, last_offset: int, max_timestamp: int) -> None:
+        self._observe(last_offset, max_timestamp)
+        if self._bytes_since_index > self._index_interval:
+            self.offset_index.append(last_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self._bytes_since_index = 0
+        self._bytes_since_index += size
+
+    def append(self, data: bytes | bytearray | memoryview, batches: list[BatchMeta], now_ms: int) -> None:
+        """Write whole batches at the end of the file, then index them."""
+        start = self.size
+        view = memoryview(data)
+        position = start
+        try:
+            while view:
+                written = os.pwrite(self._fd, view, position)
+                view = view[written:]
+                position += written
+        except OSError:
+            # Leave no partial batch behind for readers; the caller reports the failure.
+            os.ftruncate(self._fd, start)
+            raise
+        position = start
+        for batch in batches:
+            self._index_batch(position, batch.size, batch.last_offset, batch.max_timestamp)
+            position += batch.size
+        self.size = position
+        if self.rolling_ms is None:
+            self.rolling_ms = now_ms
+        self._dirty = True
+
+    def translate_offset(self, offset: int, start: int = 0) -> tuple[int, BatchHeader] | None:
+        """Position and header of the first batch whose last offset is at least ``offset``."""
+        position = max(start, self.offset_index.lookup(offset))
+        for batch_position, header in self._headers(position, self.size):
+            if header.last_offset >= offset:
+                return batch_position, header
+        return None
+
+    def _headers(self, start: int, end: int) -> Iterator[tuple[int, BatchHeader]]:
+        """Batch headers from ``start``; a batch that does not parse is corruption, not a torn tail."""
+        try:
+            yield from iter_file_batches(self._fd, start, end, validate=False)
+        except CorruptBatchError as exc:
+            raise CorruptLogError(f"{self.path.name}: {exc}") from exc
+
+    def read_from(
+        self, position: int, header: BatchHeader, max_bytes: int, max_offset: int | None, min_one_batch: bool
+    ) -> ReadResult | None:
+        """Whole batches from the one at ``position``, as many as ``max_bytes`` and ``max_offset`` allow."""
+        if max_offset is not None and header.last_offset >= max_offset:
+            return None
+        if header.size > max_bytes and not min_one_batch:
+            return None
+        stop = self.size
+        if max_offset is not None and max_offset < self.next_offset:
+            found = self.translate_offset(max_offset, position)
+            if found is not None:
+                stop = found[0]
+        end = max(self._end_within(position, position + max_bytes, stop), position + header.size)
+        return ReadResult(self.file, position, end - position, header.base_offset)
+
+    def _end_within(self, start: int, limit: int, stop: int) -> int:
+        """The last batch boundary at or below ``limit`` (and ``stop``, itself a boundary)."""
+        if limit >= stop:
+            return stop
+        # Jump through the index so a large max_bytes does not walk every header.
+        end = max(start, self.offset_index.floor_position(limit))
+        for position, header in self._headers(end, stop):
+            if position + header.size > limit:
+                break
+            end = position + header.size
+        return end
+
+    def find_timestamp(self, timestamp: int, min_offset: int) -> OffsetAndTimestamp | None:
+        """The first record at or after ``min_offset`` whose timestamp is at least ``timestamp``.
+
+        Finds the batch through the time index, then decodes that one batch for the
+        record (Kafka's ListOffsets answer: the record's own offset and timestamp).
+        """
+        position = self.offset_index.lookup(max(min_offset, self.time_index.lookup(timestamp)))
+        for batch_position, header in self._headers(position, self.size):
+            if header.max_timestamp < timestamp or header.last_offset < min_offset:
+                continue
+            for record in self._decode(batch_position, header).records:
+                if record.timestamp >= timestamp and record.offset >= min_offset:
+                    return OffsetAndTimestamp(record.offset, record.timestamp)
+        return None
+
+    def record_with_max_timestamp(self) -> OffsetAndTimestamp:
+        """The first record carrying the segment's largest timestamp (-1, -1 when it has none)."""
+        if self.max_timestamp == NO_TIMESTAMP:
+            return OffsetAndTimestamp(-1, -1)
+        found = self.translate_offset(self.offset_of_max_timestamp)
+        if found is not None:
+            for record in self._decode(*found).records:
+                if record.timestamp == self.max_timestamp:
+                    return OffsetAndTimestamp(record.offset, record.timestamp)
+        return OffsetAndTimestamp(self.offset_of_max_timestamp, self.max_timestamp)
+
+    def _decode(self, position: int, header: BatchHeader) -> RecordBatch:
+        try:
+            return decode_batch(os.pread(self._fd, header.size, position))
+        except CorruptBatchError as exc:
+            raise CorruptLogError(f"{self.path.name} at position {position}: {exc}") from exc
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop the batch holding ``offset`` and everything after it."""
+        found = self.translate_offset(offset)
+        if found is None:
+            return
+        position, header = found
+        os.ftruncate(self._fd, position)
+        self.size = position
+        self.offset_index.truncate_to_position(position)
+        self.time_index.truncate_to_offset(header.base_offset)
+        self._restore_state()
+        self._dirty = True
+
+    def seal(self) -> None:
+        """Record the largest timestamp in the time index, so a reopen finds it in the last entry."""
+        if self.max_timestamp != NO_TIMESTAMP:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+
+    def flush(self) -> None:
+        if not self._dirty:
+            return
+        os.fdatasync(self._fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+        self._dirty = False
+
+    def close(self) -> None:
+        self.file.close()
+
+    def delete(self) -> None:
+        self.file.close()
+        self.path.unlink(missing_ok=True)
+        self.offset_index.delete()
+        self.time_index.delete()

@@ -1,0 +1,1 @@
+"""Kafkette's PySpark side: streaming source, sink and example jobs (kafkette.pipeline)."""

@@ -1,0 +1,37 @@
+"""Finding the external programs some client tests drive (kcat, the JDK)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Sequence
+
+import pytest
+
+
+def require_tool(path: str | None, what: str, how_to_get_it: str) -> str:
+    """Return `path`, or skip the test because `what` is missing; in CI (CI=true) fail instead.
+
+    CI installs every tool, so a missing one there is a broken setup, not a reason to skip.
+    """
+    if path:
+        return path
+    message = f"{what} not found ({how_to_get_it})"
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{message}; CI must provide it")
+    pytest.skip(message)
+
+
+def run_tool(command: Sequence[str], timeout_s: float, stdin: bytes | None = None) -> str:
+    """Run a command to completion; fail the test, with its stderr, if it does not succeed."""
+    try:
+        result = subprocess.run(command, input=stdin, capture_output=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired as expired:
+        stderr = (expired.stderr or b"").decode(errors="replace")[-2000:]
+        raise AssertionError(
+            f"{command[:3]} did not finish within {timeout_s} s; stderr:\n{stderr}"
+        ) from None
+    if result.returncode != 0:
+        stderr = result.stderr.decode(errors="replace")[-4000:]
+        raise AssertionError(f"{list(command)} exited with {result.returncode}; stderr:\n{stderr}")
+    return result.stdout.decode()

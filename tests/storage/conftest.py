@@ -1,0 +1,63 @@
+"""Batches for storage tests, built and decoded by kafka-python: an implementation independent of ours."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+
+import pytest
+from kafka.record.default_records import DefaultRecordBatchBuilder
+from kafka.record.memory_records import MemoryRecords
+
+from kafkette.broker.storage import ReadResult
+
+BatchFactory = Callable[..., bytearray]
+Decoded = list[tuple[int, int, bytes]]
+
+
+def build_batch(
+    values: Sequence[bytes] = (b"value",), timestamps: Sequence[int] | None = None, base_timestamp: int = 1000
+) -> bytearray:
+    """A magic-2 batch at offset 0, one record per value; timestamps default to base + index."""
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 30,
+    )
+    for delta, value in enumerate(values):
+        timestamp = base_timestamp + delta if timestamps is None else timestamps[delta]
+        builder.append(delta, timestamp=timestamp, key=None, value=value, headers=[])
+    return builder.build()
+
+
+def decode(data: bytes) -> list[tuple[int, int, int, Decoded]]:
+    """(base offset, last offset, timestamp type, records) of each whole batch in ``data``."""
+    records = MemoryRecords(bytes(data))
+    out = []
+    while records.has_next():
+        batch = records.next_batch()
+        assert batch.validate_crc()
+        rows = [(record.offset, record.timestamp, record.value) for record in batch]
+        out.append((batch.base_offset, rows[-1][0], batch.timestamp_type, rows))
+    return out
+
+
+def decode_result(result: ReadResult) -> list[tuple[int, int, int, Decoded]]:
+    """The batches a read points at, read the way sendfile would send them."""
+    data = os.pread(result.fd, result.size, result.position)
+    assert len(data) == result.size
+    return decode(data)
+
+
+@pytest.fixture
+def make_batch() -> BatchFactory:
+    return build_batch
+
+
+@pytest.fixture
+def decode_region() -> Callable[[ReadResult], list[tuple[int, int, int, Decoded]]]:
+    return decode_result

@@ -1,0 +1,92 @@
+"""`kafkette topics` and `kafkette demo` against a broker process started as `python -m kafkette.broker`."""
+
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kafkette.broker.cli.broker_process import BrokerProcess
+
+KAFKETTE = str(Path(sys.executable).with_name("kafkette"))
+READY_TIMEOUT = 20.0
+
+
+@pytest.fixture
+def bootstrap(tmp_path: Path) -> Iterator[str]:
+    broker = BrokerProcess(
+        ["--data-dir", str(tmp_path / "data"), "--listen", "127.0.0.1:0"], tmp_path / "broker.log"
+    )
+    broker.start()
+    try:
+        host, port = broker.wait_ready(READY_TIMEOUT)
+        yield f"{host}:{port}"
+    finally:
+        exit_code = broker.stop(timeout=15)
+    assert exit_code == 0, (tmp_path / "broker.log").read_text()
+
+
+def kafkette(*argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([KAFKETTE, *argv], capture_output=True, text=True, timeout=timeout)
+
+
+def topics(bootstrap: str, *argv: str) -> subprocess.CompletedProcess[str]:
+    return kafkette("topics", "--bootstrap-server", bootstrap, "--timeout", "10", *argv)
+
+
+@pytest.mark.timeout(120)
+def test_topics_create_list_describe_delete(bootstrap: str) -> None:
+    created = topics(
+        bootstrap, "create", "--topic", "orders", "--partitions", "3", "--config", "retention.ms=3600000"
+    )
+    assert created.returncode == 0, created.stderr
+    assert created.stdout == "Created topic orders.\n"
+
+    again = topics(bootstrap, "create", "--topic", "orders", "--partitions", "3")
+    assert again.returncode == 1
+    assert "error: cannot create topic 'orders'" in again.stderr
+    assert topics(bootstrap, "create", "--topic", "orders", "--if-not-exists").returncode == 0
+
+    listed = topics(bootstrap, "list")
+    assert listed.returncode == 0, listed.stderr
+    assert "orders" in listed.stdout.splitlines()
+
+    described = topics(bootstrap, "describe", "--topic", "orders")
+    assert described.returncode == 0, described.stderr
+    header, *partitions = described.stdout.splitlines()
+    assert re.fullmatch(
+        r"Topic: orders\tTopicId: [A-Za-z0-9_-]{22}\tPartitionCount: 3\tReplicationFactor: 1\tConfigs: .*",
+        header,
+    )
+    assert "retention.ms=3600000" in header.split("Configs: ")[1].split(",")
+    assert partitions == [
+        f"\tTopic: orders\tPartition: {partition}\tLeader: 0\tReplicas: 0\tIsr: 0" for partition in range(3)
+    ]
+
+    deleted = topics(bootstrap, "delete", "--topic", "orders")
+    assert deleted.returncode == 0, deleted.stderr
+    assert "orders" not in topics(bootstrap, "list").stdout.splitlines()
+    assert topics(bootstrap, "delete", "--topic", "orders").returncode == 1
+    assert topics(bootstrap, "delete", "--topic", "orders", "--if-exists").returncode == 0
+
+
+@pytest.mark.timeout(120)
+def test_demo_runs_and_stops_cleanly(tmp_path: Path) -> None:
+    finished = kafkette("demo", "--seconds", "5", "--data-dir", str(tmp_path / "demo"), timeout=90)
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    lines = finished.stdout.splitlines()
+    progress = [line for line in lines if line.startswith("t=")]
+    assert len(progress) >= 4
+    assert all(
+        re.fullmatch(r"t=\d+s produced=\d+ acked=\d+ consumed=\d+ rate=\d+/s p50=(\d+ms|-)", line)
+        for line in progress
+    )
+    summary = next(line for line in lines if line.startswith("summary: "))
+    counts = dict(re.findall(r"(produced|acked|failed|consumed)=(\d+)", summary))
+    assert int(counts["acked"]) > 1000
+    assert counts["consumed"] == counts["acked"] == counts["produced"]
+    assert counts["failed"] == "0"
+    assert lines[-1] == "broker stopped cleanly"
+    assert (tmp_path / "demo-broker.log").read_text().count("ready listening on 127.0.0.1:") == 1
