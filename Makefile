@@ -1,7 +1,8 @@
 # Everyday entry points: `make run` and `make test` work on a fresh clone.
 # Nothing here activates the venv; every tool is called by its .venv path.
 
-PYTHON ?= python3.11
+# Any Python >= 3.11 works; prefer the exact version CI uses.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 # Rewritten only when the packaging files change, so `make test` reinstalls rarely.
@@ -14,7 +15,7 @@ JAVA_SOURCES := $(JAVA_DIR)/pom.xml $(shell find $(JAVA_DIR)/src -name '*.java' 
 # Retries cover flaky downloads from Maven Central; the local repository is git-ignored.
 MVN := mvn -B -q -Dstyle.color=never -Dmaven.repo.local=$(CURDIR)/.cache/m2 -Dmaven.wagon.http.retryHandler.count=5
 
-.PHONY: venv test lint run java-client kcat-check clean
+.PHONY: venv test lint run codegen java-client kcat-check clean
 
 venv: $(VENV_STAMP)
 
@@ -32,6 +33,10 @@ test: venv java-client kcat-check lint
 
 run: venv
 	$(BIN)/kafkette demo
+
+# Regenerate the protocol messages from Kafka's JSON definitions in ../shared/kafka-protocol.
+codegen: venv
+	$(BIN)/python -P -m kafkette.broker.protocol.gen
 
 # The Java client tests skip without a JDK and Maven, except in CI (CI=true), where they must run.
 java-client:

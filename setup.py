@@ -12,8 +12,6 @@ FOLDERS = {"broker": "kafkette.broker", "operator": "kafkette.operator", "pipeli
 packages = []
 for folder, package in FOLDERS.items():
     packages.append(package)
-    packages.extend(
-        f"{package}.{sub}" for sub in find_namespace_packages(folder, exclude=["*__pycache__*"])
-    )
+    packages.extend(f"{package}.{sub}" for sub in find_namespace_packages(folder, exclude=["*__pycache__*"]))
 
 setup(packages=packages)

@@ -154,9 +154,7 @@ class Listener(NamedTuple):
         return f"{self.name}://{host}:{self.port}"
 
 
-_LISTENER = re.compile(
-    r"(?P<name>[A-Za-z0-9_]+)://(?:\[(?P<ipv6>[^\]]*)\]|(?P<host>[^:\[\]]*)):(?P<port>\d+)"
-)
+_LISTENER = re.compile(r"(?P<name>[A-Za-z0-9_]+)://(?:\[(?P<ipv6>[^\]]*)\]|(?P<host>[^:\[\]]*)):(?P<port>\d+)")
 # The security protocols named like listeners; only PLAINTEXT is implemented, so refuse the rest loudly.
 _UNSUPPORTED_PROTOCOLS = frozenset({"SSL", "SASL_PLAINTEXT", "SASL_SSL"})
 
@@ -266,9 +264,7 @@ class _PropertiesModel(BaseModel):
             raise ConfigError(f"unknown {cls.config_kind} config {key!r}{suggestion}")
 
     @classmethod
-    def _from_strings(
-        cls, props: Mapping[str, str], origin: Mapping[str, str], raw: Mapping[str, str]
-    ) -> Self:
+    def _from_strings(cls, props: Mapping[str, str], origin: Mapping[str, str], raw: Mapping[str, str]) -> Self:
         try:
             return cls.model_validate(props)
         except ValidationError as exc:
@@ -334,41 +330,27 @@ class BrokerConfig(_PropertiesModel):
     log_retention_bytes: Long = Field(-1, alias="log.retention.bytes")
     log_retention_check_interval_ms: _PositiveLong = Field(300000, alias="log.retention.check.interval.ms")
     log_cleanup_policy: _CleanupPolicies = Field(("delete",), alias="log.cleanup.policy")
-    log_cleaner_delete_retention_ms: _NonNegativeLong = Field(
-        86400000, alias="log.cleaner.delete.retention.ms"
-    )
+    log_cleaner_delete_retention_ms: _NonNegativeLong = Field(86400000, alias="log.cleaner.delete.retention.ms")
     log_cleaner_min_cleanable_ratio: _Ratio = Field(0.5, alias="log.cleaner.min.cleanable.ratio")
     log_cleaner_min_compaction_lag_ms: _NonNegativeLong = Field(0, alias="log.cleaner.min.compaction.lag.ms")
-    log_cleaner_max_compaction_lag_ms: _PositiveLong = Field(
-        LONG_MAX, alias="log.cleaner.max.compaction.lag.ms"
-    )
+    log_cleaner_max_compaction_lag_ms: _PositiveLong = Field(LONG_MAX, alias="log.cleaner.max.compaction.lag.ms")
 
     log_message_timestamp_type: _TimestampType = Field("CreateTime", alias="log.message.timestamp.type")
-    log_message_timestamp_before_max_ms: _NonNegativeLong = Field(
-        LONG_MAX, alias="log.message.timestamp.before.max.ms"
-    )
+    log_message_timestamp_before_max_ms: _NonNegativeLong = Field(LONG_MAX, alias="log.message.timestamp.before.max.ms")
     # Kafka 4.0 lowered this from Long.MAX_VALUE to one hour (KIP-1030).
-    log_message_timestamp_after_max_ms: _NonNegativeLong = Field(
-        3600000, alias="log.message.timestamp.after.max.ms"
-    )
+    log_message_timestamp_after_max_ms: _NonNegativeLong = Field(3600000, alias="log.message.timestamp.after.max.ms")
 
     offsets_topic_num_partitions: _PositiveInt = Field(50, alias="offsets.topic.num.partitions")
     # Kafka defaults to 3 and refuses to create __consumer_offsets on a smaller cluster, which would make
     # every single-node laptop broker need this line; 1 works everywhere and a cluster raises it.
-    offsets_topic_replication_factor: Annotated[Short, Field(ge=1)] = Field(
-        1, alias="offsets.topic.replication.factor"
-    )
+    offsets_topic_replication_factor: Annotated[Short, Field(ge=1)] = Field(1, alias="offsets.topic.replication.factor")
     group_initial_rebalance_delay_ms: _NonNegativeInt = Field(3000, alias="group.initial.rebalance.delay.ms")
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> BrokerConfig:
         """Validate Kafka-style `key -> string` properties; raise ConfigError naming the first bad key."""
         cls._check_keys(set(props), frozenset(_SYNONYMS))
-        if (
-            "broker.id" in props
-            and "node.id" in props
-            and props["broker.id"].strip() != props["node.id"].strip()
-        ):
+        if "broker.id" in props and "node.id" in props and props["broker.id"].strip() != props["node.id"].strip():
             raise ConfigError(
                 f"broker.id: must equal node.id when both are set (got {props['broker.id']!r} and "
                 f"node.id {props['node.id']!r})"
@@ -482,16 +464,10 @@ _TOPIC_KEYS: dict[str, _TopicKey] = {
     "delete.retention.ms": _TopicKey(
         "log_cleaner_delete_retention_ms", ("log.cleaner.delete.retention.ms",), ConfigType.LONG
     ),
-    "file.delete.delay.ms": _TopicKey(
-        "log_segment_delete_delay_ms", ("log.segment.delete.delay.ms",), ConfigType.LONG
-    ),
-    "flush.messages": _TopicKey(
-        "log_flush_interval_messages", ("log.flush.interval.messages",), ConfigType.LONG
-    ),
+    "file.delete.delay.ms": _TopicKey("log_segment_delete_delay_ms", ("log.segment.delete.delay.ms",), ConfigType.LONG),
+    "flush.messages": _TopicKey("log_flush_interval_messages", ("log.flush.interval.messages",), ConfigType.LONG),
     "flush.ms": _TopicKey("log_flush_interval_ms", ("log.flush.interval.ms",), ConfigType.LONG),
-    "index.interval.bytes": _TopicKey(
-        "log_index_interval_bytes", ("log.index.interval.bytes",), ConfigType.INT
-    ),
+    "index.interval.bytes": _TopicKey("log_index_interval_bytes", ("log.index.interval.bytes",), ConfigType.INT),
     "max.compaction.lag.ms": _TopicKey(
         "log_cleaner_max_compaction_lag_ms", ("log.cleaner.max.compaction.lag.ms",), ConfigType.LONG
     ),
@@ -518,9 +494,7 @@ _TOPIC_KEYS: dict[str, _TopicKey] = {
         "retention_ms", ("log.retention.ms", "log.retention.minutes", "log.retention.hours"), ConfigType.LONG
     ),
     "segment.bytes": _TopicKey("log_segment_bytes", ("log.segment.bytes",), ConfigType.INT),
-    "segment.index.bytes": _TopicKey(
-        "log_index_size_max_bytes", ("log.index.size.max.bytes",), ConfigType.INT
-    ),
+    "segment.index.bytes": _TopicKey("log_index_size_max_bytes", ("log.index.size.max.bytes",), ConfigType.INT),
     "segment.jitter.ms": _TopicKey(
         "segment_jitter_ms", ("log.roll.jitter.ms", "log.roll.jitter.hours"), ConfigType.LONG
     ),

@@ -43,9 +43,7 @@ __all__ = [
 HOST = "127.0.0.1"
 LOG_NAME = "kafkette-broker.log"
 # Up to the newline, so a line still being written never yields a truncated port.
-READY_LINE = re.compile(
-    rb"^kafkette broker (?P<node>\d+) ready listening on (?P<host>\S+):(?P<port>\d+)\r?\n", re.M
-)
+READY_LINE = re.compile(rb"^kafkette broker (?P<node>\d+) ready listening on (?P<host>\S+):(?P<port>\d+)\r?\n", re.M)
 # The properties by which BrokerConfig names what the CLI passes as --data-dir and --listen.
 DATA_DIR_PROPERTY = "log.dirs"
 LISTENERS_PROPERTY = "listeners"

@@ -374,9 +374,7 @@ def test_effective_topic_config_matches_the_broker_without_overrides() -> None:
 
 
 def test_validate_topic_configs_keeps_trimmed_values_and_drops_deletions() -> None:
-    kept = validate_topic_configs(
-        {"retention.ms": " 1000 ", "cleanup.policy": "compact,delete", "flush.ms": None}
-    )
+    kept = validate_topic_configs({"retention.ms": " 1000 ", "cleanup.policy": "compact,delete", "flush.ms": None})
     assert kept == {"retention.ms": "1000", "cleanup.policy": "compact,delete"}
 
 

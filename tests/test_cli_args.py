@@ -64,9 +64,7 @@ def test_file_then_set_then_flags(tmp_path: Path) -> None:
 
 
 def test_set_values_may_contain_equals_signs() -> None:
-    config = config_from(
-        "--set", "listeners=PLAINTEXT://127.0.0.1:1,INTERNAL://127.0.0.1:2", "--set", "cluster.id=a=b"
-    )
+    config = config_from("--set", "listeners=PLAINTEXT://127.0.0.1:1,INTERNAL://127.0.0.1:2", "--set", "cluster.id=a=b")
     assert config.cluster_id == "a=b"
     assert len(config.listeners) == 2
 
@@ -150,12 +148,8 @@ def closed_port() -> int:
 
 
 @pytest.mark.timeout(30)
-@pytest.mark.parametrize(
-    "action", [["list"], ["create", "--topic", "t"], ["describe"], ["delete", "--topic", "t"]]
-)
-def test_unreachable_broker_fails_within_the_timeout(
-    action: list[str], capsys: pytest.CaptureFixture[str]
-) -> None:
+@pytest.mark.parametrize("action", [["list"], ["create", "--topic", "t"], ["describe"], ["delete", "--topic", "t"]])
+def test_unreachable_broker_fails_within_the_timeout(action: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["topics", "--bootstrap", f"127.0.0.1:{closed_port()}", "--timeout", "1", *action]) == 1
     assert capsys.readouterr().err.splitlines()[-1].startswith("error: ")
 

@@ -16,9 +16,7 @@ READY_TIMEOUT = 20.0
 
 @pytest.fixture
 def bootstrap(tmp_path: Path) -> Iterator[str]:
-    broker = BrokerProcess(
-        ["--data-dir", str(tmp_path / "data"), "--listen", "127.0.0.1:0"], tmp_path / "broker.log"
-    )
+    broker = BrokerProcess(["--data-dir", str(tmp_path / "data"), "--listen", "127.0.0.1:0"], tmp_path / "broker.log")
     broker.start()
     try:
         host, port = broker.wait_ready(READY_TIMEOUT)
@@ -38,9 +36,7 @@ def topics(bootstrap: str, *argv: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.timeout(120)
 def test_topics_create_list_describe_delete(bootstrap: str) -> None:
-    created = topics(
-        bootstrap, "create", "--topic", "orders", "--partitions", "3", "--config", "retention.ms=3600000"
-    )
+    created = topics(bootstrap, "create", "--topic", "orders", "--partitions", "3", "--config", "retention.ms=3600000")
     assert created.returncode == 0, created.stderr
     assert created.stdout == "Created topic orders.\n"
 
@@ -80,8 +76,7 @@ def test_demo_runs_and_stops_cleanly(tmp_path: Path) -> None:
     progress = [line for line in lines if line.startswith("t=")]
     assert len(progress) >= 4
     assert all(
-        re.fullmatch(r"t=\d+s produced=\d+ acked=\d+ consumed=\d+ rate=\d+/s p50=(\d+ms|-)", line)
-        for line in progress
+        re.fullmatch(r"t=\d+s produced=\d+ acked=\d+ consumed=\d+ rate=\d+/s p50=(\d+ms|-)", line) for line in progress
     )
     summary = next(line for line in lines if line.startswith("summary: "))
     counts = dict(re.findall(r"(produced|acked|failed|consumed)=(\d+)", summary))

@@ -16,9 +16,7 @@ def connect(bootstrap: str) -> AdminClient:
     return AdminClient({"bootstrap.servers": bootstrap})
 
 
-def result(
-    future: concurrent.futures.Future[Any], what: str, timeout: float, tolerate: Collection[int] = ()
-) -> Any:
+def result(future: concurrent.futures.Future[Any], what: str, timeout: float, tolerate: Collection[int] = ()) -> Any:
     """The future's value; None if it failed with an error code in `tolerate`; else a CommandError."""
     try:
         return future.result(timeout=timeout)

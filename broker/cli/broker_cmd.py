@@ -17,9 +17,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--config file, --set, then the dedicated flags.",
     )
     parser.add_argument("--data-dir", type=Path, metavar="DIR", help="where partitions are stored (log.dirs)")
-    parser.add_argument(
-        "--listen", type=host_port, metavar="HOST:PORT", help="PLAINTEXT listener; port 0 picks one"
-    )
+    parser.add_argument("--listen", type=host_port, metavar="HOST:PORT", help="PLAINTEXT listener; port 0 picks one")
     parser.add_argument("--node-id", type=int, metavar="N", help="this broker's node.id")
     parser.add_argument("--advertise", type=host_port, metavar="HOST:PORT", help="address given to clients")
     parser.add_argument("--config", type=Path, metavar="FILE", help="a server.properties file")

@@ -70,9 +70,7 @@ class BrokerProcess:
         if not self._ready.wait(timeout) or self._address is None:
             self.stop(timeout=5)
             tail = "\n".join(self._tail)
-            raise BrokerStartError(
-                f"broker did not become ready within {timeout:g}s; its last output:\n{tail}"
-            )
+            raise BrokerStartError(f"broker did not become ready within {timeout:g}s; its last output:\n{tail}")
         return self._address
 
     @property

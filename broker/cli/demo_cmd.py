@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from types import FrameType
 
+from confluent_kafka import KafkaException
+
 from kafkette.broker.cli import admin
 from kafkette.broker.cli.broker_process import BrokerProcess, BrokerStartError
 from kafkette.broker.cli.common import CommandError
@@ -30,9 +32,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "through it and print progress each second. Ctrl-C stops everything and prints a summary.",
     )
     parser.add_argument("--data-dir", type=Path, default=Path(".run/demo"), metavar="DIR")
-    parser.add_argument(
-        "--seconds", type=float, metavar="N", help="stop after N seconds (default: on Ctrl-C)"
-    )
+    parser.add_argument("--seconds", type=float, metavar="N", help="stop after N seconds (default: on Ctrl-C)")
     parser.add_argument("--rate", type=int, default=2000, metavar="MSGS", help="records produced per second")
     parser.set_defaults(run=run)
 
@@ -50,6 +50,8 @@ def run(args: argparse.Namespace) -> int:
         clean = _stream(bootstrap, args.rate, args.seconds, broker)
     except BrokerStartError as exc:
         raise CommandError(str(exc)) from exc
+    except KafkaException as exc:
+        raise CommandError(f"kafka client: {exc.args[0].str()}") from exc
     finally:
         exit_code = broker.stop(BROKER_STOP_TIMEOUT)
     if exit_code != 0:

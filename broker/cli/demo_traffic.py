@@ -107,7 +107,7 @@ class ProducerLoop(_Worker):
 
 
 class ConsumerLoop(_Worker):
-    """Reads the given partitions from the given offsets without a group, recording each record's latency."""
+    """Reads every partition of the topic without a group (assign, not subscribe), timing each record."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
         super().__init__("demo-consumer")
@@ -125,9 +125,7 @@ class ConsumerLoop(_Worker):
         """Start every partition at its current end, so that a rerun counts only its own records."""
         self._consumer.assign(
             [
-                TopicPartition(
-                    tp.topic, tp.partition, self._consumer.get_watermark_offsets(tp, timeout=timeout)[1]
-                )
+                TopicPartition(tp.topic, tp.partition, self._consumer.get_watermark_offsets(tp, timeout=timeout)[1])
                 for tp in self._partitions
             ]
         )

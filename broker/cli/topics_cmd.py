@@ -19,9 +19,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     # The connection options are accepted before and after the action, as kafka-topics.sh users type them
     # anywhere; SUPPRESS keeps an action's parser from resetting a value given before the action.
     def connection_options(parser: argparse.ArgumentParser, default: object) -> None:
-        parser.add_argument(
-            "--bootstrap", "--bootstrap-server", dest="bootstrap", metavar="HOST:PORT", default=default
-        )
+        parser.add_argument("--bootstrap", "--bootstrap-server", dest="bootstrap", metavar="HOST:PORT", default=default)
         parser.add_argument("--timeout", type=float, metavar="SECONDS", default=default, help="per request")
 
     topics = subparsers.add_parser("topics", help="manage topics (like kafka-topics.sh)")
@@ -31,9 +29,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     create = actions.add_parser("create", help="create a topic")
     create.add_argument("--topic", required=True)
     create.add_argument("--partitions", type=int, help="default: the broker's num.partitions")
-    create.add_argument(
-        "--replication-factor", type=int, help="default: the broker's default.replication.factor"
-    )
+    create.add_argument("--replication-factor", type=int, help="default: the broker's default.replication.factor")
     create.add_argument("--config", type=key_value, action="append", default=[], metavar="KEY=VALUE")
     create.add_argument("--if-not-exists", action="store_true")
     create.set_defaults(run=_create)
@@ -112,9 +108,7 @@ def describe_lines(description: TopicDescription, configs: Mapping[str, ConfigEn
     """kafka-topics.sh --describe's layout: a topic line, then one indented line per partition."""
     partitions = sorted(description.partitions, key=lambda partition: partition.id)
     replication_factor = len(partitions[0].replicas) if partitions else 0
-    overrides = ",".join(
-        f"{name}={entry.value}" for name, entry in sorted(configs.items()) if not entry.is_default
-    )
+    overrides = ",".join(f"{name}={entry.value}" for name, entry in sorted(configs.items()) if not entry.is_default)
     topic_id = kafka_uuid(description.topic_id)
     lines = [
         f"Topic: {description.name}\tTopicId: {topic_id}\tPartitionCount: {len(partitions)}\t"

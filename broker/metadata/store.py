@@ -62,9 +62,7 @@ class MetadataStore:
         if path.exists():
             raw = json.loads(path.read_text())
             if cluster_id is not None and cluster_id != raw["cluster_id"]:
-                raise ValueError(
-                    f"cluster.id {cluster_id} does not match {raw['cluster_id']} stored in {directory}"
-                )
+                raise ValueError(f"cluster.id {cluster_id} does not match {raw['cluster_id']} stored in {directory}")
             store = cls(directory, raw["cluster_id"], node_id)
             store.topics = {t["name"]: TopicRecord.from_json(t) for t in raw["topics"]}
             # Ids handed out before a crash may be in use: start after the whole reserved block.

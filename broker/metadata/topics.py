@@ -32,9 +32,7 @@ def check_topic_name(name: str) -> None:
     if not name or name in (".", ".."):
         raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic name {name!r} is not allowed")
     if len(name) > MAX_TOPIC_NAME_LENGTH:
-        raise KafkaError(
-            ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic name is longer than {MAX_TOPIC_NAME_LENGTH}"
-        )
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic name is longer than {MAX_TOPIC_NAME_LENGTH}")
     if not _LEGAL_TOPIC_NAME.fullmatch(name):
         raise KafkaError(
             ErrorCode.INVALID_TOPIC_EXCEPTION,
@@ -107,9 +105,7 @@ class TopicManager:
         if name in self.store.topics:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic '{name}' already exists")
         partitions = self.config.num_partitions if partitions == -1 else partitions
-        replication_factor = (
-            self.config.default_replication_factor if replication_factor == -1 else replication_factor
-        )
+        replication_factor = self.config.default_replication_factor if replication_factor == -1 else replication_factor
         if partitions <= 0:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS, "number of partitions must be larger than 0")
         if replication_factor <= 0:
@@ -158,9 +154,7 @@ class TopicManager:
         self._open_partitions(topic, range(old, count))
         return topic
 
-    def set_topic_configs(
-        self, name: str, overrides: Mapping[str, str | None], validate_only: bool = False
-    ) -> None:
+    def set_topic_configs(self, name: str, overrides: Mapping[str, str | None], validate_only: bool = False) -> None:
         """Replace the topic's overrides (None values remove a key) and apply them to its partitions."""
         topic = self.store.topics.get(name)
         if topic is None:
@@ -182,6 +176,4 @@ class TopicManager:
         settings = partition_settings_of(effective)
         for index in indexes:
             log = self.logs.get_or_create(topic.name, index, log_config)
-            self._partitions[(topic.name, index)] = Partition(
-                topic.name, index, topic.topic_id, log, settings
-            )
+            self._partitions[(topic.name, index)] = Partition(topic.name, index, topic.topic_id, log, settings)

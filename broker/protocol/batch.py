@@ -9,8 +9,8 @@ lives in :mod:`kafkette.broker.protocol.records`.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import crc32c
 

@@ -153,7 +153,7 @@ class _Source:
 
     def compile(self, function_name: str) -> Any:
         namespace = dict(self.names)
-        exec("\n".join(self.lines), namespace)  # noqa: S102 - source built from our own field tables
+        exec("\n".join(self.lines), namespace)
         return namespace[function_name]
 
 
@@ -191,9 +191,7 @@ def _read_length(src: _Source, indent: int, target: str, compact: bool, wide: bo
         src.emit(indent, f"pos += {4 if wide else 2}")
 
 
-def _read_value(
-    src: _Source, indent: int, target: str, field: Field, kind: Any, version: int, compact: bool
-) -> None:
+def _read_value(src: _Source, indent: int, target: str, field: Field, kind: Any, version: int, compact: bool) -> None:
     """Emit code reading one value of ``kind`` (a primitive name or struct class) into ``target``."""
     nullable = in_range(version, field.nullable)
     if isinstance(kind, type):
@@ -348,9 +346,7 @@ def _write_null(src: _Source, indent: int, compact: bool, wide: bool) -> None:
     src.emit(indent, f"out += {null}")
 
 
-def _write_value(
-    src: _Source, indent: int, value: str, field: Field, kind: Any, version: int, compact: bool
-) -> None:
+def _write_value(src: _Source, indent: int, value: str, field: Field, kind: Any, version: int, compact: bool) -> None:
     nullable = in_range(version, field.nullable)
     if isinstance(kind, type):
         sub = src.name(writer(kind, version, compact), "write")
@@ -427,9 +423,7 @@ def _write_field(src: _Source, indent: int, value: str, field: Field, version: i
 def _compile_writer(cls: type, version: int, flexible: bool) -> Writer:
     src = _Source("w")
     src.emit(0, "def write(obj, out, splices):")
-    regular = [
-        f for f in cls.FIELDS if in_range(version, f.versions) and not _is_tagged(f, version, flexible)
-    ]
+    regular = [f for f in cls.FIELDS if in_range(version, f.versions) and not _is_tagged(f, version, flexible)]
     tagged = sorted((f for f in cls.FIELDS if _is_tagged(f, version, flexible)), key=lambda f: f.tag)
     index = 0
     while index < len(regular):

@@ -93,9 +93,7 @@ def encode_request(body: Message, api_version: int, correlation_id: int, client_
     return bytes(out)
 
 
-def encode_response(
-    api_key: int, api_version: int, correlation_id: int, body: Message
-) -> tuple[bytearray, Splices]:
+def encode_response(api_key: int, api_version: int, correlation_id: int, body: Message) -> tuple[bytearray, Splices]:
     """A response frame with its size prefix; file regions in ``splices`` are counted in the size."""
     out = bytearray(4)
     splices: Splices = []

@@ -21,6 +21,18 @@ EMPTY = "EMPTY"
 
 Versions = tuple[int, int]
 
+
+class Unset:
+    """The type of UNSET: "argument not given" where None is a meaningful value."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET = Unset()
+
 S = TypeVar("S", bound="Struct")
 
 

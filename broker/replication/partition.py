@@ -23,6 +23,9 @@ from kafkette.broker.replication.producer_state import ProducerStateTable
 from kafkette.broker.storage import Log
 
 MAX_COMPRESSION_CODEC = 4
+# Producer state is rebuilt from the newest segments at start-up: enough to recognise retries of
+# batches written just before a crash, without reading the whole log.
+PRODUCER_STATE_SEGMENTS = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +75,7 @@ class Partition:
         self.settings = settings
         self.leader_epoch = 0
         self.producers = ProducerStateTable()
+        self.producers.rebuild(log.tail_batch_headers(PRODUCER_STATE_SEGMENTS))
         self._data_waiters: list[asyncio.Future[None]] = []
 
     @property
@@ -95,18 +99,14 @@ class Partition:
             if duplicate is not None:
                 return AppendOutcome(duplicate.first_offset, -1, self.log_start_offset)
         elif idempotent:
-            raise KafkaError(
-                ErrorCode.INVALID_RECORD, "an idempotent produce carries one batch per partition"
-            )
+            raise KafkaError(ErrorCode.INVALID_RECORD, "an idempotent produce carries one batch per partition")
         now = int(time.time() * 1000)
         append_time = now if self.settings.log_append_time else None
         result = self.log.append(records, leader_epoch=self.leader_epoch, log_append_time=append_time)
         if idempotent:
             self.producers.record(headers[0], result.first_offset, now)
         self._wake_readers()
-        return AppendOutcome(
-            result.first_offset, append_time if append_time is not None else -1, self.log_start_offset
-        )
+        return AppendOutcome(result.first_offset, append_time if append_time is not None else -1, self.log_start_offset)
 
     def data_arrived(self) -> asyncio.Future[None]:
         """A future resolved at the next append; fetches long-poll on it."""

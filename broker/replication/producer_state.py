@@ -8,6 +8,7 @@ being written twice, and a gap in sequence numbers is refused.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from kafkette.broker.protocol.batch import BatchHeader
@@ -56,11 +57,8 @@ class ProducerStateTable:
         """
         entry = self._producers.get(header.producer_id)
         if entry is None:
-            if header.base_sequence != 0:
-                raise KafkaError(
-                    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
-                    f"producer {header.producer_id} is new here but starts at sequence {header.base_sequence}",
-                )
+            # As Kafka since KIP-360: a producer with no state here (new, or its state went with
+            # old segments) may continue at any sequence.
             return None
         if header.producer_epoch < entry.epoch:
             raise KafkaError(
@@ -84,6 +82,12 @@ class ProducerStateTable:
                 f"expected sequence {expected} from producer {header.producer_id}, got {header.base_sequence}",
             )
         return None
+
+    def rebuild(self, headers: Iterable[BatchHeader]) -> None:
+        """Replay stored batches (oldest first) so retries of batches written before a restart are recognised."""
+        for header in headers:
+            if header.has_producer_id and not header.is_control:
+                self.record(header, header.base_offset, header.max_timestamp)
 
     def record(self, header: BatchHeader, first_offset: int, timestamp: int) -> None:
         """Remember a batch that was appended at ``first_offset``."""

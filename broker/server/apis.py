@@ -50,7 +50,9 @@ def handle_api_versions(ctx: RequestContext, request: ApiVersionsRequest) -> Api
 def api_versions_response(error: ErrorCode) -> ApiVersionsResponse:
     return ApiVersionsResponse(
         error_code=error,
-        api_keys=[ApiVersion(api_key=a.key, min_version=a.min_version, max_version=a.max_version) for a in APIS.values()],
+        api_keys=[
+            ApiVersion(api_key=a.key, min_version=a.min_version, max_version=a.max_version) for a in APIS.values()
+        ],
     )
 
 

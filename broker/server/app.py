@@ -105,7 +105,7 @@ class Broker:
 
     # -- requests ------------------------------------------------------------
 
-    def dispatch(self, frame: bytearray, connection: Connection) -> Response | None | Awaitable[Response | None]:
+    def dispatch(self, frame: bytearray, connection: Connection) -> Response | Awaitable[Response | None] | None:
         view = memoryview(frame)
         try:
             api_key, api_version, correlation_id = peek_header(view)

@@ -28,7 +28,7 @@ MAX_PENDING = 64
 Response = tuple[bytearray, Splices]
 # A dispatcher turns a request frame into a response, None (no response: acks=0),
 # or an awaitable of either; it raises ConnectionAbort to drop the connection.
-Dispatch = Callable[[bytearray, "Connection"], "Response | None | Awaitable[Response | None]"]
+Dispatch = Callable[[bytearray, "Connection"], "Response | Awaitable[Response | None] | None"]
 
 
 class ConnectionAbort(Exception):
@@ -44,9 +44,7 @@ class _Slot:
 
 
 class Connection(asyncio.Protocol):
-    def __init__(
-        self, dispatch: Dispatch, max_request_bytes: int, on_close: Callable[[Connection], None]
-    ) -> None:
+    def __init__(self, dispatch: Dispatch, max_request_bytes: int, on_close: Callable[[Connection], None]) -> None:
         self._dispatch = dispatch
         self._max_request_bytes = max_request_bytes
         self._on_close = on_close
@@ -62,8 +60,7 @@ class Connection(asyncio.Protocol):
     # -- asyncio.Protocol -------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        self._transport = transport  # type: ignore[assignment]  # uvloop's transports are not asyncio subclasses
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
 

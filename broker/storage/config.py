@@ -28,9 +28,7 @@ class LogConfig:
         if self.index_interval_bytes < 0:
             raise ValueError(f"index_interval_bytes must not be negative, got {self.index_interval_bytes}")
         if self.segment_index_bytes < 12:
-            raise ValueError(
-                f"segment_index_bytes must hold one entry (12 bytes), got {self.segment_index_bytes}"
-            )
+            raise ValueError(f"segment_index_bytes must hold one entry (12 bytes), got {self.segment_index_bytes}")
         if self.flush_messages is not None and self.flush_messages < 1:
             raise ValueError(f"flush_messages must be positive or None, got {self.flush_messages}")
         if self.flush_ms is not None and self.flush_ms < 0:

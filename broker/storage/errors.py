@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
+from pathlib import Path
+from types import TracebackType
 
 
 class StorageError(Exception):
@@ -36,10 +36,24 @@ class LogStorageError(StorageError):
     """The disk failed underneath the log: EIO, ENOSPC and the like (KAFKA_STORAGE_ERROR)."""
 
 
-@contextlib.contextmanager
-def disk_errors(what: str) -> Iterator[None]:
-    """Re-raise OSError as LogStorageError so callers handle one storage failure type."""
-    try:
-        yield
-    except OSError as exc:
-        raise LogStorageError(f"{what}: {exc}") from exc
+class disk_errors:
+    """Re-raise OSError as LogStorageError so callers handle one storage failure type.
+
+    A plain class rather than ``contextlib.contextmanager``: it wraps every append
+    and read, and the message is only built when something failed.
+    """
+
+    __slots__ = ("_action", "_path")
+
+    def __init__(self, action: str, path: Path) -> None:
+        self._action = action
+        self._path = path
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        if isinstance(exc, OSError):
+            raise LogStorageError(f"{self._action} {self._path}: {exc}") from exc

@@ -12,11 +12,11 @@ import os
 import shutil
 import time
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..protocol.batch import iter_batches, patch_base_offset, patch_leader_epoch, set_log_append_time
+from ..protocol.batch import BatchHeader, iter_batches, patch_base_offset, patch_leader_epoch, set_log_append_time
 from .config import LogConfig
 from .errors import (
     CorruptLogError,
@@ -84,7 +84,7 @@ class Log:
         later segments are deleted. Missing or inconsistent indexes are rebuilt in
         either case.
         """
-        with disk_errors(f"opening {directory}"):
+        with disk_errors("opening", directory):
             if not directory.exists():
                 directory.mkdir()
                 fsync_dir(directory.parent)
@@ -96,19 +96,12 @@ class Log:
             if not clean_shutdown:
                 first_unflushed = max(0, bisect_right(segments, recovery_point, key=_base) - 1)
             recovered = [seg for seg in segments[:first_unflushed] if not _loads_cleanly(seg)]
-            for i, seg in enumerate(segments[first_unflushed:], start=first_unflushed):
-                recovered.append(seg)
-                if seg.recover() and i + 1 < len(segments):
-                    logger.warning(
-                        "%s: deleting %d segments after a corrupt one", directory, len(segments) - i - 1
-                    )
-                    for later in segments[i + 1 :]:
-                        later.delete()
-                    del segments[i + 1 :]
-                    fsync_dir(directory)
-                    break
+            recovered += _recover_from(directory, segments, first_unflushed)
             for seg in recovered:
                 seg.flush()
+            if recovered:
+                # Rebuilding may have created index files; their names must survive a crash too.
+                fsync_dir(directory)
         return cls(directory, config, segments, log_start_offset, clock)
 
     # --- what the rest of the broker reads -------------------------------------------------
@@ -168,7 +161,7 @@ class Log:
             metas.append(BatchMeta(size, next_offset - 1, max_timestamp))
             position += size
             records += header.record_count
-        self._write(batches, metas, first_offset)
+        self._write(batches, metas, first_offset, position)
         return AppendResult(first_offset, next_offset - 1, log_append_time, position, records)
 
     def append_as_follower(self, batches: bytes | bytearray | memoryview) -> AppendResult:
@@ -178,24 +171,25 @@ class Log:
         records = 0
         for header in iter_batches(batches, validate=True):
             if header.base_offset < expected:
-                raise InvalidAppendOffsetError(
-                    f"batch at offset {header.base_offset}, log continues at {expected}"
-                )
+                raise InvalidAppendOffsetError(f"batch at offset {header.base_offset}, log continues at {expected}")
             if not metas:
                 first_offset = header.base_offset
             metas.append(BatchMeta(header.size, header.last_offset, header.max_timestamp))
             expected = header.next_offset
             records += header.record_count
-        self._write(batches, metas, first_offset)
-        return AppendResult(first_offset, expected - 1, None, sum(meta.size for meta in metas), records)
+        size = sum(meta.size for meta in metas)
+        self._write(batches, metas, first_offset, size)
+        return AppendResult(first_offset, expected - 1, None, size, records)
 
-    def _write(self, data: bytes | bytearray | memoryview, metas: list[BatchMeta], first_offset: int) -> None:
+    def _write(
+        self, data: bytes | bytearray | memoryview, metas: list[BatchMeta], first_offset: int, size: int
+    ) -> None:
         if not metas:
             raise ValueError("nothing to append")
         self._check_open()
         now = self._clock()
-        with disk_errors(f"appending to {self.directory}"):
-            if self._should_roll(sum(meta.size for meta in metas), metas[-1].last_offset, now):
+        with disk_errors("appending to", self.directory):
+            if self._should_roll(size, metas[-1].last_offset, now):
                 self._roll(first_offset)
             self._active.append(data, metas, now)
         self._log_end_offset = metas[-1].last_offset + 1
@@ -231,8 +225,7 @@ class Log:
     def _flush_due(self, now: int) -> bool:
         config = self.config
         return (
-            config.flush_messages is not None
-            and self._log_end_offset - self._recovery_point >= config.flush_messages
+            config.flush_messages is not None and self._log_end_offset - self._recovery_point >= config.flush_messages
         ) or (config.flush_ms is not None and now - self._last_flush_ms >= config.flush_ms)
 
     # --- reads -----------------------------------------------------------------------------
@@ -249,16 +242,16 @@ class Log:
         self._check_range(offset)
         if offset == self._log_end_offset:
             return None
-        with disk_errors(f"reading {self.directory}"):
+        with disk_errors("reading", self.directory):
             for seg in self._segments[self._segment_index(offset) :]:
                 found = seg.translate_offset(offset)
                 if found is not None:
-                    return seg.read_from(*found, max_bytes, max_offset, min_one_batch)
+                    return seg.read_from(found, max_bytes, max_offset, min_one_batch)
         return None
 
     def offset_for_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:
         """The first record whose timestamp is at least ``timestamp``: its offset and timestamp."""
-        with disk_errors(f"reading {self.directory}"):
+        with disk_errors("reading", self.directory):
             for seg in self._segments:
                 if seg.max_timestamp >= timestamp and seg.next_offset > self._log_start_offset:
                     found = seg.find_timestamp(timestamp, self._log_start_offset)
@@ -275,8 +268,14 @@ class Log:
         if not live:
             return OffsetAndTimestamp(-1, -1)
         best = max(live, key=lambda seg: seg.max_timestamp)
-        with disk_errors(f"reading {self.directory}"):
+        with disk_errors("reading", self.directory):
             return best.record_with_max_timestamp()
+
+    def tail_batch_headers(self, segments: int) -> Iterator[BatchHeader]:
+        """Full headers of the batches in the last ``segments`` segments, oldest first."""
+        with disk_errors("reading", self.directory):
+            for seg in self._segments[-segments:]:
+                yield from seg.batch_headers()
 
     def _check_range(self, offset: int) -> None:
         if not self._log_start_offset <= offset <= self._log_end_offset:
@@ -288,7 +287,7 @@ class Log:
         """fsync segments holding offsets below ``up_to`` (default: all) and advance the recovery point."""
         self._check_open()
         target = self._log_end_offset if up_to is None else min(up_to, self._log_end_offset)
-        with disk_errors(f"flushing {self.directory}"):
+        with disk_errors("flushing", self.directory):
             for seg in self._segments:
                 if seg.base_offset >= target:
                     break
@@ -305,7 +304,7 @@ class Log:
         self._check_open()
         if offset >= self._log_end_offset:
             return
-        with disk_errors(f"truncating {self.directory}"):
+        with disk_errors("truncating", self.directory):
             if offset <= self._segments[0].base_offset:
                 self._truncate_fully(offset)
             else:
@@ -339,7 +338,7 @@ class Log:
 
     def delete(self) -> None:
         """Remove the partition's directory; renamed first, so a crash midway leaves no half log."""
-        with disk_errors(f"deleting {self.directory}"):
+        with disk_errors("deleting", self.directory):
             for seg in self._segments:
                 seg.close()
             self._closed = True
@@ -366,6 +365,19 @@ def _loads_cleanly(seg: LogSegment) -> bool:
         seg.recover()
         return False
     return True
+
+
+def _recover_from(directory: Path, segments: list[LogSegment], first: int) -> list[LogSegment]:
+    """Validate ``segments[first:]`` in order; after a corrupt one, the rest are unreliable and go."""
+    for i in range(first, len(segments)):
+        if segments[i].recover() and i + 1 < len(segments):
+            logger.warning("%s: deleting %d segments after a corrupt one", directory, len(segments) - i - 1)
+            for later in segments[i + 1 :]:
+                later.delete()
+            del segments[i + 1 :]
+            fsync_dir(directory)
+            break
+    return segments[first:]
 
 
 def _segment_bases(directory: Path) -> list[int]:

@@ -54,7 +54,7 @@ class LogManager:
         configs = dict(topic_configs or {})
         logs: dict[TopicPartition, Log] = {}
         for log_dir in log_dirs:
-            with disk_errors(f"opening log directory {log_dir}"):
+            with disk_errors("opening log directory", log_dir):
                 log_dir.mkdir(parents=True, exist_ok=True)
                 recovery_points = _read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
                 start_offsets = _read_checkpoint(log_dir / LOG_START_CHECKPOINT)
@@ -75,9 +75,7 @@ class LogManager:
                     if tp is None:
                         continue
                     if tp in logs:
-                        raise StorageError(
-                            f"{entry.name} exists in both {logs[tp].directory.parent} and {log_dir}"
-                        )
+                        raise StorageError(f"{entry.name} exists in both {logs[tp].directory.parent} and {log_dir}")
                     logs[tp] = Log.open(
                         entry,
                         configs.get(tp.topic, default_config),
@@ -120,7 +118,7 @@ class LogManager:
         """Write each directory's recovery-point and log-start-offset checkpoints."""
         for log_dir in self.log_dirs:
             logs = {tp: log for tp, log in self._logs.items() if log.directory.parent == log_dir}
-            with disk_errors(f"checkpointing {log_dir}"):
+            with disk_errors("checkpointing", log_dir):
                 write_offset_checkpoint(
                     log_dir / RECOVERY_POINT_CHECKPOINT, {tp: log.recovery_point for tp, log in logs.items()}
                 )
@@ -134,7 +132,7 @@ class LogManager:
             log.close()
         self.checkpoint()
         for log_dir in self.log_dirs:
-            with disk_errors(f"closing {log_dir}"):
+            with disk_errors("closing", log_dir):
                 atomic_write(log_dir / CLEAN_SHUTDOWN_MARKER, b"")
 
 

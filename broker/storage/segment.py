@@ -18,7 +18,7 @@ from ..protocol.batch import HEADER_SIZE, BatchHeader, CorruptBatchError, parse_
 from ..protocol.records import RecordBatch, decode_batch
 from .config import LogConfig
 from .errors import CorruptLogError
-from .file_batches import iter_file_batches
+from .file_batches import BatchSpan, iter_file_batches, parse_span
 from .index import NO_TIMESTAMP, OffsetIndex, TimeIndex
 from .naming import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_path
 
@@ -158,7 +158,7 @@ class LogSegment:
         last = self.offset_index.last_entry()
         if last is not None:
             last_offset, start = last
-            if not 0 <= start < self.size or self._header_at(start).last_offset != last_offset:
+            if not 0 <= start < self.size or self._span_at(start).last_offset != last_offset:
                 raise CorruptLogError(f"{self.offset_index.path.name}: last entry does not match the log")
         self.next_offset = self.base_offset
         self.max_timestamp, self.offset_of_max_timestamp = NO_TIMESTAMP, -1
@@ -166,23 +166,23 @@ class LogSegment:
         time_last = self.time_index.last_entry()
         if time_last is not None:
             self.max_timestamp, self.offset_of_max_timestamp = time_last
-        for _, header in self._headers(start, self.size):
-            self._observe(header.last_offset, header.max_timestamp)
+        for span in self._spans(start, self.size):
+            self._observe(span.last_offset, span.max_timestamp)
         if time_last is not None and not self.base_offset <= time_last[1] < self.next_offset:
             raise CorruptLogError(f"{self.time_index.path.name}: last entry points outside the segment")
         self._bytes_since_index = self.size - start
         self.rolling_ms = self._first_timestamp()
 
-    def _header_at(self, position: int) -> BatchHeader:
+    def _span_at(self, position: int) -> BatchSpan:
         try:
-            return parse_header(os.pread(self._fd, HEADER_SIZE, position))
+            return parse_span(os.pread(self._fd, HEADER_SIZE, position), 0, position)
         except CorruptBatchError as exc:
             raise CorruptLogError(f"{self.path.name} at position {position}: {exc}") from exc
 
     def _first_timestamp(self) -> int | None:
         if self.size == 0:
             return None
-        timestamp = self._header_at(0).max_timestamp
+        timestamp = self._span_at(0).max_timestamp
         return timestamp if timestamp >= 0 else None
 
     def recover(self) -> int:
@@ -199,13 +199,13 @@ class LogSegment:
         self._bytes_since_index = 0
         valid_end = 0
         try:
-            for position, header in iter_file_batches(self._fd, 0, self.size, validate=True):
-                if header.base_offset < self.next_offset:
-                    raise CorruptBatchError(f"offset {header.base_offset} after {self.next_offset - 1}")
-                if header.last_offset - self.base_offset > MAX_RELATIVE_OFFSET:
-                    raise CorruptBatchError(f"offset {header.last_offset} overflows the segment")
-                self._index_batch(position, header.size, header.last_offset, header.max_timestamp)
-                valid_end = position + header.size
+            for span in iter_file_batches(self._fd, 0, self.size, validate=True):
+                if span.base_offset < self.next_offset:
+                    raise CorruptBatchError(f"offset {span.base_offset} after {self.next_offset - 1}")
+                if span.last_offset - self.base_offset > MAX_RELATIVE_OFFSET:
+                    raise CorruptBatchError(f"offset {span.last_offset} overflows the segment")
+                self._index_batch(span.position, span.size, span.last_offset, span.max_timestamp)
+                valid_end = span.position + span.size
         except CorruptBatchError as exc:
             logger.warning("%s: %s at position %d; truncating there", self.path, exc, valid_end)
         truncated = self.size - valid_end
@@ -254,36 +254,42 @@ class LogSegment:
             self.rolling_ms = now_ms
         self._dirty = True
 
-    def translate_offset(self, offset: int, start: int = 0) -> tuple[int, BatchHeader] | None:
-        """Position and header of the first batch whose last offset is at least ``offset``."""
+    def translate_offset(self, offset: int, start: int = 0) -> BatchSpan | None:
+        """The first batch whose last offset is at least ``offset``."""
         position = max(start, self.offset_index.lookup(offset))
-        for batch_position, header in self._headers(position, self.size):
-            if header.last_offset >= offset:
-                return batch_position, header
+        for span in self._spans(position, self.size):
+            if span.last_offset >= offset:
+                return span
         return None
 
-    def _headers(self, start: int, end: int) -> Iterator[tuple[int, BatchHeader]]:
-        """Batch headers from ``start``; a batch that does not parse is corruption, not a torn tail."""
+    def batch_headers(self) -> Iterator[BatchHeader]:
+        """Every batch's full header, in order: producer ids and sequences for rebuilding producer state."""
+        for span in self._spans(0, self.size):
+            yield parse_header(os.pread(self._fd, HEADER_SIZE, span.position))
+
+    def _spans(self, start: int, end: int) -> Iterator[BatchSpan]:
+        """Batches from ``start``; one that does not parse is corruption here, not a torn tail."""
         try:
             yield from iter_file_batches(self._fd, start, end, validate=False)
         except CorruptBatchError as exc:
             raise CorruptLogError(f"{self.path.name}: {exc}") from exc
 
     def read_from(
-        self, position: int, header: BatchHeader, max_bytes: int, max_offset: int | None, min_one_batch: bool
+        self, first: BatchSpan, max_bytes: int, max_offset: int | None, min_one_batch: bool
     ) -> ReadResult | None:
-        """Whole batches from the one at ``position``, as many as ``max_bytes`` and ``max_offset`` allow."""
-        if max_offset is not None and header.last_offset >= max_offset:
+        """Whole batches from ``first``, as many as ``max_bytes`` and ``max_offset`` allow."""
+        if max_offset is not None and first.last_offset >= max_offset:
             return None
-        if header.size > max_bytes and not min_one_batch:
+        if first.size > max_bytes and not min_one_batch:
             return None
         stop = self.size
         if max_offset is not None and max_offset < self.next_offset:
-            found = self.translate_offset(max_offset, position)
+            found = self.translate_offset(max_offset, first.position)
             if found is not None:
-                stop = found[0]
-        end = max(self._end_within(position, position + max_bytes, stop), position + header.size)
-        return ReadResult(self.file, position, end - position, header.base_offset)
+                stop = found.position
+        start = first.position
+        end = max(self._end_within(start, start + max_bytes, stop), start + first.size)
+        return ReadResult(self.file, start, end - start, first.base_offset)
 
     def _end_within(self, start: int, limit: int, stop: int) -> int:
         """The last batch boundary at or below ``limit`` (and ``stop``, itself a boundary)."""
@@ -291,10 +297,10 @@ class LogSegment:
             return stop
         # Jump through the index so a large max_bytes does not walk every header.
         end = max(start, self.offset_index.floor_position(limit))
-        for position, header in self._headers(end, stop):
-            if position + header.size > limit:
+        for span in self._spans(end, stop):
+            if span.position + span.size > limit:
                 break
-            end = position + header.size
+            end = span.position + span.size
         return end
 
     def find_timestamp(self, timestamp: int, min_offset: int) -> OffsetAndTimestamp | None:
@@ -304,10 +310,10 @@ class LogSegment:
         record (Kafka's ListOffsets answer: the record's own offset and timestamp).
         """
         position = self.offset_index.lookup(max(min_offset, self.time_index.lookup(timestamp)))
-        for batch_position, header in self._headers(position, self.size):
-            if header.max_timestamp < timestamp or header.last_offset < min_offset:
+        for span in self._spans(position, self.size):
+            if span.max_timestamp < timestamp or span.last_offset < min_offset:
                 continue
-            for record in self._decode(batch_position, header).records:
+            for record in self._decode(span).records:
                 if record.timestamp >= timestamp and record.offset >= min_offset:
                     return OffsetAndTimestamp(record.offset, record.timestamp)
         return None
@@ -318,27 +324,26 @@ class LogSegment:
             return OffsetAndTimestamp(-1, -1)
         found = self.translate_offset(self.offset_of_max_timestamp)
         if found is not None:
-            for record in self._decode(*found).records:
+            for record in self._decode(found).records:
                 if record.timestamp == self.max_timestamp:
                     return OffsetAndTimestamp(record.offset, record.timestamp)
         return OffsetAndTimestamp(self.offset_of_max_timestamp, self.max_timestamp)
 
-    def _decode(self, position: int, header: BatchHeader) -> RecordBatch:
+    def _decode(self, span: BatchSpan) -> RecordBatch:
         try:
-            return decode_batch(os.pread(self._fd, header.size, position))
+            return decode_batch(os.pread(self._fd, span.size, span.position))
         except CorruptBatchError as exc:
-            raise CorruptLogError(f"{self.path.name} at position {position}: {exc}") from exc
+            raise CorruptLogError(f"{self.path.name} at position {span.position}: {exc}") from exc
 
     def truncate_to(self, offset: int) -> None:
         """Drop the batch holding ``offset`` and everything after it."""
         found = self.translate_offset(offset)
         if found is None:
             return
-        position, header = found
-        os.ftruncate(self._fd, position)
-        self.size = position
-        self.offset_index.truncate_to_position(position)
-        self.time_index.truncate_to_offset(header.base_offset)
+        os.ftruncate(self._fd, found.position)
+        self.size = found.position
+        self.offset_index.truncate_to_position(found.position)
+        self.time_index.truncate_to_offset(found.base_offset)
         self._restore_state()
         self._dirty = True
 

@@ -79,7 +79,9 @@ def test_oversized_frame_is_refused_before_its_body_arrives(broker: InProcessBro
         assert _closed_by_broker(sock)
 
 
-def test_api_versions_with_unknown_version_answers_v0_with_the_supported_range(broker: InProcessBroker) -> None:
+def test_api_versions_with_unknown_version_answers_v0_with_the_supported_range(
+    broker: InProcessBroker,
+) -> None:
     with _connect(broker) as sock:
         # A future ApiVersions version: header v2 with compact client id the broker cannot know about.
         sock.sendall(_frame(struct.pack(">hhi", 18, 42, 77) + b"\x00\x05hello\x00"))
@@ -98,6 +100,8 @@ def test_api_versions_with_unknown_version_answers_v0_with_the_supported_range(b
 
 def test_pipelined_requests_are_answered_in_order(broker: InProcessBroker) -> None:
     with RawClient(broker.bootstrap) as client:
-        sent = [client.send(ApiVersionsRequest(), 3) if i % 2 else client.send(MetadataRequest(), 12) for i in range(20)]
+        sent = [
+            client.send(ApiVersionsRequest(), 3) if i % 2 else client.send(MetadataRequest(), 12) for i in range(20)
+        ]
         received = [client.receive(18 if i % 2 else 3, 3 if i % 2 else 12)[0] for i in range(20)]
     assert received == sent

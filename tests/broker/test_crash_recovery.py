@@ -23,9 +23,7 @@ def create_topic(bootstrap: str) -> None:
 
 
 def read_all(bootstrap: str, expected_total: int, timeout: float = 30) -> dict[tuple[int, int], bytes]:
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "crash-check", "enable.auto.commit": False}
-    )
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "crash-check", "enable.auto.commit": False})
     consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
     seen: dict[tuple[int, int], bytes] = {}
     deadline = time.monotonic() + timeout
@@ -70,7 +68,12 @@ def test_acknowledged_records_survive_sigkill(tmp_path: Path) -> None:
         killed_at = time.monotonic() + 3.0
         sequence = 0
         while time.monotonic() < killed_at:
-            producer.produce(TOPIC, key=str(sequence % 50).encode(), value=f"value-{sequence}".encode(), on_delivery=on_delivery)
+            producer.produce(
+                TOPIC,
+                key=str(sequence % 50).encode(),
+                value=f"value-{sequence}".encode(),
+                on_delivery=on_delivery,
+            )
             sequence += 1
             if sequence % 500 == 0:
                 producer.poll(0)

@@ -7,7 +7,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from conftest import make_batch
+from batches import make_batch
 from raw_client import RawClient
 
 from kafkette.broker.protocol.batch import iter_batches
@@ -45,11 +45,15 @@ def client(broker: InProcessBroker) -> Iterator[RawClient]:
         yield raw
 
 
-def produce(client: RawClient, records: bytes, partition: int = 0, acks: int = -1, topic: str = TOPIC) -> tuple[int, int]:
+def produce(
+    client: RawClient, records: bytes, partition: int = 0, acks: int = -1, topic: str = TOPIC
+) -> tuple[int, int]:
     request = ProduceRequest(
         acks=acks,
         timeout_ms=5000,
-        topic_data=[TopicProduceData(name=topic, partition_data=[PartitionProduceData(index=partition, records=records)])],
+        topic_data=[
+            TopicProduceData(name=topic, partition_data=[PartitionProduceData(index=partition, records=records)])
+        ],
     )
     response = client.request(request, 9)
     result = response.responses[0].partition_responses[0]
@@ -75,7 +79,11 @@ def fetch(client: RawClient, offset: int, partition: int = 0, max_wait_ms: int =
 def list_offset(client: RawClient, timestamp: int, partition: int = 0) -> tuple[int, int, int]:
     request = ListOffsetsRequest(
         replica_id=-1,
-        topics=[ListOffsetsTopic(name=TOPIC, partitions=[ListOffsetsPartition(partition_index=partition, timestamp=timestamp)])],
+        topics=[
+            ListOffsetsTopic(
+                name=TOPIC, partitions=[ListOffsetsPartition(partition_index=partition, timestamp=timestamp)]
+            )
+        ],
     )
     result = client.request(request, 8).topics[0].partitions[0]
     return result.error_code, result.offset, result.timestamp
@@ -184,3 +192,17 @@ def test_long_poll_times_out_empty(client: RawClient) -> None:
     result = fetch(client, end, partition=1, max_wait_ms=300, min_bytes=1)
     assert 0.25 < time.monotonic() - started < 5
     assert result.error_code == ErrorCode.NONE and len(result.records) == 0
+
+
+def test_retry_after_restart_is_still_recognised_as_duplicate(tmp_path) -> None:
+    batch = make_batch(3, producer_id=4242, producer_epoch=0, base_sequence=0)
+    with in_process_broker(data_dir=tmp_path) as first, RawClient(first.bootstrap) as client:
+        create = CreatableTopic(name=TOPIC, num_partitions=1, replication_factor=1)
+        client.request(CreateTopicsRequest(topics=[create], timeout_ms=5000), 7)
+        assert produce(client, batch) == (ErrorCode.NONE, 0)
+    with in_process_broker(data_dir=tmp_path) as second, RawClient(second.bootstrap) as client:
+        assert produce(client, batch) == (ErrorCode.NONE, 0)
+        assert log_end(client) == 3
+        # A producer this broker has no state for may continue at any sequence (KIP-360).
+        stranger = make_batch(1, producer_id=777, producer_epoch=3, base_sequence=41)
+        assert produce(client, stranger) == (ErrorCode.NONE, 3)

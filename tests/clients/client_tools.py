@@ -28,9 +28,7 @@ def run_tool(command: Sequence[str], timeout_s: float, stdin: bytes | None = Non
         result = subprocess.run(command, input=stdin, capture_output=True, timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired as expired:
         stderr = (expired.stderr or b"").decode(errors="replace")[-2000:]
-        raise AssertionError(
-            f"{command[:3]} did not finish within {timeout_s} s; stderr:\n{stderr}"
-        ) from None
+        raise AssertionError(f"{command[:3]} did not finish within {timeout_s} s; stderr:\n{stderr}") from None
     if result.returncode != 0:
         stderr = result.stderr.decode(errors="replace")[-4000:]
         raise AssertionError(f"{list(command)} exited with {result.returncode}; stderr:\n{stderr}")

@@ -142,9 +142,7 @@ def verify(
         absent = [index for index in range(workload.count) if index not in by_index]
         problems.append(f"{missing} of {workload.count} records never read, e.g. {absent[:10]}")
     if partitions is not None and len(last_in_partition) != partitions:
-        problems.append(
-            f"records on partitions {sorted(last_in_partition)}, expected {partitions} partitions"
-        )
+        problems.append(f"records on partitions {sorted(last_in_partition)}, expected {partitions} partitions")
     for report in delivered:
         got = by_index.get(report.index)
         if got is not None and (got.partition, got.offset) != (report.partition, report.offset):

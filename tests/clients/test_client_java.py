@@ -28,17 +28,13 @@ JAVA_TIMEOUT_S = 180.0
 
 @pytest.fixture
 def java() -> str:
-    require_tool(
-        str(HARNESS_JAR) if HARNESS_JAR.exists() else None, "the Java client harness", "make java-client"
-    )
+    require_tool(str(HARNESS_JAR) if HARNESS_JAR.exists() else None, "the Java client harness", "make java-client")
     return require_tool(shutil.which("java"), "java", "install a JDK")
 
 
 def client_check(java: str, mode: str, bootstrap: str, topic: str) -> dict[str, Any]:
     classpath = f"{HARNESS_JAR}:{BUILD_DIR / 'dependency'}/*"
-    output = run_tool(
-        [java, "-cp", classpath, MAIN_CLASS, mode, bootstrap, topic, str(RECORD_COUNT)], JAVA_TIMEOUT_S
-    )
+    output = run_tool([java, "-cp", classpath, MAIN_CLASS, mode, bootstrap, topic, str(RECORD_COUNT)], JAVA_TIMEOUT_S)
     summary: dict[str, Any] = json.loads(output.strip().splitlines()[-1])
     return summary
 
@@ -56,9 +52,7 @@ def test_java_round_trip(kafkette_broker: BrokerProcess, java: str) -> None:
     assert len(produced["partitions"]) == PARTITIONS
     for partition, log in produced["partitions"].items():
         # An idempotent producer through a healthy broker writes nothing twice and skips nothing.
-        assert (log["first_offset"], log["last_offset"]) == (0, log["count"] - 1), (
-            f"partition {partition}: {log}"
-        )
+        assert (log["first_offset"], log["last_offset"]) == (0, log["count"] - 1), f"partition {partition}: {log}"
     # And librdkafka reads exactly the records the shared workload defines.
     workload = Workload(count=RECORD_COUNT, base_timestamp_ms=produced["base_timestamp_ms"])
     verify(workload, read_back(kafkette_broker.bootstrap, topic))

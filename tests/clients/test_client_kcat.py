@@ -76,9 +76,7 @@ def test_kcat_produce_consume(kafkette_broker: BrokerProcess, kcat: str, tmp_pat
     headers = KCAT_HEADERS if supports_headers(kcat) else ()
     workload = Workload(fixed_headers=headers)
     input_file = tmp_path / "records.txt"
-    input_file.write_bytes(
-        b"".join(record.key + b":" + record.value + b"\n" for record in workload.records())
-    )
+    input_file.write_bytes(b"".join(record.key + b":" + record.value + b"\n" for record in workload.records()))
     header_args = [arg for name, value in headers for arg in ("-H", f"{name}={value.decode()}")]
 
     bootstrap = kafkette_broker.bootstrap

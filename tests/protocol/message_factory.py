@@ -56,9 +56,7 @@ def versions_of(cls: type[Message]) -> range:
 class MessageFactory:
     """Builds random instances; ``overrides`` maps ``(struct class, field name)`` to a value maker."""
 
-    def __init__(
-        self, rng: random.Random, overrides: Mapping[tuple[type, str], ValueMaker] | None = None
-    ) -> None:
+    def __init__(self, rng: random.Random, overrides: Mapping[tuple[type, str], ValueMaker] | None = None) -> None:
         self.rng = rng
         self.overrides = overrides or {}
 

@@ -244,8 +244,6 @@ KAFKA_PYTHON_CODECS = {
 def test_interoperates_with_kafka_python(codec: Codec) -> None:
     available, encode, decode = (getattr(kafka_python_codec, name) for name in KAFKA_PYTHON_CODECS[codec])
     if not available():
-        pytest.skip(
-            f"kafka-python has no {codec.name.lower()} library installed (it is covered via aiokafka)"
-        )
+        pytest.skip(f"kafka-python has no {codec.name.lower()} library installed (it is covered via aiokafka)")
     assert decompress(codec, encode(MULTI_BLOCK)) == MULTI_BLOCK
     assert decode(compress(codec, MULTI_BLOCK)) == MULTI_BLOCK

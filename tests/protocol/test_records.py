@@ -134,9 +134,7 @@ def test_base_offset_defaults_to_first_record_and_gaps_are_kept() -> None:
 def test_compacted_batch_keeps_its_last_offset() -> None:
     """Compaction keeps a batch's offset range (for producer state) even when records go."""
     kept = [Record(11, T0, b"k", b"v", [])]
-    batch = decode_batch(
-        encode_batch(kept, base_offset=10, last_offset_delta=4, producer_id=9, producer_epoch=0)
-    )
+    batch = decode_batch(encode_batch(kept, base_offset=10, last_offset_delta=4, producer_id=9, producer_epoch=0))
     assert (batch.base_offset, batch.last_offset, batch.records) == (10, 14, kept)
     empty = decode_batch(encode_batch([], base_offset=10, last_offset_delta=4))
     assert (empty.base_offset, empty.last_offset, empty.record_count, empty.records) == (10, 14, 0, [])
@@ -256,9 +254,7 @@ def test_undecodable_compressed_section() -> None:
 @pytest.mark.parametrize("kind", [ControlRecordType.ABORT, ControlRecordType.COMMIT])
 def test_transaction_marker(kind: ControlRecordType) -> None:
     marker = Record(30, T0, encode_control_record_key(kind), encode_end_txn_marker(17), [])
-    data = encode_batch(
-        [marker], base_offset=30, producer_id=5, producer_epoch=2, transactional=True, control=True
-    )
+    data = encode_batch([marker], base_offset=30, producer_id=5, producer_epoch=2, transactional=True, control=True)
     batch = decode_batch(data)
     assert batch.is_control and batch.is_transactional
     assert decode_control_record(batch.records[0]) == ControlRecord(kind, 17)
@@ -319,9 +315,7 @@ def record_lists(draw: st.DrawFn) -> list[Record]:
 @given(
     records=record_lists(),
     codec=st.sampled_from(CODECS),
-    producer=st.tuples(
-        st.integers(-1, (1 << 63) - 1), st.integers(-1, 32767), st.integers(-1, (1 << 31) - 1)
-    ),
+    producer=st.tuples(st.integers(-1, (1 << 63) - 1), st.integers(-1, 32767), st.integers(-1, (1 << 31) - 1)),
     leader_epoch=st.integers(-1, (1 << 31) - 1),
 )
 def test_property_round_trip(
@@ -514,9 +508,7 @@ def test_librdkafka_batches_decode_with_ours(codec: Codec) -> None:
     records = [*sample_records(), Record(4, T0 + 2, b"large", LARGE_VALUE, [])]
     for record in records:
         headers = [(header.key, header.value) for header in record.headers]
-        producer.produce(
-            "t", record.value, record.key, partition=0, timestamp=record.timestamp, headers=headers
-        )
+        producer.produce("t", record.value, record.key, partition=0, timestamp=record.timestamp, headers=headers)
     assert producer.flush(10) == 0
 
     batches = list(decode_batches(_fetch_records(address, "t")))

@@ -350,9 +350,7 @@ def test_sendfile_serves_the_region(tmp_path: Path, make_batch) -> None:
         left, right = socket.socketpair()
         reader, reader_side = await asyncio.open_connection(sock=right)
         _, writer = await asyncio.open_connection(sock=left)
-        sent = await asyncio.get_running_loop().sendfile(
-            writer.transport, result.file, result.position, result.size
-        )
+        sent = await asyncio.get_running_loop().sendfile(writer.transport, result.file, result.position, result.size)
         assert sent == result.size
         data = await reader.readexactly(result.size)
         writer.close()

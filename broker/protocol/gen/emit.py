@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from kafkette.broker.protocol.types import EMPTY, ZERO_UUID, Field, Message, RecordsValue, Struct
+from kafkette.broker.protocol.types import EMPTY, UNSET, ZERO_UUID, Field, Message, RecordsValue, Struct, Unset
 '''
 
 PY_TYPES = {
@@ -114,10 +114,15 @@ def _init(struct: StructSpec) -> list[str]:
         if spec.is_array or spec.is_struct:
             fresh = "[]" if spec.is_array else f"{spec.base_type}()"
             annotation = _annotation(spec).removesuffix(" | None") + " | None"
-            params.append(f"{name}: {annotation} = None")
             if _is_null_default(spec):
+                params.append(f"{name}: {annotation} = None")
                 body.append(f"        self.{name} = {name}")
+            elif spec.nullable is not None:
+                # None is a value here (e.g. "all topics"), so "not given" needs its own marker.
+                params.append(f"{name}: {annotation} | Unset = UNSET")
+                body.append(f"        self.{name} = {fresh} if {name} is UNSET else {name}")
             else:
+                params.append(f"{name}: {annotation} = None")
                 body.append(f"        self.{name} = {fresh} if {name} is None else {name}")
         else:
             params.append(f"{name}: {_annotation(spec)} = {_scalar_default(spec)}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from kafkette.broker.protocol.types import EMPTY, ZERO_UUID, Field, Message, RecordsValue, Struct
+from kafkette.broker.protocol.types import EMPTY, UNSET, ZERO_UUID, Field, Message, RecordsValue, Struct, Unset
 
 
 
@@ -36,11 +36,11 @@ class CreatePartitionsTopic(Struct):
         *,
         name: str = '',
         count: int = 0,
-        assignments: list[CreatePartitionsAssignment] | None = None,
+        assignments: list[CreatePartitionsAssignment] | None | Unset = UNSET,
     ) -> None:
         self.name = name
         self.count = count
-        self.assignments = [] if assignments is None else assignments
+        self.assignments = [] if assignments is UNSET else assignments
 
 
 class CreatePartitionsRequest(Message):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from kafkette.broker.protocol.types import EMPTY, ZERO_UUID, Field, Message, RecordsValue, Struct
+from kafkette.broker.protocol.types import EMPTY, UNSET, ZERO_UUID, Field, Message, RecordsValue, Struct, Unset
 
 
 
@@ -49,7 +49,7 @@ class CreatableTopicResult(Struct):
         topic_config_error_code: int = 0,
         num_partitions: int = -1,
         replication_factor: int = -1,
-        configs: list[CreatableTopicConfigs] | None = None,
+        configs: list[CreatableTopicConfigs] | None | Unset = UNSET,
     ) -> None:
         self.name = name
         self.topic_id = topic_id
@@ -58,7 +58,7 @@ class CreatableTopicResult(Struct):
         self.topic_config_error_code = topic_config_error_code
         self.num_partitions = num_partitions
         self.replication_factor = replication_factor
-        self.configs = [] if configs is None else configs
+        self.configs = [] if configs is UNSET else configs
 
 
 class CreateTopicsResponse(Message):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from kafkette.broker.protocol.types import EMPTY, ZERO_UUID, Field, Message, RecordsValue, Struct
+from kafkette.broker.protocol.types import EMPTY, UNSET, ZERO_UUID, Field, Message, RecordsValue, Struct, Unset
 
 
 
@@ -73,12 +73,12 @@ class DescribeClientQuotasResponse(Message):
         throttle_time_ms: int = 0,
         error_code: int = 0,
         error_message: str | None = '',
-        entries: list[EntryData] | None = None,
+        entries: list[EntryData] | None | Unset = UNSET,
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
-        self.entries = [] if entries is None else entries
+        self.entries = [] if entries is UNSET else entries
 
 
 EntityData.FIELDS = (

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from kafkette.broker.protocol.types import EMPTY, ZERO_UUID, Field, Message, RecordsValue, Struct
+from kafkette.broker.protocol.types import EMPTY, UNSET, ZERO_UUID, Field, Message, RecordsValue, Struct, Unset
 
 
 
@@ -23,11 +23,11 @@ class DescribeConfigsResource(Struct):
         *,
         resource_type: int = 0,
         resource_name: str = '',
-        configuration_keys: list[str] | None = None,
+        configuration_keys: list[str] | None | Unset = UNSET,
     ) -> None:
         self.resource_type = resource_type
         self.resource_name = resource_name
-        self.configuration_keys = [] if configuration_keys is None else configuration_keys
+        self.configuration_keys = [] if configuration_keys is UNSET else configuration_keys
 
 
 class DescribeConfigsRequest(Message):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from kafkette.broker.protocol.types import EMPTY, ZERO_UUID, Field, Message, RecordsValue, Struct
+from kafkette.broker.protocol.types import EMPTY, UNSET, ZERO_UUID, Field, Message, RecordsValue, Struct, Unset
 
 
 
@@ -40,9 +40,9 @@ class DescribeDelegationTokenRequest(Message):
     def __init__(
         self,
         *,
-        owners: list[DescribeDelegationTokenOwner] | None = None,
+        owners: list[DescribeDelegationTokenOwner] | None | Unset = UNSET,
     ) -> None:
-        self.owners = [] if owners is None else owners
+        self.owners = [] if owners is UNSET else owners
 
 
 DescribeDelegationTokenOwner.FIELDS = (

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from kafkette.broker.protocol.types import EMPTY, ZERO_UUID, Field, Message, RecordsValue, Struct
+from kafkette.broker.protocol.types import EMPTY, UNSET, ZERO_UUID, Field, Message, RecordsValue, Struct, Unset
 
 
 
@@ -40,9 +40,9 @@ class DescribeLogDirsRequest(Message):
     def __init__(
         self,
         *,
-        topics: list[DescribableLogDirTopic] | None = None,
+        topics: list[DescribableLogDirTopic] | None | Unset = UNSET,
     ) -> None:
-        self.topics = [] if topics is None else topics
+        self.topics = [] if topics is UNSET else topics
 
 
 DescribableLogDirTopic.FIELDS = (

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from kafkette.broker.protocol.types import EMPTY, ZERO_UUID, Field, Message, RecordsValue, Struct
+from kafkette.broker.protocol.types import EMPTY, UNSET, ZERO_UUID, Field, Message, RecordsValue, Struct, Unset
 
 
 
@@ -38,9 +38,9 @@ class DescribeUserScramCredentialsRequest(Message):
     def __init__(
         self,
         *,
-        users: list[UserName] | None = None,
+        users: list[UserName] | None | Unset = UNSET,
     ) -> None:
-        self.users = [] if users is None else users
+        self.users = [] if users is UNSET else users
 
 
 UserName.FIELDS = (

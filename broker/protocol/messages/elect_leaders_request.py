@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from kafkette.broker.protocol.types import EMPTY, ZERO_UUID, Field, Message, RecordsValue, Struct
+from kafkette.broker.protocol.types import EMPTY, UNSET, ZERO_UUID, Field, Message, RecordsValue, Struct, Unset
 
 
 
@@ -41,11 +41,11 @@ class ElectLeadersRequest(Message):
         self,
         *,
         election_type: int = 0,
-        topic_partitions: list[TopicPartitions] | None = None,
+        topic_partitions: list[TopicPartitions] | None | Unset = UNSET,
         timeout_ms: int = 60000,
     ) -> None:
         self.election_type = election_type
-        self.topic_partitions = [] if topic_partitions is None else topic_partitions
+        self.topic_partitions = [] if topic_partitions is UNSET else topic_partitions
         self.timeout_ms = timeout_ms
 
 

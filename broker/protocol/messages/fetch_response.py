@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from kafkette.broker.protocol.types import EMPTY, ZERO_UUID, Field, Message, RecordsValue, Struct
+from kafkette.broker.protocol.types import EMPTY, UNSET, ZERO_UUID, Field, Message, RecordsValue, Struct, Unset
 
 
 
@@ -87,7 +87,7 @@ class PartitionData(Struct):
         diverging_epoch: EpochEndOffset | None = None,
         current_leader: LeaderIdAndEpoch | None = None,
         snapshot_id: SnapshotId | None = None,
-        aborted_transactions: list[AbortedTransaction] | None = None,
+        aborted_transactions: list[AbortedTransaction] | None | Unset = UNSET,
         preferred_read_replica: int = -1,
         records: RecordsValue | None = None,
     ) -> None:
@@ -99,7 +99,7 @@ class PartitionData(Struct):
         self.diverging_epoch = EpochEndOffset() if diverging_epoch is None else diverging_epoch
         self.current_leader = LeaderIdAndEpoch() if current_leader is None else current_leader
         self.snapshot_id = SnapshotId() if snapshot_id is None else snapshot_id
-        self.aborted_transactions = [] if aborted_transactions is None else aborted_transactions
+        self.aborted_transactions = [] if aborted_transactions is UNSET else aborted_transactions
         self.preferred_read_replica = preferred_read_replica
         self.records = records
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from kafkette.broker.protocol.types import EMPTY, ZERO_UUID, Field, Message, RecordsValue, Struct
+from kafkette.broker.protocol.types import EMPTY, UNSET, ZERO_UUID, Field, Message, RecordsValue, Struct, Unset
 
 
 
@@ -40,12 +40,12 @@ class MetadataRequest(Message):
     def __init__(
         self,
         *,
-        topics: list[MetadataRequestTopic] | None = None,
+        topics: list[MetadataRequestTopic] | None | Unset = UNSET,
         allow_auto_topic_creation: bool = True,
         include_cluster_authorized_operations: bool = False,
         include_topic_authorized_operations: bool = False,
     ) -> None:
-        self.topics = [] if topics is None else topics
+        self.topics = [] if topics is UNSET else topics
         self.allow_auto_topic_creation = allow_auto_topic_creation
         self.include_cluster_authorized_operations = include_cluster_authorized_operations
         self.include_topic_authorized_operations = include_topic_authorized_operations

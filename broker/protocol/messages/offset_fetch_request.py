@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from kafkette.broker.protocol.types import EMPTY, ZERO_UUID, Field, Message, RecordsValue, Struct
+from kafkette.broker.protocol.types import EMPTY, UNSET, ZERO_UUID, Field, Message, RecordsValue, Struct, Unset
 
 
 
@@ -54,12 +54,12 @@ class OffsetFetchRequestGroup(Struct):
         group_id: str = '',
         member_id: str | None = None,
         member_epoch: int = -1,
-        topics: list[OffsetFetchRequestTopics] | None = None,
+        topics: list[OffsetFetchRequestTopics] | None | Unset = UNSET,
     ) -> None:
         self.group_id = group_id
         self.member_id = member_id
         self.member_epoch = member_epoch
-        self.topics = [] if topics is None else topics
+        self.topics = [] if topics is UNSET else topics
 
 
 class OffsetFetchRequest(Message):
@@ -75,12 +75,12 @@ class OffsetFetchRequest(Message):
         self,
         *,
         group_id: str = '',
-        topics: list[OffsetFetchRequestTopic] | None = None,
+        topics: list[OffsetFetchRequestTopic] | None | Unset = UNSET,
         groups: list[OffsetFetchRequestGroup] | None = None,
         require_stable: bool = False,
     ) -> None:
         self.group_id = group_id
-        self.topics = [] if topics is None else topics
+        self.topics = [] if topics is UNSET else topics
         self.groups = [] if groups is None else groups
         self.require_stable = require_stable
 

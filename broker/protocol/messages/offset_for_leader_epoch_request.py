@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from kafkette.broker.protocol.types import EMPTY, ZERO_UUID, Field, Message, RecordsValue, Struct
+from kafkette.broker.protocol.types import EMPTY, UNSET, ZERO_UUID, Field, Message, RecordsValue, Struct, Unset
 
 
 

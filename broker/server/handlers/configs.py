@@ -11,10 +11,10 @@ from kafkette.broker.config import ConfigType, topic_config_defaults
 from kafkette.broker.metadata.store import TopicRecord
 from kafkette.broker.protocol.errors import ErrorCode, KafkaError
 from kafkette.broker.protocol.messages.alter_configs_request import AlterConfigsRequest
-from kafkette.broker.protocol.messages.alter_configs_response import AlterConfigsResponse
 from kafkette.broker.protocol.messages.alter_configs_response import (
     AlterConfigsResourceResponse as LegacyAlterConfigsResourceResponse,
 )
+from kafkette.broker.protocol.messages.alter_configs_response import AlterConfigsResponse
 from kafkette.broker.protocol.messages.describe_configs_request import DescribeConfigsRequest
 from kafkette.broker.protocol.messages.describe_configs_response import (
     DescribeConfigsResourceResult,
@@ -149,7 +149,10 @@ def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsRequest
                 entries = describe_topic_configs(
                     ctx.broker, topic, resource.configuration_keys, request.include_synonyms
                 )
-        elif resource.resource_type == RESOURCE_BROKER and resource.resource_name in ("", str(ctx.broker.node_id)):
+        elif resource.resource_type == RESOURCE_BROKER and resource.resource_name in (
+            "",
+            str(ctx.broker.node_id),
+        ):
             entries = _describe_broker(ctx.broker, resource.configuration_keys)
         else:
             result.error_code = ErrorCode.INVALID_REQUEST
@@ -194,7 +197,9 @@ def _alter_resource(
     return ErrorCode.NONE, None
 
 
-def _alter_incrementally(ctx: RequestContext, resource_type: int, name: str, changes: list, validate_only: bool) -> tuple[ErrorCode, str | None]:
+def _alter_incrementally(
+    ctx: RequestContext, resource_type: int, name: str, changes: list, validate_only: bool
+) -> tuple[ErrorCode, str | None]:
     topic = ctx.broker.topics.topic(name) if resource_type == RESOURCE_TOPIC else None
     current: dict[str, str] = dict(topic.configs) if topic is not None else {}
     try:

@@ -27,11 +27,7 @@ TOPIC_IDS_FROM_VERSION = 13
 def _check_leader_epoch(partition: Partition, requested: int) -> ErrorCode:
     if requested == -1 or requested == partition.leader_epoch:
         return ErrorCode.NONE
-    return (
-        ErrorCode.FENCED_LEADER_EPOCH
-        if requested < partition.leader_epoch
-        else ErrorCode.UNKNOWN_LEADER_EPOCH
-    )
+    return ErrorCode.FENCED_LEADER_EPOCH if requested < partition.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
 
 
 class _FetchPass:
@@ -66,14 +62,10 @@ class _FetchPass:
             partitions.append(self._partition(partition, wanted, missing))
         return FetchableTopicResponse(topic=topic.topic, topic_id=topic.topic_id, partitions=partitions)
 
-    def _partition(
-        self, partition: Partition | None, wanted: FetchPartition, missing: ErrorCode
-    ) -> PartitionData:
+    def _partition(self, partition: Partition | None, wanted: FetchPartition, missing: ErrorCode) -> PartitionData:
         if partition is None:
             self.has_error = True
-            return PartitionData(
-                partition_index=wanted.partition, error_code=missing, high_watermark=-1, records=b""
-            )
+            return PartitionData(partition_index=wanted.partition, error_code=missing, high_watermark=-1, records=b"")
         self.partitions.append(partition)
         high_watermark = partition.high_watermark
         result = PartitionData(
@@ -90,7 +82,7 @@ class _FetchPass:
             result.error_code = code
             return result
         budget = min(wanted.partition_max_bytes, self.request.max_bytes - self.bytes_read)
-        if wanted.fetch_offset == high_watermark or budget <= 0 and self.bytes_read > 0:
+        if wanted.fetch_offset == high_watermark or (budget <= 0 and self.bytes_read > 0):
             return result
         try:
             region = partition.log.read(
@@ -116,12 +108,7 @@ class _FetchPass:
 def handle_fetch(ctx: RequestContext, request: FetchRequest) -> FetchResponse | Awaitable[FetchResponse]:
     fetch = _FetchPass(ctx, request)
     response = fetch.run()
-    if (
-        request.max_wait_ms <= 0
-        or fetch.bytes_read >= request.min_bytes
-        or fetch.has_error
-        or not fetch.partitions
-    ):
+    if request.max_wait_ms <= 0 or fetch.bytes_read >= request.min_bytes or fetch.has_error or not fetch.partitions:
         return response
     return _long_poll(fetch, time.monotonic() + request.max_wait_ms / 1000)
 

@@ -22,9 +22,7 @@ EARLIEST_PENDING_UPLOAD = -5
 
 
 def _lookup(partition: Partition, wanted: ListOffsetsPartition) -> ListOffsetsPartitionResponse:
-    result = ListOffsetsPartitionResponse(
-        partition_index=wanted.partition_index, leader_epoch=partition.leader_epoch
-    )
+    result = ListOffsetsPartitionResponse(partition_index=wanted.partition_index, leader_epoch=partition.leader_epoch)
     code = _check_leader_epoch(partition, wanted.current_leader_epoch)
     if code != ErrorCode.NONE:
         result.error_code = code

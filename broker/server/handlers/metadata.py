@@ -86,11 +86,7 @@ def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> MetadataRe
     else:
         topics = [_requested_topic(ctx, request, t.name, t.topic_id) for t in request.topics or []]
     return MetadataResponse(
-        brokers=[
-            MetadataResponseBroker(
-                node_id=broker.node_id, host=host, port=port, rack=broker.config.broker_rack
-            )
-        ],
+        brokers=[MetadataResponseBroker(node_id=broker.node_id, host=host, port=port, rack=broker.config.broker_rack)],
         cluster_id=broker.cluster_id,
         controller_id=broker.node_id,
         topics=topics,
@@ -105,10 +101,6 @@ def handle_describe_cluster(ctx: RequestContext, request: DescribeClusterRequest
         endpoint_type=request.endpoint_type,
         cluster_id=broker.cluster_id,
         controller_id=broker.node_id,
-        brokers=[
-            DescribeClusterBroker(
-                broker_id=broker.node_id, host=host, port=port, rack=broker.config.broker_rack
-            )
-        ],
+        brokers=[DescribeClusterBroker(broker_id=broker.node_id, host=host, port=port, rack=broker.config.broker_rack)],
         cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
     )

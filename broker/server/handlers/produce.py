@@ -23,17 +23,13 @@ VALID_ACKS = (-1, 0, 1)
 def _append(ctx: RequestContext, topic: str, index: int, records: object) -> PartitionProduceResponse:
     partition = ctx.broker.topics.partition(topic, index)
     if partition is None:
-        return PartitionProduceResponse(
-            index=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, base_offset=-1
-        )
+        return PartitionProduceResponse(index=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, base_offset=-1)
     if not isinstance(records, memoryview):
         return PartitionProduceResponse(index=index, error_code=ErrorCode.CORRUPT_MESSAGE, base_offset=-1)
     try:
         outcome = partition.append_from_producer(records)
     except KafkaError as exc:
-        return PartitionProduceResponse(
-            index=index, error_code=exc.code, base_offset=-1, error_message=exc.message
-        )
+        return PartitionProduceResponse(index=index, error_code=exc.code, base_offset=-1, error_message=exc.message)
     except RecordBatchTooLargeError as exc:
         return PartitionProduceResponse(
             index=index, error_code=ErrorCode.MESSAGE_TOO_LARGE, base_offset=-1, error_message=str(exc)
@@ -58,9 +54,7 @@ def _reject_all(request: ProduceRequest, code: ErrorCode, message: str) -> Produ
             TopicProduceResponse(
                 name=topic.name,
                 partition_responses=[
-                    PartitionProduceResponse(
-                        index=p.index, error_code=code, base_offset=-1, error_message=message
-                    )
+                    PartitionProduceResponse(index=p.index, error_code=code, base_offset=-1, error_message=message)
                     for p in topic.partition_data
                 ],
             )
@@ -71,9 +65,7 @@ def _reject_all(request: ProduceRequest, code: ErrorCode, message: str) -> Produ
 
 def handle_produce(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
     if request.acks not in VALID_ACKS:
-        response = _reject_all(
-            request, ErrorCode.INVALID_REQUIRED_ACKS, f"acks={request.acks} is not -1, 0 or 1"
-        )
+        response = _reject_all(request, ErrorCode.INVALID_REQUIRED_ACKS, f"acks={request.acks} is not -1, 0 or 1")
     elif request.transactional_id is not None:
         response = _reject_all(request, ErrorCode.INVALID_TXN_STATE, "transactions are not supported yet")
     else:
@@ -81,9 +73,7 @@ def handle_produce(ctx: RequestContext, request: ProduceRequest) -> ProduceRespo
             responses=[
                 TopicProduceResponse(
                     name=topic.name,
-                    partition_responses=[
-                        _append(ctx, topic.name, p.index, p.records) for p in topic.partition_data
-                    ],
+                    partition_responses=[_append(ctx, topic.name, p.index, p.records) for p in topic.partition_data],
                 )
                 for topic in request.topic_data
             ]

@@ -53,9 +53,7 @@ def _create(ctx: RequestContext, topic: CreatableTopic, validate_only: bool) -> 
         else:
             partitions, replication_factor = topic.num_partitions, topic.replication_factor
         configs = {config.name: config.value for config in topic.configs}
-        created = ctx.broker.topics.create_topic(
-            topic.name, partitions, replication_factor, configs, validate_only
-        )
+        created = ctx.broker.topics.create_topic(topic.name, partitions, replication_factor, configs, validate_only)
     except KafkaError as exc:
         result.error_code = exc.code
         result.error_message = exc.message
@@ -116,19 +114,13 @@ def handle_delete_topics(ctx: RequestContext, request: DeleteTopicsRequest) -> D
     return DeleteTopicsResponse(responses=results)
 
 
-def handle_create_partitions(
-    ctx: RequestContext, request: CreatePartitionsRequest
-) -> CreatePartitionsResponse:
+def handle_create_partitions(ctx: RequestContext, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
     results = []
     for topic in request.topics:
         result = CreatePartitionsTopicResult(name=topic.name)
         try:
-            if topic.assignments is not None and any(
-                a.broker_ids != [ctx.broker.node_id] for a in topic.assignments
-            ):
-                raise KafkaError(
-                    ErrorCode.INVALID_REPLICA_ASSIGNMENT, "assignments must name only the live broker"
-                )
+            if topic.assignments is not None and any(a.broker_ids != [ctx.broker.node_id] for a in topic.assignments):
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "assignments must name only the live broker")
             ctx.broker.topics.add_partitions(topic.name, topic.count, request.validate_only)
         except KafkaError as exc:
             result.error_code = exc.code

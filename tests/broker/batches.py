@@ -1,4 +1,4 @@
-"""Shared pieces of the broker-level tests: raw requests and record batches."""
+"""Record batches for the broker-level tests."""
 
 from __future__ import annotations
 

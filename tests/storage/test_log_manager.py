@@ -1,0 +1,200 @@
+"""LogManager over several log directories: placement, checkpoints, clean-shutdown marker, deletion."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from kafkette.broker.storage import CorruptLogError, Log, LogConfig, LogManager, StorageError, TopicPartition
+from kafkette.broker.storage.checkpoint import read_offset_checkpoint, write_offset_checkpoint
+from kafkette.broker.storage.naming import (
+    deleted_dir_name,
+    is_deleted_dir_name,
+    log_dir_name,
+    parse_log_dir_name,
+)
+
+CONFIG = LogConfig(segment_bytes=2000, index_interval_bytes=200)
+TOPICS = ["orders", "my.topic-with-dashes_and.dots", "a-1", "x"]
+
+
+def populate(manager: LogManager, make_batch) -> dict[TopicPartition, int]:
+    ends = {}
+    for n, topic in enumerate(TOPICS):
+        for partition in (0, 1, 12):
+            log = manager.get_or_create(topic, partition)
+            for i in range(n + partition + 1):
+                log.append(make_batch([b"%d" % i] * 3), leader_epoch=0)
+            ends[TopicPartition(topic, partition)] = log.log_end_offset
+    return ends
+
+
+def test_checkpoint_file_format(tmp_path: Path) -> None:
+    path = tmp_path / "recovery-point-offset-checkpoint"
+    offsets = {TopicPartition("b.x-y", 3): 42, TopicPartition("a", 0): 0}
+    write_offset_checkpoint(path, offsets)
+    assert path.read_text() == "0\n2\na 0 0\nb.x-y 3 42\n"
+    assert read_offset_checkpoint(path) == offsets
+    assert read_offset_checkpoint(tmp_path / "missing") == {}
+    assert not list(tmp_path.glob("*.tmp"))
+    for bad in ("", "1\n0\n", "0\n2\na 0 1\n", "0\n1\na zero 1\n"):
+        path.write_text(bad)
+        with pytest.raises(CorruptLogError):
+            read_offset_checkpoint(path)
+
+
+def test_dir_names() -> None:
+    for topic in TOPICS:
+        for partition in (0, 7, 120):
+            name = log_dir_name(TopicPartition(topic, partition))
+            assert parse_log_dir_name(name) == (topic, partition)
+            assert parse_log_dir_name(deleted_dir_name(name)) is None
+            assert is_deleted_dir_name(deleted_dir_name(name))
+            assert not is_deleted_dir_name(name)
+    for name in ("orders", "orders-", "orders-x", "orders-01", "-3", "bad topic-1", "..-1"):
+        assert parse_log_dir_name(name) is None, name
+    for topic in ("", ".", "..", "a/b", "é", "x" * 250):
+        with pytest.raises(ValueError):
+            log_dir_name(TopicPartition(topic, 0))
+
+
+def test_clean_restart_round_trip(tmp_path: Path, make_batch) -> None:
+    dirs = [tmp_path / "d1", tmp_path / "d2"]
+    manager = LogManager.open(dirs, CONFIG)
+    ends = populate(manager, make_batch)
+    # New partitions go to the emptier directory, so they end up evenly spread.
+    counts = [len([p for p in d.iterdir() if p.is_dir()]) for d in dirs]
+    assert counts == [6, 6]
+    manager.close()
+
+    for d in dirs:
+        assert (d / ".kafka_cleanshutdown").exists()
+        points = read_offset_checkpoint(d / "recovery-point-offset-checkpoint")
+        starts = read_offset_checkpoint(d / "log-start-offset-checkpoint")
+        on_disk = {parse_log_dir_name(p.name) for p in d.iterdir() if p.is_dir()}
+        assert set(points) == set(starts) == on_disk
+        assert all(points[tp] == ends[tp] for tp in points)
+        assert all(offset == 0 for offset in starts.values())
+
+    reopened = LogManager.open(dirs, CONFIG)
+    assert not any((d / ".kafka_cleanshutdown").exists() for d in dirs)
+    assert {tp: log.log_end_offset for tp, log in reopened.all_logs().items()} == ends
+    dotted = TopicPartition("my.topic-with-dashes_and.dots", 12)
+    log = reopened.get(*dotted)
+    assert log is not None
+    assert log.directory.name == "my.topic-with-dashes_and.dots-12"
+    assert log.append(make_batch(), leader_epoch=1).first_offset == ends[dotted]
+    assert reopened.get("absent", 0) is None
+    assert reopened.get_or_create("a-1", 0) is reopened.get("a-1", 0)
+
+
+def test_crash_recovers_from_checkpointed_recovery_points(tmp_path: Path, make_batch) -> None:
+    dirs = [tmp_path / "d1"]
+    manager = LogManager.open(dirs, CONFIG)
+    log = manager.get_or_create("events", 0)
+    for _ in range(10):
+        log.append(make_batch([b"x" * 50]), leader_epoch=0)
+    log.flush()
+    manager.checkpoint()
+    flushed = log.log_end_offset
+    for _ in range(3):
+        log.append(make_batch([b"y" * 50]), leader_epoch=0)
+    active = Path(log.segments[-1].path)
+    # The process dies here: no close, no marker; the tail write was torn.
+    os.truncate(active, active.stat().st_size - 10)
+
+    assert read_offset_checkpoint(dirs[0] / "recovery-point-offset-checkpoint") == {
+        TopicPartition("events", 0): flushed
+    }
+    reopened = LogManager.open(dirs, CONFIG)
+    recovered = reopened.get("events", 0)
+    assert recovered is not None
+    assert recovered.log_end_offset == flushed + 2
+    # The open itself checkpoints what recovery established.
+    points = read_offset_checkpoint(dirs[0] / "recovery-point-offset-checkpoint")
+    assert points == {TopicPartition("events", 0): flushed + 2}
+
+
+def test_log_start_offset_checkpoint_is_applied(tmp_path: Path, make_batch) -> None:
+    dirs = [tmp_path / "d1"]
+    manager = LogManager.open(dirs, CONFIG)
+    log = manager.get_or_create("t", 0)
+    for _ in range(5):
+        log.append(make_batch(), leader_epoch=0)
+    manager.close()
+    write_offset_checkpoint(dirs[0] / "log-start-offset-checkpoint", {TopicPartition("t", 0): 3})
+    reopened = LogManager.open(dirs, CONFIG)
+    log = reopened.get("t", 0)
+    assert log is not None and log.log_start_offset == 3
+
+
+def test_corrupt_checkpoint_means_full_recovery(tmp_path: Path, make_batch) -> None:
+    dirs = [tmp_path / "d1"]
+    manager = LogManager.open(dirs, CONFIG)
+    log = manager.get_or_create("t", 0)
+    for _ in range(30):
+        log.append(make_batch([b"z" * 40]), leader_epoch=0)
+    first = Path(log.segments[0].path)
+    manager.checkpoint()
+    (dirs[0] / "recovery-point-offset-checkpoint").write_text("garbage")
+    data = bytearray(first.read_bytes())
+    data[len(data) - 5] ^= 1
+    first.write_bytes(data)
+    reopened = LogManager.open(dirs, CONFIG)
+    # Recovery started at offset zero, so the damage in the first segment was found.
+    recovered = reopened.get("t", 0)
+    assert recovered is not None
+    assert len(recovered.segments) == 1
+    assert recovered.log_end_offset < 30
+
+
+def test_per_topic_configs(tmp_path: Path, make_batch) -> None:
+    tiny = LogConfig(segment_bytes=200)
+    manager = LogManager.open([tmp_path / "d1"], CONFIG, topic_configs={"small": tiny})
+    assert manager.get_or_create("small", 0).config == tiny
+    assert manager.get_or_create("big", 0).config == CONFIG
+    assert manager.get_or_create("other", 0, LogConfig(segment_ms=5)).config.segment_ms == 5
+    manager.close()
+    reopened = LogManager.open([tmp_path / "d1"], CONFIG, topic_configs={"small": tiny})
+    small = reopened.get("small", 0)
+    assert small is not None and small.config == tiny
+
+
+def test_delete_partition(tmp_path: Path, make_batch) -> None:
+    dirs = [tmp_path / "d1"]
+    manager = LogManager.open(dirs, CONFIG)
+    populate(manager, make_batch)
+    manager.delete("a-1", 12)
+    assert manager.get("a-1", 12) is None
+    assert not (dirs[0] / "a-1-12").exists()
+    assert (dirs[0] / "a-1-1").exists()
+    manager.delete("a-1", 12)
+    manager.close()
+    assert TopicPartition("a-1", 12) not in read_offset_checkpoint(dirs[0] / "recovery-point-offset-checkpoint")
+
+
+def test_interrupted_delete_is_finished_at_open(tmp_path: Path, make_batch) -> None:
+    dirs = [tmp_path / "d1"]
+    manager = LogManager.open(dirs, CONFIG)
+    populate(manager, make_batch)
+    manager.close()
+    # As if the broker died between the rename and the removal.
+    doomed = dirs[0] / deleted_dir_name("orders-1")
+    os.rename(dirs[0] / "orders-1", doomed)
+    (dirs[0] / "not-a-partition").write_text("left alone")
+    reopened = LogManager.open(dirs, CONFIG)
+    assert not doomed.exists()
+    assert reopened.get("orders", 1) is None
+    assert reopened.get("orders", 0) is not None
+    assert (dirs[0] / "not-a-partition").read_text() == "left alone"
+
+
+def test_same_partition_in_two_dirs_is_refused(tmp_path: Path, make_batch) -> None:
+    dirs = [tmp_path / "d1", tmp_path / "d2"]
+    for d in dirs:
+        d.mkdir()
+        Log.open(d / "t-0", CONFIG).close()
+    with pytest.raises(StorageError):
+        LogManager.open(dirs, CONFIG)
