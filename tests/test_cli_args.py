@@ -11,9 +11,10 @@ from confluent_kafka.admin import ConfigEntry, TopicDescription
 
 from kafkette.broker.cli import build_parser, main
 from kafkette.broker.cli.broker_cmd import broker_config
-from kafkette.broker.cli.broker_process import parse_ready_line
 from kafkette.broker.cli.topics_cmd import describe_lines, kafka_uuid
 from kafkette.broker.config import BrokerConfig, Listener
+from kafkette.broker.process import READY_LINE
+from kafkette.broker.server.app import ready_line
 
 
 def config_from(*argv: str) -> BrokerConfig:
@@ -193,6 +194,8 @@ def test_topic_ids_print_as_kafka_prints_them() -> None:
 # --- the broker's ready line -----------------------------------------------------------------------------
 
 
-def test_ready_line_gives_the_bound_address() -> None:
-    assert parse_ready_line("kafkette broker 0 ready listening on 127.0.0.1:40123\n") == ("127.0.0.1", 40123)
-    assert parse_ready_line("INFO starting log manager") is None
+def test_the_servers_ready_line_is_what_process_management_parses() -> None:
+    match = READY_LINE.search(ready_line(3, "127.0.0.1", 40123).encode() + b"\n")
+    assert match is not None
+    assert (int(match["node"]), match["host"], int(match["port"])) == (3, b"127.0.0.1", 40123)
+    assert READY_LINE.search(b"INFO starting log manager\n") is None

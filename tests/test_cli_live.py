@@ -8,22 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from kafkette.broker.cli.broker_process import BrokerProcess
+from kafkette.broker.process import BrokerProcess
 
 KAFKETTE = str(Path(sys.executable).with_name("kafkette"))
-READY_TIMEOUT = 20.0
 
 
 @pytest.fixture
 def bootstrap(tmp_path: Path) -> Iterator[str]:
-    broker = BrokerProcess(["--data-dir", str(tmp_path / "data"), "--listen", "127.0.0.1:0"], tmp_path / "broker.log")
-    broker.start()
+    broker = BrokerProcess(tmp_path / "data").start()
     try:
-        host, port = broker.wait_ready(READY_TIMEOUT)
-        yield f"{host}:{port}"
+        yield broker.bootstrap
     finally:
-        exit_code = broker.stop(timeout=15)
-    assert exit_code == 0, (tmp_path / "broker.log").read_text()
+        exit_code = broker.terminate()
+    assert exit_code == 0, broker.log_path.read_text()
 
 
 def kafkette(*argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -84,4 +81,4 @@ def test_demo_runs_and_stops_cleanly(tmp_path: Path) -> None:
     assert counts["consumed"] == counts["acked"] == counts["produced"]
     assert counts["failed"] == "0"
     assert lines[-1] == "broker stopped cleanly"
-    assert (tmp_path / "demo-broker.log").read_text().count("ready listening on 127.0.0.1:") == 1
+    assert (tmp_path / "demo" / "kafkette-broker.log").read_text().count("ready listening on 127.0.0.1:") == 1

@@ -12,9 +12,9 @@ from types import FrameType
 from confluent_kafka import KafkaException
 
 from kafkette.broker.cli import admin
-from kafkette.broker.cli.broker_process import BrokerProcess, BrokerStartError
 from kafkette.broker.cli.common import CommandError
 from kafkette.broker.cli.demo_traffic import ConsumerLoop, LatencyHistogram, ProducerLoop
+from kafkette.broker.process import BrokerProcess, BrokerStartupError
 
 TOPIC = "demo"
 PARTITIONS = 3
@@ -38,25 +38,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    log_path = args.data_dir.with_name(f"{args.data_dir.name}-broker.log")
-    broker = BrokerProcess(["--data-dir", str(args.data_dir), "--listen", "127.0.0.1:0"], log_path)
-    print(f"starting broker (data in {args.data_dir}, log in {log_path})", flush=True)
-    broker.start()
+    broker = BrokerProcess(args.data_dir, startup_timeout=READY_TIMEOUT, stop_timeout=BROKER_STOP_TIMEOUT)
+    print(f"starting broker (data and log in {args.data_dir})", flush=True)
     try:
-        host, port = broker.wait_ready(READY_TIMEOUT)
-        bootstrap = f"{host}:{port}"
-        print(f"broker ready on {bootstrap}", flush=True)
-        _ensure_topic(bootstrap)
-        clean = _stream(bootstrap, args.rate, args.seconds, broker)
-    except BrokerStartError as exc:
+        broker.start()
+        print(f"broker ready on {broker.bootstrap}", flush=True)
+        _ensure_topic(broker.bootstrap)
+        clean = _stream(broker.bootstrap, args.rate, args.seconds, broker)
+    except BrokerStartupError as exc:
         raise CommandError(str(exc)) from exc
     except KafkaException as exc:
         raise CommandError(f"kafka client: {exc.args[0].str()}") from exc
     finally:
-        exit_code = broker.stop(BROKER_STOP_TIMEOUT)
+        exit_code = broker.terminate() if broker.running else broker.returncode
     if exit_code != 0:
-        state = "had to be killed" if exit_code is None else f"exited with {exit_code}"
-        raise CommandError(f"the broker {state}; see {log_path}")
+        raise CommandError(f"the broker exited with {exit_code}; see {broker.log_path}")
     print("broker stopped cleanly", flush=True)
     return 0 if clean else 1
 
