@@ -196,17 +196,15 @@ def emit_index(messages: list[MessageSpec]) -> str:
     ]
     for kind, table in (("request", "REQUESTS"), ("response", "RESPONSES")):
         lines.append(f"{table} = LazyMessages(__name__, {{")
-        lines.extend(
-            f"    {m.api_key}: ({m.module_name!r}, {m.name!r})," for m in messages if m.kind == kind
-        )
+        lines.extend(f"    {m.api_key}: ({m.module_name!r}, {m.name!r})," for m in messages if m.kind == kind)
         lines.append("})")
     lines += [
         "",
         "",
         "def __getattr__(name: str) -> type:",
         "    if name not in MODULES:",
-        "        raise AttributeError(f\"module {__name__!r} has no attribute {name!r}\")",
-        "    return getattr(import_module(f\"{__name__}.{MODULES[name]}\"), name)",
+        '        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")',
+        '    return getattr(import_module(f"{__name__}.{MODULES[name]}"), name)',
         "",
         "",
         "__all__ = [*MODULES, 'REQUESTS', 'RESPONSES']",
