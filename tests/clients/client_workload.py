@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 RECORD_COUNT = 10_000
 PARTITIONS = 4
@@ -63,6 +64,18 @@ def normalise_headers(headers: Iterable[tuple[str, bytes | None]] | None) -> Hea
 
 
 @dataclass(frozen=True)
+def received_from(record: Any) -> Received:
+    """A kafka-python or aiokafka ConsumerRecord (the two share field names) as a Received."""
+    return Received(
+        partition=record.partition,
+        offset=record.offset,
+        key=record.key,
+        value=record.value,
+        headers=normalise_headers(record.headers),
+        timestamp_ms=record.timestamp,
+    )
+
+
 class Workload:
     """`count` records with recurring keys, two headers each and explicit timestamps.
 

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from client_workload import Delivered, ReadBack, Received, Workload, normalise_headers, verify
+from client_workload import Delivered, ReadBack, Received, Workload, received_from, verify
 from confluent_io import TIMEOUT_S, create_topic
 
 from kafkette.broker.testing import BrokerProcess
@@ -55,16 +55,7 @@ async def read_back(bootstrap: str, topic: str, partition_ids: set[int]) -> list
             batches = await consumer.getmany(*partitions, timeout_ms=200, max_records=1000)
             for records in batches.values():
                 for record in records:
-                    reader.add(
-                        Received(
-                            partition=record.partition,
-                            offset=record.offset,
-                            key=record.key,
-                            value=record.value,
-                            headers=normalise_headers(record.headers),
-                            timestamp_ms=record.timestamp,
-                        )
-                    )
+                    reader.add(received_from(record))
         return reader.records
     finally:
         await consumer.stop()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from client_workload import Delivered, ReadBack, Received, Workload, normalise_headers, verify
+from client_workload import Delivered, ReadBack, Received, Workload, received_from, verify
 from confluent_io import TIMEOUT_S, create_topic
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
@@ -51,16 +51,7 @@ def read_back(bootstrap: str, topic: str) -> list[Received]:
         while not reader.done:
             for records in consumer.poll(timeout_ms=200, max_records=1000).values():
                 for record in records:
-                    reader.add(
-                        Received(
-                            partition=record.partition,
-                            offset=record.offset,
-                            key=record.key,
-                            value=record.value,
-                            headers=normalise_headers(record.headers),
-                            timestamp_ms=record.timestamp,
-                        )
-                    )
+                    reader.add(received_from(record))
         return reader.records
     finally:
         consumer.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kafkette.broker.config import ConfigType, topic_config_defaults
 from kafkette.broker.metadata.store import TopicRecord
@@ -31,6 +31,8 @@ from kafkette.broker.server.context import RequestContext
 
 if TYPE_CHECKING:
     from kafkette.broker.server.app import Broker
+
+T = TypeVar("T")
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
@@ -163,7 +165,10 @@ def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsRequest
     return DescribeConfigsResponse(results=results)
 
 
-def _apply_incremental(current: dict[str, str], name: str, op: int, value: str | None) -> None:
+def _apply_incremental(
+    current: dict[str, str], defaults: dict[str, str], name: str, op: int, value: str | None
+) -> None:
+    """Apply one change; APPEND and SUBTRACT start from the effective value, as Kafka's do."""
     if op == AlterOp.SET:
         if value is None:
             raise KafkaError(ErrorCode.INVALID_CONFIG, f"{name}: SET needs a value")
@@ -173,7 +178,7 @@ def _apply_incremental(current: dict[str, str], name: str, op: int, value: str |
     elif op in (AlterOp.APPEND, AlterOp.SUBTRACT):
         if name != "cleanup.policy":
             raise KafkaError(ErrorCode.INVALID_CONFIG, f"{name} is not a list; APPEND and SUBTRACT need a list")
-        items = [item for item in current.get(name, "").split(",") if item]
+        items = [item for item in current.get(name, defaults.get(name, "")).split(",") if item]
         changes = [item.strip() for item in (value or "").split(",") if item.strip()]
         if op == AlterOp.APPEND:
             items += [item for item in changes if item not in items]
@@ -201,47 +206,48 @@ def _alter_incrementally(
     ctx: RequestContext, resource_type: int, name: str, changes: list, validate_only: bool
 ) -> tuple[ErrorCode, str | None]:
     topic = ctx.broker.topics.topic(name) if resource_type == RESOURCE_TOPIC else None
+    defaults = {key: default.value for key, default in topic_config_defaults(ctx.broker.config).items()}
     current: dict[str, str] = dict(topic.configs) if topic is not None else {}
     try:
         for change in changes:
-            _apply_incremental(current, change.name, change.config_operation, change.value)
+            _apply_incremental(current, defaults, change.name, change.config_operation, change.value)
     except KafkaError as exc:
         return exc.code, exc.message
     return _alter_resource(ctx, resource_type, name, dict(current), validate_only)
 
 
+def _resource_result(cls: type[T], resource: Any, outcome: tuple[ErrorCode, str | None]) -> T:
+    """One resource's result; the incremental and legacy responses have their own, same-shaped classes."""
+    code, message = outcome
+    return cls(
+        error_code=code,
+        error_message=message,
+        resource_type=resource.resource_type,
+        resource_name=resource.resource_name,
+    )
+
+
 def handle_incremental_alter_configs(
     ctx: RequestContext, request: IncrementalAlterConfigsRequest
 ) -> IncrementalAlterConfigsResponse:
-    responses = []
-    for resource in request.resources:
-        code, message = _alter_incrementally(
-            ctx, resource.resource_type, resource.resource_name, resource.configs, request.validate_only
-        )
-        responses.append(
-            AlterConfigsResourceResponse(
-                error_code=code,
-                error_message=message,
-                resource_type=resource.resource_type,
-                resource_name=resource.resource_name,
+    return IncrementalAlterConfigsResponse(
+        responses=[
+            _resource_result(
+                AlterConfigsResourceResponse,
+                resource,
+                _alter_incrementally(
+                    ctx, resource.resource_type, resource.resource_name, resource.configs, request.validate_only
+                ),
             )
-        )
-    return IncrementalAlterConfigsResponse(responses=responses)
+            for resource in request.resources
+        ]
+    )
 
 
 def handle_alter_configs(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
     responses = []
     for resource in request.resources:
         overrides: dict[str, str | None] = {config.name: config.value for config in resource.configs}
-        code, message = _alter_resource(
-            ctx, resource.resource_type, resource.resource_name, overrides, request.validate_only
-        )
-        responses.append(
-            LegacyAlterConfigsResourceResponse(
-                error_code=code,
-                error_message=message,
-                resource_type=resource.resource_type,
-                resource_name=resource.resource_name,
-            )
-        )
+        outcome = _alter_resource(ctx, resource.resource_type, resource.resource_name, overrides, request.validate_only)
+        responses.append(_resource_result(LegacyAlterConfigsResourceResponse, resource, outcome))
     return AlterConfigsResponse(responses=responses)
