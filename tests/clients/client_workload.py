@@ -63,7 +63,6 @@ def normalise_headers(headers: Iterable[tuple[str, bytes | None]] | None) -> Hea
     return tuple((name, value if value is not None else b"") for name, value in headers or ())
 
 
-@dataclass(frozen=True)
 def received_from(record: Any) -> Received:
     """A kafka-python or aiokafka ConsumerRecord (the two share field names) as a Received."""
     return Received(
@@ -76,6 +75,7 @@ def received_from(record: Any) -> Received:
     )
 
 
+@dataclass(frozen=True)
 class Workload:
     """`count` records with recurring keys, two headers each and explicit timestamps.
 
