@@ -142,7 +142,12 @@ class ConsumerLoop(_Worker):
     def work(self) -> None:
         try:
             while not self._drained():
-                for message in self._consumer.consume(num_messages=500, timeout=0.1):
+                # Wait for one record, then take what else is ready: a batch wait would add its
+                # timeout to the measured end-to-end latency.
+                first = self._consumer.poll(0.1)
+                if first is None:
+                    continue
+                for message in [first, *self._consumer.consume(num_messages=500, timeout=0)]:
                     if message.error() is not None:
                         raise RuntimeError(f"consumer: {message.error().str()}")
                     self.consumed += 1
