@@ -15,7 +15,7 @@ JAVA_SOURCES := $(JAVA_DIR)/pom.xml $(shell find $(JAVA_DIR)/src -name '*.java' 
 # Retries cover flaky downloads from Maven Central; the local repository is git-ignored.
 MVN := mvn -B -q -Dstyle.color=never -Dmaven.repo.local=$(CURDIR)/.cache/m2 -Dmaven.wagon.http.retryHandler.count=5
 
-.PHONY: venv test lint run codegen java-client kcat-check clean
+.PHONY: venv test lint run codegen java-client kcat-check clean bench bench-quick bench-micro
 
 venv: $(VENV_STAMP)
 
@@ -64,3 +64,16 @@ kcat-check:
 clean:
 	rm -rf $(VENV) .cache .run .pytest_cache .ruff_cache .hypothesis *.egg-info
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
+
+# Side by side with Apache Kafka and Tansu (downloaded into ~/.cache/kafkette on first use).
+# The script's own folder is on its path, so the repository root (and its operator/ folder) is not.
+bench: venv
+	$(BIN)/python bench/compare.py
+
+bench-quick: venv
+	$(BIN)/python bench/compare.py --quick
+
+# Codec and log hot paths, operations per second.
+bench-micro: venv
+	$(BIN)/python bench/micro.py
+

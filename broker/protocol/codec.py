@@ -443,8 +443,7 @@ def _compile_writer(cls: type, version: int, flexible: bool) -> Writer:
         else:
             src.emit(1, "tags = []")
             for field in tagged:
-                default = _default_expr(src, field)
-                src.emit(1, f"if obj.{field.name} != {default}:")
+                src.emit(1, f"if {_differs_from_default(src, field, f'obj.{field.name}')}:")
                 src.emit(2, "outer, out = out, bytearray()")
                 _write_field(src, 2, f"obj.{field.name}", field, version, flexible)
                 src.emit(2, f"tags.append(({field.tag}, out))")
@@ -457,6 +456,33 @@ def _compile_writer(cls: type, version: int, flexible: bool) -> Writer:
     if len(src.lines) == 1:
         src.emit(1, "pass")
     return src.compile("write")
+
+
+_default_checkers: dict[type, Callable[[Any], bool]] = {}
+
+
+def _differs_from_default(src: _Source, field: Field, value: str) -> str:
+    """An expression true when ``value`` differs from the field's default (decides if a tagged field is written)."""
+    if field.default is None:
+        return f"{value} is not None"
+    if field.kind == "array":
+        return f"({value} is None or len({value}) > 0)"
+    if field.kind == "struct":
+        checker = src.name(default_checker(field.element), "is_default")
+        return f"({value} is None or not {checker}({value}))"
+    return f"{value} != {src.name(field.default, 'default')}"
+
+
+def default_checker(cls: type) -> Callable[[Any], bool]:
+    """A compiled predicate: is this struct equal to a default instance? (No instance is built to compare.)"""
+    found = _default_checkers.get(cls)
+    if found is None:
+        src = _Source("d")
+        conditions = [f"not {_differs_from_default(src, field, f'obj.{field.name}')}" for field in cls.FIELDS]
+        src.emit(0, "def is_default(obj):")
+        src.emit(1, f"return {' and '.join(conditions) or 'True'}")
+        found = _default_checkers[cls] = src.compile("is_default")
+    return found
 
 
 # ---------------------------------------------------------------------------

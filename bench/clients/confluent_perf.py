@@ -1,0 +1,132 @@
+"""librdkafka (confluent-kafka) load generator: `produce`, `consume` or `latency`; prints one JSON line.
+
+Run as a separate process so the benchmark's own Python does not share a core with the client.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+import time
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+# Identical for every broker and written into the report: they change what "consume" measures.
+CONSUMER_SETTINGS = {"fetch.queue.backoff.ms": 0, "queued.min.messages": 100000, "fetch.wait.max.ms": 100}
+
+
+def produce(args: argparse.Namespace) -> dict[str, float]:
+    producer = Producer(
+        {
+            "bootstrap.servers": args.bootstrap,
+            "acks": args.acks,
+            "linger.ms": 5,
+            "compression.type": args.compression,
+            "queue.buffering.max.messages": 1_000_000,
+            "enable.idempotence": False,
+        }
+    )
+    value = b"x" * args.size
+    failed = 0
+
+    def on_delivery(error: object, _message: object) -> None:
+        nonlocal failed
+        failed += error is not None
+
+    started = time.perf_counter()
+    for index in range(args.count):
+        while True:
+            try:
+                producer.produce(args.topic, value, partition=index % args.partitions, on_delivery=on_delivery)
+                break
+            except BufferError:
+                producer.poll(0.001)
+    left = producer.flush(120)
+    seconds = time.perf_counter() - started
+    return {"records": args.count - left - failed, "seconds": seconds, "failed": failed + left}
+
+
+def consume(args: argparse.Namespace) -> dict[str, float]:
+    consumer = Consumer(
+        {"bootstrap.servers": args.bootstrap, "group.id": "bench", "enable.auto.commit": False, **CONSUMER_SETTINGS}
+    )
+    consumer.assign([TopicPartition(args.topic, p, 0) for p in range(args.partitions)])
+    received = 0
+    started = time.perf_counter()
+    deadline = started + 120
+    while received < args.count and time.perf_counter() < deadline:
+        received += sum(1 for m in consumer.consume(10000, 0.5) if m.error() is None)
+    seconds = time.perf_counter() - started
+    consumer.close()
+    return {"records": received, "seconds": seconds, "failed": args.count - received}
+
+
+def latency(args: argparse.Namespace) -> dict[str, float]:
+    """End-to-end latency at a fixed rate well below saturation: produce timestamp to consume."""
+    consumer = Consumer(
+        {"bootstrap.servers": args.bootstrap, "group.id": "bench", "enable.auto.commit": False, **CONSUMER_SETTINGS}
+    )
+    consumer.assign([TopicPartition(args.topic, p, 0) for p in range(args.partitions)])
+    producer = Producer({"bootstrap.servers": args.bootstrap, "acks": args.acks, "linger.ms": 0})
+    samples: list[float] = []
+    warmed_up = threading.Event()
+
+    def read() -> None:
+        deadline = time.perf_counter() + args.count / args.rate + 60
+        while len(samples) < args.count and time.perf_counter() < deadline:
+            message = consumer.poll(0.5)
+            if message is None or message.error() is not None:
+                continue
+            if message.value().startswith(b"warm-up"):
+                warmed_up.set()
+            else:
+                samples.append(time.time() - float(message.value()[:20]))
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    # Metadata, leadership and the consumer's first fetch settle before anything is measured.
+    while not warmed_up.wait(0.1):
+        producer.produce(args.topic, b"warm-up", partition=0)
+        producer.poll(0)
+    interval = 1 / args.rate
+    next_send = time.perf_counter()
+    for index in range(args.count):
+        producer.produce(args.topic, f"{time.time():<20.6f}".encode() + b"x" * max(0, args.size - 20),
+                         partition=index % args.partitions)  # fmt: skip
+        producer.poll(0)
+        next_send += interval
+        time.sleep(max(0.0, next_send - time.perf_counter()))
+    producer.flush(30)
+    reader.join()
+    consumer.close()
+    samples.sort()
+
+    def percentile(q: float) -> float:
+        return samples[min(len(samples) - 1, int(len(samples) * q))] * 1000 if samples else float("nan")
+
+    return {
+        "records": len(samples),
+        "p50_ms": percentile(0.5),
+        "p99_ms": percentile(0.99),
+        "p999_ms": percentile(0.999),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("mode", choices=["produce", "consume", "latency"])
+    parser.add_argument("--bootstrap", required=True)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--count", type=int, required=True)
+    parser.add_argument("--size", type=int, default=100)
+    parser.add_argument("--partitions", type=int, default=1)
+    parser.add_argument("--acks", default="1")
+    parser.add_argument("--compression", default="none")
+    parser.add_argument("--rate", type=int, default=1000)
+    args = parser.parse_args()
+    print(json.dumps({"produce": produce, "consume": consume, "latency": latency}[args.mode](args)))
+
+
+if __name__ == "__main__":
+    main()

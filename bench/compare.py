@@ -1,0 +1,191 @@
+"""Kafkette side by side with Apache Kafka and Tansu: the same client workloads, interleaved.
+
+    python bench/compare.py            # full: 3 rounds over the scenario matrix -> bench/results/latest.md
+    python bench/compare.py --quick    # about two minutes: one round, one scenario -> bench/results/quick.md
+
+Rounds interleave the brokers (A B C, B C A, …) so that machine drift hits them alike; the report
+gives medians and the ratios Kafkette/Kafka and Kafkette/Tansu per workload.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from brokers import BENCH_DIR, STARTERS, RunningBroker
+from workloads import (
+    JAVA_CONSUMER_SETTINGS,
+    Measurement,
+    Scenario,
+    confluent,
+    create_topic,
+    java_consume,
+    java_produce,
+)
+
+BROKERS = ("kafka", "tansu", "kafkette")
+FULL = [
+    Scenario(100, 1, "1", "none", 500_000),
+    Scenario(1024, 1, "1", "none", 100_000),
+    Scenario(100, 6, "1", "none", 500_000),
+    Scenario(1024, 6, "1", "none", 100_000),
+    Scenario(100, 1, "all", "none", 300_000),
+    Scenario(100, 1, "1", "lz4", 500_000),
+]
+QUICK = [Scenario(100, 1, "1", "none", 200_000)]
+LATENCY_RATE = 2000
+
+
+@dataclass
+class Results:
+    rates: dict[tuple[str, str, str, str], list[float]] = field(default_factory=lambda: defaultdict(list))
+    cpu: dict[tuple[str, str, str, str], list[float]] = field(default_factory=lambda: defaultdict(list))
+    errors: dict[tuple[str, str, str, str], str] = field(default_factory=dict)
+    latency: dict[str, list[dict[str, float]]] = field(default_factory=lambda: defaultdict(list))
+
+    def add(self, key: tuple[str, str, str, str], measurement: Measurement, cpu_seconds: float) -> None:
+        self.rates[key].append(measurement.rate)
+        self.cpu[key].append(cpu_seconds / measurement.records * 1_000_000)
+
+
+def _confluent_measure(mode: str) -> Callable[[RunningBroker, str, Scenario], Measurement]:
+    def measure(broker: RunningBroker, topic: str, scenario: Scenario) -> Measurement:
+        result = confluent(mode, broker, topic, scenario)
+        return Measurement(int(result["records"]), result["seconds"])
+
+    return measure
+
+
+CLIENTS: dict[str, tuple[Callable[..., Measurement], Callable[..., Measurement]]] = {
+    "java": (java_produce, java_consume),
+    "librdkafka": (_confluent_measure("produce"), _confluent_measure("consume")),
+}
+
+
+def run_scenario(results: Results, broker: RunningBroker, scenario: Scenario, round_index: int, index: int) -> None:
+    for client, (produce, consume) in CLIENTS.items():
+        topic = f"bench-{round_index}-{index}-{client}"
+        create_topic(broker.bootstrap, topic, scenario.partitions)
+        for operation, measure in (("produce", produce), ("consume", consume)):
+            key = (scenario.label, client, operation, broker.name)
+            before = broker.cpu_seconds()
+            try:
+                measurement = measure(broker, topic, scenario)
+            except Exception as exc:  # a peer that cannot run a workload is reported, not fatal
+                results.errors[key] = str(exc).strip().splitlines()[-1][:120]
+                break
+            results.add(key, measurement, broker.cpu_seconds() - before)
+            print(f"  {broker.name:9} {client:10} {operation:7} {measurement.rate:>12,.0f} msg/s", flush=True)
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def ratio(ours: float, theirs: float) -> str:
+    return f"{ours / theirs:.2f}" if theirs and theirs == theirs and ours == ours else "n/a"
+
+
+def report(results: Results, brokers: dict[str, RunningBroker], scenarios: list[Scenario], rounds: int) -> str:
+    lines = [
+        "# Kafkette vs Apache Kafka vs Tansu",
+        "",
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.node()}, {rounds} round(s), medians; "
+        "brokers run side by side on 127.0.0.1, rounds interleave their order.",
+        "",
+        "| workload | client | op | Kafka msg/s | Tansu msg/s | Kafkette msg/s | Kafkette/Kafka | Kafkette/Tansu "
+        "| CPU s per M records (Kafka / Tansu / Kafkette) |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for scenario in scenarios:
+        for client in CLIENTS:
+            for operation in ("produce", "consume"):
+                keys = {name: (scenario.label, client, operation, name) for name in BROKERS}
+                rate = {name: median(results.rates.get(key, [])) for name, key in keys.items()}
+                cpu = " / ".join(f"{median(results.cpu.get(key, [])):.1f}" for key in keys.values())
+                cells = [
+                    f"{rate[name]:,.0f}"
+                    if rate[name] == rate[name]
+                    else f"error: {results.errors.get(keys[name], '?')}"
+                    for name in BROKERS
+                ]
+                lines.append(
+                    f"| {scenario.label} | {client} | {operation} | {' | '.join(cells)} | "
+                    f"{ratio(rate['kafkette'], rate['kafka'])} | {ratio(rate['kafkette'], rate['tansu'])} | {cpu} |"
+                )
+    lines += ["", f"End-to-end latency, librdkafka, {LATENCY_RATE} msg/s, 100 B, acks=1, linger.ms=0:", ""]
+    lines += ["| broker | p50 ms | p99 ms | p99.9 ms |", "| --- | ---: | ---: | ---: |"]
+    for name in BROKERS:
+        samples = results.latency.get(name, [])
+        cells = [f"{median([s[q] for s in samples]):.1f}" for q in ("p50_ms", "p99_ms", "p999_ms")]
+        lines.append(f"| {name} | {' | '.join(cells)} |")
+    lines += ["", "| broker | start to first produce (s) | idle RSS (MB) | peak RSS (MB) | notes |"]
+    lines += ["| --- | ---: | ---: | ---: | --- |"]
+    for name, broker in brokers.items():
+        notes = "; ".join(broker.notes)
+        lines.append(
+            f"| {name} | {broker.startup_s:.2f} | {broker.idle_rss_mb:.0f} | {broker.peak_rss_mb():.0f} | {notes} |"
+        )
+    lines += [
+        "",
+        "Client settings, identical for every broker: producers linger.ms=5, idempotence off for acks=1 "
+        "(on for acks=all); librdkafka consumers fetch.queue.backoff.ms=0, queued.min.messages=100000, "
+        f"fetch.wait.max.ms=100; Java consumer {JAVA_CONSUMER_SETTINGS}. The Java workloads are Kafka's "
+        "ProducerPerformance and ConsumerPerformance; the librdkafka ones are bench/clients/confluent_perf.py.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="one round of one scenario (about two minutes)")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    scenarios = QUICK if args.quick else FULL
+    rounds = 1 if args.quick else args.rounds
+    brokers: dict[str, RunningBroker] = {}
+    results = Results()
+    try:
+        for name in BROKERS:
+            print(f"starting {name}", flush=True)
+            brokers[name] = STARTERS[name]()
+            print(f"  ready in {brokers[name].startup_s:.2f} s, RSS {brokers[name].idle_rss_mb:.0f} MB", flush=True)
+        for round_index in range(rounds):
+            order = BROKERS[round_index % 3 :] + BROKERS[: round_index % 3]
+            for index, scenario in enumerate(scenarios):
+                print(f"round {round_index + 1}/{rounds}: {scenario.label}", flush=True)
+                for name in order:
+                    run_scenario(results, brokers[name], scenario, round_index, index)
+            for name in order:
+                latency_scenario = Scenario(100, 1, "1", "none", LATENCY_RATE * (3 if args.quick else 10))
+                topic = f"latency-{round_index}"
+                create_topic(brokers[name].bootstrap, topic, 1)
+                results.latency[name].append(
+                    confluent("latency", brokers[name], topic, latency_scenario, rate=LATENCY_RATE)
+                )
+        text = report(results, brokers, scenarios, rounds)
+    finally:
+        for broker in brokers.values():
+            broker.stop()
+    out_dir = BENCH_DIR / "results"
+    out_dir.mkdir(exist_ok=True)
+    stem = "quick" if args.quick else "latest"
+    (out_dir / f"{stem}.md").write_text(text)
+    raw = {
+        "rates": {" | ".join(k): v for k, v in results.rates.items()},
+        "cpu_s_per_million": {" | ".join(k): v for k, v in results.cpu.items()},
+        "errors": {" | ".join(k): v for k, v in results.errors.items()},
+        "latency": results.latency,
+    }
+    (out_dir / f"{stem}.json").write_text(json.dumps(raw, indent=1))
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""Client workloads run against each broker: Kafka's own perf tools (Java client) and librdkafka."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from brokers import BENCH_DIR, RunningBroker, kafka_libs
+from confluent_kafka.admin import AdminClient, NewTopic
+
+CLIENT_TIMEOUT_S = 300
+# Identical for every broker and written into the report.
+JAVA_CONSUMER_SETTINGS = {"fetch.max.wait.ms": "100"}
+_JAVA_PRODUCE_LINE = re.compile(r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\)")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    size: int
+    partitions: int
+    acks: str
+    compression: str
+    count: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.size} B, {self.partitions} part, acks={self.acks}, {self.compression}"
+
+
+@dataclass(frozen=True)
+class Measurement:
+    records: int
+    seconds: float
+
+    @property
+    def rate(self) -> float:
+        return self.records / self.seconds if self.seconds > 0 else 0.0
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+
+
+def _run(command: list[str]) -> str:
+    result = subprocess.run(command, capture_output=True, text=True, timeout=CLIENT_TIMEOUT_S)
+    if result.returncode != 0:
+        raise RuntimeError(f"{command[0]} failed ({result.returncode}): {result.stderr[-1500:]}")
+    return result.stdout
+
+
+def confluent(mode: str, broker: RunningBroker, topic: str, scenario: Scenario, **extra: int) -> dict[str, float]:
+    command = [sys.executable, str(BENCH_DIR / "clients" / "confluent_perf.py"), mode, "--bootstrap", broker.bootstrap]
+    command += ["--topic", topic, "--count", str(extra.get("count", scenario.count)), "--size", str(scenario.size)]
+    command += [
+        "--partitions",
+        str(scenario.partitions),
+        "--acks",
+        scenario.acks,
+        "--compression",
+        scenario.compression,
+    ]
+    if "rate" in extra:
+        command += ["--rate", str(extra["rate"])]
+    result: dict[str, float] = json.loads(_run(command).strip().splitlines()[-1])
+    if result.get("failed"):
+        raise RuntimeError(f"{mode}: {result['failed']:.0f} records failed")
+    return result
+
+
+def java_produce(broker: RunningBroker, topic: str, scenario: Scenario) -> Measurement:
+    properties = [
+        f"bootstrap.servers={broker.bootstrap}",
+        f"acks={scenario.acks}",
+        "linger.ms=5",
+        f"compression.type={scenario.compression}",
+        f"enable.idempotence={'true' if scenario.acks == 'all' else 'false'}",
+    ]
+    command = ["java", "-Xmx512m", "-cp", f"{kafka_libs()}/*", "org.apache.kafka.tools.ProducerPerformance"]
+    command += ["--topic", topic, "--num-records", str(scenario.count), "--record-size", str(scenario.size)]
+    command += ["--throughput", "-1", "--producer-props", *properties]
+    output = _run(command)
+    match = _JAVA_PRODUCE_LINE.findall(output)
+    if not match:
+        raise RuntimeError(f"no summary in ProducerPerformance output: {output[-500:]}")
+    records, per_second, _ = match[-1]
+    return Measurement(int(records), int(records) / float(per_second))
+
+
+def java_consume(broker: RunningBroker, topic: str, scenario: Scenario) -> Measurement:
+    with tempfile.NamedTemporaryFile("w", suffix=".properties", delete=False) as config:
+        config.write("".join(f"{key}={value}\n" for key, value in JAVA_CONSUMER_SETTINGS.items()))
+    command = ["java", "-Xmx512m", "-cp", f"{kafka_libs()}/*", "org.apache.kafka.tools.ConsumerPerformance"]
+    command += ["--bootstrap-server", broker.bootstrap, "--topic", topic, "--messages", str(scenario.count)]
+    command += ["--timeout", "60000", "--command-config", config.name]
+    try:
+        output = _run(command)
+    finally:
+        Path(config.name).unlink()
+    lines = [line for line in output.splitlines() if line and line[0].isdigit()]
+    if not lines:
+        raise RuntimeError(f"no summary in ConsumerPerformance output: {output[-500:]}")
+    columns = [column.strip() for column in lines[-1].split(",")]
+    records, fetch_ms = int(float(columns[4])), float(columns[7])
+    return Measurement(records, fetch_ms / 1000)
