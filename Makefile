@@ -15,7 +15,7 @@ JAVA_SOURCES := $(JAVA_DIR)/pom.xml $(shell find $(JAVA_DIR)/src -name '*.java' 
 # Retries cover flaky downloads from Maven Central; the local repository is git-ignored.
 MVN := mvn -B -q -Dstyle.color=never -Dmaven.repo.local=$(CURDIR)/.cache/m2 -Dmaven.wagon.http.retryHandler.count=5
 
-.PHONY: venv test lint run codegen java-client kcat-check clean bench bench-quick bench-micro
+.PHONY: venv test lint run codegen java-client kcat-check clean bench-recovery fuzz-storage bench bench-quick bench-micro
 
 venv: $(VENV_STAMP)
 
@@ -60,6 +60,14 @@ kcat-check:
 	else \
 		echo "kcat-check: kcat not found (apt-get install kcat); the kcat tests will be skipped" >&2; \
 	fi
+
+# Recovery time of a 1 GiB log after kill -9 (a benchmark: numbers, no pass/fail).
+bench-recovery: venv
+	$(BIN)/python -P bench/recovery.py --gib 1 --batch-bytes 16384
+
+# The crash-recovery fuzz with many more cases than `make test` runs.
+fuzz-storage: venv
+	KAFKETTE_FUZZ_CASES=2000 $(BIN)/pytest -q tests/storage/test_recovery_fuzz.py
 
 clean:
 	rm -rf $(VENV) .cache .run .pytest_cache .ruff_cache .hypothesis *.egg-info

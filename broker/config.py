@@ -345,6 +345,12 @@ class BrokerConfig(_PropertiesModel):
     # every single-node laptop broker need this line; 1 works everywhere and a cluster raises it.
     offsets_topic_replication_factor: Annotated[Short, Field(ge=1)] = Field(1, alias="offsets.topic.replication.factor")
     group_initial_rebalance_delay_ms: _NonNegativeInt = Field(3000, alias="group.initial.rebalance.delay.ms")
+    group_min_session_timeout_ms: _NonNegativeInt = Field(6000, alias="group.min.session.timeout.ms")
+    group_max_session_timeout_ms: _NonNegativeInt = Field(1800000, alias="group.max.session.timeout.ms")
+    group_max_size: _PositiveInt = Field(INT_MAX, alias="group.max.size")
+    offsets_retention_minutes: _PositiveInt = Field(10080, alias="offsets.retention.minutes")
+    offsets_retention_check_interval_ms: _PositiveLong = Field(600000, alias="offsets.retention.check.interval.ms")
+    offset_metadata_max_bytes: _NonNegativeInt = Field(4096, alias="offset.metadata.max.bytes")
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> BrokerConfig:

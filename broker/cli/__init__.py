@@ -6,10 +6,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from kafkette.broker.cli import broker_cmd, demo_cmd, topics_cmd
+from kafkette.broker.cli import broker_cmd, demo_cmd, groups_cmd, topics_cmd
 from kafkette.broker.cli.common import CommandError
 
-SUBCOMMANDS = (broker_cmd, topics_cmd, demo_cmd)
+SUBCOMMANDS = (broker_cmd, topics_cmd, groups_cmd, demo_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -6,7 +6,7 @@ import argparse
 import base64
 from collections.abc import Iterable, Mapping
 
-from confluent_kafka import KafkaError, Node, TopicCollection, Uuid
+from confluent_kafka import KafkaError, Node, TopicCollection, TopicPartition, Uuid
 from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigResource, ResourceType, TopicDescription
 
 from kafkette.broker.cli import admin
@@ -46,7 +46,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     delete.add_argument("--if-exists", action="store_true")
     delete.set_defaults(run=_delete)
 
-    for action in (create, listing, describe, delete):
+    delete_records = actions.add_parser(
+        "delete-records", help="delete records below an offset (like kafka-delete-records.sh)"
+    )
+    delete_records.add_argument("--topic", required=True)
+    delete_records.add_argument("--partition", type=int, action="append", help="default: every partition")
+    delete_records.add_argument(
+        "--offset", type=int, required=True, help="records below it go; -1: every record up to the high watermark"
+    )
+    delete_records.set_defaults(run=_delete_records)
+
+    for action in (create, listing, describe, delete, delete_records):
         connection_options(action, argparse.SUPPRESS)
 
 
@@ -86,6 +96,22 @@ def _delete(args: argparse.Namespace) -> int:
     admin.result(futures[args.topic], f"cannot delete topic {args.topic!r}", timeout, tolerate)
     if futures[args.topic].exception() is None:
         print(f"Deleted topic {args.topic}.")
+    return 0
+
+
+def _delete_records(args: argparse.Namespace) -> int:
+    client, timeout = _connect(args)
+    partitions = args.partition
+    if not partitions:
+        topic = admin.cluster_metadata(client, timeout).topics.get(args.topic)
+        if topic is None:
+            raise CommandError(f"topic {args.topic!r} does not exist")
+        partitions = sorted(topic.partitions)
+    wanted = [TopicPartition(args.topic, partition, args.offset) for partition in partitions]
+    futures = client.delete_records(wanted, operation_timeout=timeout, request_timeout=timeout)
+    for request in wanted:
+        deleted = admin.result(futures[request], f"cannot delete records of {args.topic}-{request.partition}", timeout)
+        print(f"Partition {args.topic}-{request.partition}: low watermark {deleted.low_watermark}")
     return 0
 
 

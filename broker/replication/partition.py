@@ -34,6 +34,9 @@ class PartitionSettings:
 
     max_message_bytes: int
     log_append_time: bool
+    # message.timestamp.before.max.ms / after.max.ms: how far CreateTime may lag or lead the broker's clock.
+    timestamp_before_max_ms: int = 2**63 - 1
+    timestamp_after_max_ms: int = 3_600_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +69,27 @@ def validate_batches(records: memoryview, max_message_bytes: int) -> list[BatchH
     return headers
 
 
+def check_timestamps(headers: list[BatchHeader], now: int, before_max_ms: int, after_max_ms: int) -> None:
+    """Reject CreateTime batches too far in the past or future (KIP-937), as INVALID_TIMESTAMP.
+
+    Batches stay opaque, so the header's first-record (base) and largest timestamps
+    stand for every record's: exact for in-order timestamps, which producers write.
+    """
+    for header in headers:
+        if now - header.base_timestamp > before_max_ms:
+            raise KafkaError(
+                ErrorCode.INVALID_TIMESTAMP,
+                f"timestamp {header.base_timestamp} is more than message.timestamp.before.max.ms "
+                f"({before_max_ms}) before the broker's time {now}",
+            )
+        if header.max_timestamp - now > after_max_ms:
+            raise KafkaError(
+                ErrorCode.INVALID_TIMESTAMP,
+                f"timestamp {header.max_timestamp} is more than message.timestamp.after.max.ms "
+                f"({after_max_ms}) after the broker's time {now}",
+            )
+
+
 class Partition:
     def __init__(self, topic: str, index: int, topic_id: UUID, log: Log, settings: PartitionSettings) -> None:
         self.topic = topic
@@ -92,7 +116,11 @@ class Partition:
 
     def append_from_producer(self, records: memoryview) -> AppendOutcome:
         """Validate, deduplicate and append a producer's batches; raises KafkaError."""
-        headers = validate_batches(records, self.settings.max_message_bytes)
+        settings = self.settings
+        headers = validate_batches(records, settings.max_message_bytes)
+        now = int(time.time() * 1000)
+        if not settings.log_append_time:
+            check_timestamps(headers, now, settings.timestamp_before_max_ms, settings.timestamp_after_max_ms)
         idempotent = [header for header in headers if header.has_producer_id]
         if idempotent and len(headers) == 1:
             duplicate = self.producers.check(headers[0])
@@ -100,8 +128,7 @@ class Partition:
                 return AppendOutcome(duplicate.first_offset, -1, self.log_start_offset)
         elif idempotent:
             raise KafkaError(ErrorCode.INVALID_RECORD, "an idempotent produce carries one batch per partition")
-        now = int(time.time() * 1000)
-        append_time = now if self.settings.log_append_time else None
+        append_time = now if settings.log_append_time else None
         result = self.log.append(records, leader_epoch=self.leader_epoch, log_append_time=append_time)
         if idempotent:
             self.producers.record(headers[0], result.first_offset, now)

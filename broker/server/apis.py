@@ -21,9 +21,21 @@ from kafkette.broker.server.handlers.configs import (
     handle_describe_configs,
     handle_incremental_alter_configs,
 )
+from kafkette.broker.server.handlers.delete_records import handle_delete_records
 from kafkette.broker.server.handlers.fetch import handle_fetch
+from kafkette.broker.server.handlers.groups import (
+    handle_delete_groups,
+    handle_describe_groups,
+    handle_find_coordinator,
+    handle_heartbeat,
+    handle_join_group,
+    handle_leave_group,
+    handle_list_groups,
+    handle_sync_group,
+)
 from kafkette.broker.server.handlers.list_offsets import handle_list_offsets
 from kafkette.broker.server.handlers.metadata import handle_describe_cluster, handle_metadata
+from kafkette.broker.server.handlers.offsets import handle_offset_commit, handle_offset_delete, handle_offset_fetch
 from kafkette.broker.server.handlers.produce import handle_produce
 from kafkette.broker.server.handlers.producer_ids import handle_init_producer_id
 from kafkette.broker.server.handlers.topics import (
@@ -69,14 +81,26 @@ APIS: dict[int, Api] = {
         _api(1, 4, handle_fetch),
         _api(2, 1, handle_list_offsets),
         _api(3, 0, handle_metadata),
+        _api(8, 2, handle_offset_commit),
+        _api(9, 1, handle_offset_fetch),
+        _api(10, 1, handle_find_coordinator),
+        _api(11, 2, handle_join_group),
+        _api(12, 0, handle_heartbeat),
+        _api(13, 0, handle_leave_group),
+        _api(14, 0, handle_sync_group),
+        _api(15, 0, handle_describe_groups),
+        _api(16, 0, handle_list_groups),
         _api(18, 0, handle_api_versions),
         _api(19, 2, handle_create_topics),
         _api(20, 1, handle_delete_topics),
+        _api(21, 0, handle_delete_records),
         _api(22, 0, handle_init_producer_id),
         _api(32, 1, handle_describe_configs),
         _api(33, 0, handle_alter_configs),
         _api(37, 0, handle_create_partitions),
+        _api(42, 1, handle_delete_groups),
         _api(44, 0, handle_incremental_alter_configs),
+        _api(47, 0, handle_offset_delete),
         _api(60, 0, handle_describe_cluster),
     )
 }

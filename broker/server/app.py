@@ -10,6 +10,7 @@ import sys
 from collections.abc import Awaitable
 
 from kafkette.broker.config import BrokerConfig
+from kafkette.broker.group.coordinator import GroupCoordinator
 from kafkette.broker.metadata.store import MetadataStore
 from kafkette.broker.metadata.topics import TopicManager
 from kafkette.broker.protocol.codec import DecodeError
@@ -21,6 +22,7 @@ from kafkette.broker.server.apis import APIS, api_versions_response
 from kafkette.broker.server.connection import Connection, ConnectionAbort, Response
 from kafkette.broker.server.context import RequestContext
 from kafkette.broker.storage import LogConfig, LogManager
+from kafkette.broker.storage.housekeeping import LogHousekeeper
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +38,10 @@ class Broker:
         self._connections: set[Connection] = set()
         self._logs: LogManager | None = None
         self._topics: TopicManager | None = None
+        self._groups: GroupCoordinator | None = None
         self._store: MetadataStore | None = None
         self._checkpointer: asyncio.Task[None] | None = None
+        self._housekeeper: LogHousekeeper | None = None
         self._bound: tuple[str, int] | None = None
 
     # -- services handlers use ------------------------------------------------
@@ -46,6 +50,11 @@ class Broker:
     def topics(self) -> TopicManager:
         assert self._topics is not None, "broker not started"
         return self._topics
+
+    @property
+    def groups(self) -> GroupCoordinator:
+        assert self._groups is not None, "broker not started"
+        return self._groups
 
     @property
     def cluster_id(self) -> str:
@@ -70,12 +79,16 @@ class Broker:
         self._logs = LogManager.open(log_dirs, LogConfig())
         self._store = MetadataStore.open(log_dirs[0], self.node_id, self.config.cluster_id)
         self._topics = TopicManager(self.config, self._store, self._logs)
+        self._groups = GroupCoordinator(self.config, self._topics)
+        await self._groups.start()
         host, port = self.config.listen_address
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(self._new_connection, host, port, reuse_address=True, backlog=1024)
         sockname = self._server.sockets[0].getsockname()
         self._bound = (sockname[0], sockname[1])
         self._checkpointer = asyncio.ensure_future(self._checkpoint_periodically())
+        self._housekeeper = LogHousekeeper(self._logs, self.config.log_retention_check_interval_ms)
+        self._housekeeper.start()
         log.info("broker %d serving %d topics on %s:%d", self.node_id, len(self._store.topics), *self._bound)
 
     async def stop(self) -> None:
@@ -88,6 +101,11 @@ class Broker:
                 connection.close()
             await self._server.wait_closed()
             self._server = None
+        if self._groups is not None:
+            await self._groups.stop()
+        if self._housekeeper is not None:
+            await self._housekeeper.stop()
+            self._housekeeper = None
         if self._logs is not None:
             self._logs.close()
             self._logs = None

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
+
+logger = logging.getLogger(__name__)
 
 
 def fsync_dir(directory: Path) -> None:
@@ -28,3 +31,12 @@ def atomic_write(path: Path, data: bytes) -> None:
         os.close(fd)
     os.replace(tmp, path)
     fsync_dir(path.parent)
+
+
+def remove_files(paths: list[Path]) -> None:
+    """Unlink ``paths`` (already renamed out of the log's way); failures only cost disk space until restart."""
+    for path in paths:
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as exc:
+            logger.warning("cannot remove %s: %s", path, exc)

@@ -7,6 +7,7 @@ the disk is ``flush``, which callers may run off the loop.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -21,12 +22,23 @@ from .config import LogConfig
 from .errors import (
     CorruptLogError,
     InvalidAppendOffsetError,
+    LogStorageError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
     disk_errors,
 )
 from .files import fsync_dir
-from .naming import LOG_SUFFIX, deleted_dir_name, parse_segment_name
+from .naming import (
+    CLEANED_DIR_SUFFIX,
+    DELETED_FILE_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    deleted_dir_name,
+    parse_segment_name,
+    segment_path,
+)
+from .retention import expired_segment_count
 from .segment import MAX_RELATIVE_OFFSET, BatchMeta, LogSegment, OffsetAndTimestamp, ReadResult, SegmentInfo
 
 logger = logging.getLogger(__name__)
@@ -65,6 +77,8 @@ class Log:
         self._recovery_point = self._log_end_offset
         self._last_flush_ms = clock()
         self._closed = False
+        # Set when the disk failed under this log: it then refuses reads and writes until a restart.
+        self.offline_reason: str | None = None
 
     @classmethod
     def open(
@@ -88,6 +102,7 @@ class Log:
             if not directory.exists():
                 directory.mkdir()
                 fsync_dir(directory.parent)
+            _remove_leftovers(directory)
             segments = [LogSegment.open(directory, base, config) for base in _segment_bases(directory)]
             if not segments:
                 segments.append(LogSegment.create(directory, log_start_offset, config))
@@ -99,7 +114,8 @@ class Log:
             recovered += _recover_from(directory, segments, first_unflushed)
             for seg in recovered:
                 seg.flush()
-            if recovered:
+            overlapping = _drop_overlapping(segments)
+            if recovered or overlapping:
                 # Rebuilding may have created index files; their names must survive a crash too.
                 fsync_dir(directory)
         return cls(directory, config, segments, log_start_offset, clock)
@@ -188,7 +204,7 @@ class Log:
             raise ValueError("nothing to append")
         self._check_open()
         now = self._clock()
-        with disk_errors("appending to", self.directory):
+        with self._going_offline_on_disk_error(), disk_errors("appending to", self.directory):
             if self._should_roll(size, metas[-1].last_offset, now):
                 self._roll(first_offset)
             self._active.append(data, metas, now)
@@ -239,6 +255,7 @@ class Log:
         ``min_one_batch``), and only batches whose last offset is below
         ``max_offset`` (e.g. the high watermark). None when nothing qualifies.
         """
+        self._check_online()
         self._check_range(offset)
         if offset == self._log_end_offset:
             return None
@@ -287,7 +304,7 @@ class Log:
         """fsync segments holding offsets below ``up_to`` (default: all) and advance the recovery point."""
         self._check_open()
         target = self._log_end_offset if up_to is None else min(up_to, self._log_end_offset)
-        with disk_errors("flushing", self.directory):
+        with self._going_offline_on_disk_error(), disk_errors("flushing", self.directory):
             for seg in self._segments:
                 if seg.base_offset >= target:
                     break
@@ -327,11 +344,12 @@ class Log:
         self._log_start_offset = offset
 
     def close(self) -> None:
-        """Seal the active segment's time index and flush everything."""
+        """Seal the active segment's time index and flush everything (an offline log only closes files)."""
         if self._closed:
             return
-        self._active.seal()
-        self.flush()
+        if self.offline_reason is None:
+            self._active.seal()
+            self.flush()
         for seg in self._segments:
             seg.close()
         self._closed = True
@@ -350,6 +368,87 @@ class Log:
     def _check_open(self) -> None:
         if self._closed:
             raise ValueError(f"log {self.directory} is closed")
+        self._check_online()
+
+    def _check_online(self) -> None:
+        if self.offline_reason is not None:
+            raise LogStorageError(f"log {self.directory} is offline: {self.offline_reason}")
+
+    @contextlib.contextmanager
+    def _going_offline_on_disk_error(self) -> Iterator[None]:
+        """A failed write leaves the files in an unknown state: stop serving until recovery at restart."""
+        try:
+            yield
+        except LogStorageError as exc:
+            self.offline_reason = str(exc)
+            logger.error("%s: going offline: %s", self.directory, exc)
+            raise
+
+    # --- retention, DeleteRecords and compaction --------------------------------------------
+
+    def delete_expired_segments(self, now: int) -> list[Path]:
+        """Drop the old segments retention allows, advance the log start offset; return files to remove.
+
+        The files are renamed to ``*.deleted`` here (cheap metadata operations) and
+        removed later by the caller, off the event loop.
+        """
+        self._check_open()
+        count = expired_segment_count(self.segments, self._log_start_offset, self.config, now)
+        if not count:
+            return []
+        doomed, self._segments = self._segments[:count], self._segments[count:]
+        self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+        with self._going_offline_on_disk_error(), disk_errors("deleting segments of", self.directory):
+            renamed = [path for seg in doomed for path in seg.rename_to_deleted()]
+        logger.info("%s: deleted %d segments; log start offset now %d", self.directory, count, self._log_start_offset)
+        return renamed
+
+    def delete_records_before(self, offset: int) -> int:
+        """Move the log start offset up to ``offset`` (DeleteRecords); the new log start offset.
+
+        Segments wholly below it go at the next retention pass, as in Kafka.
+        """
+        self._check_open()
+        if not 0 <= offset <= self._log_end_offset:
+            raise OffsetOutOfRangeError(offset, self._log_start_offset, self._log_end_offset)
+        self._log_start_offset = max(self._log_start_offset, offset)
+        return self._log_start_offset
+
+    def closed_segments(self) -> list[LogSegment]:
+        """Every segment but the active one, oldest first: what the cleaner may rewrite."""
+        return self._segments[:-1]
+
+    def replace_segments(self, old: list[LogSegment], cleaned: Path) -> list[Path] | None:
+        """Swap ``old`` (consecutive closed segments) for the cleaner's segment in directory ``cleaned``.
+
+        Returns the files to remove, or None when the log changed meanwhile (retention
+        deleted some of ``old``) and the cleaned copy was discarded. Crash safety: the
+        first old segment's indexes go first (a crash then rebuilds them), its ``.log``
+        is replaced atomically by the cleaned one, and the later old segments are
+        renamed away last; ``open`` drops any that overlap the cleaned segment.
+        """
+        self._check_open()
+        try:
+            start = next(i for i, seg in enumerate(self._segments) if seg is old[0])
+        except StopIteration:
+            start = -1
+        if start < 0 or self._segments[start : start + len(old)] != old or start + len(old) >= len(self._segments):
+            shutil.rmtree(cleaned, ignore_errors=True)
+            return None
+        base = old[0].base_offset
+        with self._going_offline_on_disk_error(), disk_errors("swapping cleaned segments of", self.directory):
+            first = old[0]
+            first.offset_index.delete()
+            first.time_index.delete()
+            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                os.replace(segment_path(cleaned, base, suffix), segment_path(self.directory, base, suffix))
+            os.rmdir(cleaned)
+            fsync_dir(self.directory)
+            renamed = [path for seg in old[1:] for path in seg.rename_to_deleted()]
+            replacement = LogSegment.open(self.directory, base, self.config)
+            _loads_cleanly(replacement)
+        self._segments[start : start + len(old)] = [replacement]
+        return renamed
 
 
 def _base(seg: LogSegment) -> int:
@@ -378,6 +477,29 @@ def _recover_from(directory: Path, segments: list[LogSegment], first: int) -> li
             fsync_dir(directory)
             break
     return segments[first:]
+
+
+def _remove_leftovers(directory: Path) -> None:
+    """Finish removals and abandon cleanings that a crash interrupted."""
+    for entry in directory.iterdir():
+        if entry.name.endswith(DELETED_FILE_SUFFIX):
+            entry.unlink()
+        elif entry.name.endswith(CLEANED_DIR_SUFFIX):
+            shutil.rmtree(entry)
+
+
+def _drop_overlapping(segments: list[LogSegment]) -> bool:
+    """Delete segments that start inside their predecessor: leftovers of an interrupted cleaner swap."""
+    kept = segments[:1]
+    for seg in segments[1:]:
+        if seg.base_offset < kept[-1].next_offset:
+            logger.warning("%s overlaps the segment before it (interrupted cleaning); deleting it", seg.path)
+            seg.delete()
+        else:
+            kept.append(seg)
+    dropped = len(kept) < len(segments)
+    segments[:] = kept
+    return dropped
 
 
 def _segment_bases(directory: Path) -> list[int]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from .config import LogConfig
-from .errors import CorruptLogError, StorageError, disk_errors
+from .errors import CorruptLogError, LogStorageError, StorageError, disk_errors
 from .files import atomic_write, fsync_dir
 from .log import Log, wall_clock_ms
 from .naming import TopicPartition, is_deleted_dir_name, log_dir_name, parse_log_dir_name
@@ -103,6 +103,9 @@ class LogManager:
             chosen = config or self._topic_configs.get(topic, self.default_config)
             log = Log.open(log_dir / log_dir_name(tp), chosen, clock=self._clock)
             self._logs[tp] = log
+        elif config is not None:
+            # Logs found at start-up were opened before the topic configs were known.
+            log.config = config
         return log
 
     def delete(self, topic: str, partition: int) -> None:
@@ -116,24 +119,53 @@ class LogManager:
 
     def checkpoint(self) -> None:
         """Write each directory's recovery-point and log-start-offset checkpoints."""
-        for log_dir in self.log_dirs:
-            logs = {tp: log for tp, log in self._logs.items() if log.directory.parent == log_dir}
-            with disk_errors("checkpointing", log_dir):
-                write_offset_checkpoint(
-                    log_dir / RECOVERY_POINT_CHECKPOINT, {tp: log.recovery_point for tp, log in logs.items()}
-                )
-                write_offset_checkpoint(
-                    log_dir / LOG_START_CHECKPOINT, {tp: log.log_start_offset for tp, log in logs.items()}
-                )
+        self.checkpoint_writer()()
+
+    def checkpoint_writer(self) -> Callable[[], None]:
+        """Take the checkpoints' contents now; the returned function writes them, from any thread.
+
+        A directory whose disk fails keeps its old checkpoints (recovery then starts
+        earlier, which is slower but safe); the others are still written.
+        """
+        contents = {
+            log_dir: {tp: (log.recovery_point, log.log_start_offset) for tp, log in self._logs_in(log_dir).items()}
+            for log_dir in self.log_dirs
+        }
+
+        def write() -> None:
+            for log_dir, offsets in contents.items():
+                try:
+                    with disk_errors("checkpointing", log_dir):
+                        write_offset_checkpoint(
+                            log_dir / RECOVERY_POINT_CHECKPOINT, {tp: pair[0] for tp, pair in offsets.items()}
+                        )
+                        write_offset_checkpoint(
+                            log_dir / LOG_START_CHECKPOINT, {tp: pair[1] for tp, pair in offsets.items()}
+                        )
+                except LogStorageError as exc:
+                    logger.error("%s", exc)
+
+        return write
+
+    def _logs_in(self, log_dir: Path) -> dict[TopicPartition, Log]:
+        return {tp: log for tp, log in self._logs.items() if log.directory.parent == log_dir}
 
     def close(self) -> None:
-        """Flush every log, checkpoint, then mark each directory as cleanly shut down."""
+        """Flush every log, checkpoint, then mark each healthy directory as cleanly shut down.
+
+        A directory with an offline log gets no marker, so the next start recovers it.
+        """
         for log in self._logs.values():
             log.close()
         self.checkpoint()
         for log_dir in self.log_dirs:
-            with disk_errors("closing", log_dir):
-                atomic_write(log_dir / CLEAN_SHUTDOWN_MARKER, b"")
+            if any(log.offline_reason is not None for log in self._logs_in(log_dir).values()):
+                continue
+            try:
+                with disk_errors("closing", log_dir):
+                    atomic_write(log_dir / CLEAN_SHUTDOWN_MARKER, b"")
+            except LogStorageError as exc:
+                logger.error("%s", exc)
 
 
 def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:

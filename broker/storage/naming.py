@@ -11,6 +11,9 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 DELETE_SUFFIX = "-delete"
+# A segment file waiting for removal (retention, compaction), and a cleaner's output being built.
+DELETED_FILE_SUFFIX = ".deleted"
+CLEANED_DIR_SUFFIX = ".cleaned"
 
 _LEGAL_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
 _UNIQUE = re.compile(r"[0-9a-f]{32}")
@@ -64,6 +67,11 @@ def is_deleted_dir_name(name: str) -> bool:
 
 def segment_path(directory: Path, base_offset: int, suffix: str) -> Path:
     return directory / f"{base_offset:020d}{suffix}"
+
+
+def cleaned_dir(directory: Path, base_offset: int) -> Path:
+    """Where the cleaner builds the replacement of the segments starting at ``base_offset``."""
+    return directory / f"{base_offset:020d}{CLEANED_DIR_SUFFIX}"
 
 
 def parse_segment_name(name: str) -> tuple[int, str] | None:

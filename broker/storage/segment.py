@@ -20,7 +20,7 @@ from .config import LogConfig
 from .errors import CorruptLogError
 from .file_batches import BatchSpan, iter_file_batches, parse_span
 from .index import NO_TIMESTAMP, OffsetIndex, TimeIndex
-from .naming import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_path
+from .naming import DELETED_FILE_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_path
 
 logger = logging.getLogger(__name__)
 
@@ -362,6 +362,23 @@ class LogSegment:
 
     def close(self) -> None:
         self.file.close()
+
+    def rename_to_deleted(self) -> list[Path]:
+        """Rename the files to ``*.deleted`` and return the new paths, leaving the file open.
+
+        In-flight fetch responses may still be sending from the open file; the last
+        reference to it closes it. A crash before removal is harmless: the log
+        removes ``.deleted`` files when it opens.
+        """
+        renamed = []
+        for path in (self.path, self.offset_index.path, self.time_index.path):
+            target = path.with_name(path.name + DELETED_FILE_SUFFIX)
+            try:
+                os.rename(path, target)
+            except FileNotFoundError:
+                continue
+            renamed.append(target)
+        return renamed
 
     def delete(self) -> None:
         self.file.close()

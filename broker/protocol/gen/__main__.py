@@ -10,6 +10,9 @@ from kafkette.broker.protocol.gen import generate
 REPO = Path(__file__).resolve().parents[3]
 DEFAULT_SPEC_DIR = REPO.parent / "shared" / "kafka-protocol" / "message"
 DEFAULT_OUT_DIR = REPO / "broker" / "protocol" / "messages"
+# The key/value schemas of the records the group coordinator writes to __consumer_offsets.
+GROUP_RECORDS_SPEC_DIR = REPO.parent / "shared" / "kafka-protocol" / "group-coordinator"
+GROUP_RECORDS_OUT_DIR = REPO / "broker" / "group" / "records"
 
 
 def main(argv: list[str]) -> int:
@@ -17,6 +20,9 @@ def main(argv: list[str]) -> int:
     out_dir = Path(argv[1]) if len(argv) > 1 else DEFAULT_OUT_DIR
     written = generate(spec_dir, out_dir)
     print(f"wrote {written} modules to {out_dir}")
+    if not argv:
+        written = generate(GROUP_RECORDS_SPEC_DIR, GROUP_RECORDS_OUT_DIR)
+        print(f"wrote {written} modules to {GROUP_RECORDS_OUT_DIR}")
     return 0
 
 

@@ -1,0 +1,720 @@
+"""The group coordinator: Kafka's classic group protocol over the group state in :mod:`group`.
+
+One coordinator serves every ``__consumer_offsets`` partition this broker
+leads (all of them on a single node). Joins and syncs park on futures until
+the rebalance completes; session, rebalance and initial-delay timers run on the
+event loop. Every change that must survive a restart is appended to the group's
+``__consumer_offsets`` partition before it takes effect, and start-up replays
+those partitions; a group whose partition is still loading answers
+COORDINATOR_LOAD_IN_PROGRESS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from kafkette.broker.config import BrokerConfig
+from kafkette.broker.group import record_codec
+from kafkette.broker.group.group import Group, GroupState, JoinResult, Member, Protocols, SyncResult
+from kafkette.broker.group.offsets import CommittedOffset, OffsetStore, TopicPartition, expired_offsets
+from kafkette.broker.group.offsets_log import KeyValue, OffsetsTopicLog
+from kafkette.broker.group.placement import partition_for
+from kafkette.broker.group.record_codec import GroupRecord, OffsetRecord
+from kafkette.broker.group.state_records import (
+    group_from_value,
+    group_to_value,
+    offset_from_value,
+    offset_to_value,
+)
+from kafkette.broker.group.timers import Timers
+from kafkette.broker.metadata.topics import TopicManager
+from kafkette.broker.protocol.errors import ErrorCode, KafkaError
+from kafkette.broker.storage import StorageError
+
+log = logging.getLogger(__name__)
+
+# How many replayed records between yields to the event loop while loading.
+LOAD_YIELD_EVERY = 1000
+MS_PER_MINUTE = 60_000
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class JoinRequest:
+    group_id: str
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: Protocols
+    member_id_required: bool  # JoinGroup v4+: a new dynamic member first gets its id (KIP-394)
+    skip_assignment_supported: bool  # JoinGroup v9+: a rejoining static leader keeps the assignment
+
+
+@dataclass(frozen=True, slots=True)
+class GroupOverview:
+    group_id: str
+    state: GroupState
+    protocol_type: str
+
+
+class GroupCoordinator:
+    def __init__(self, config: BrokerConfig, topics: TopicManager) -> None:
+        self.config = config
+        self.topics = topics
+        self.log = OffsetsTopicLog(topics, config.offsets_topic_num_partitions)
+        self.groups: dict[str, Group] = {}
+        self.offsets = OffsetStore()
+        # Rebalances started per group, for the metrics endpoint.
+        self.rebalances: Counter[str] = Counter()
+        self._timers = Timers()
+        self._loaded: set[int] = set()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._tasks.append(asyncio.ensure_future(self._expire_offsets_periodically()))
+        if self.log.exists():
+            self._tasks.append(asyncio.ensure_future(self._load_all()))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        self._timers.cancel_all()
+        for group in self.groups.values():
+            self._fail_parked(group, ErrorCode.NOT_COORDINATOR)
+
+    def partition_of(self, group_id: str) -> int:
+        return partition_for(group_id, self.log.partitions)
+
+    def ensure_offsets_topic(self) -> None:
+        """Create ``__consumer_offsets`` on first use, as Kafka does when a client first looks for a coordinator."""
+        if not self.log.exists():
+            self.log.create()
+            self._loaded.update(range(self.log.partitions))
+
+    def availability(self, group_id: str) -> ErrorCode:
+        """NONE when this coordinator can serve the group now."""
+        self.ensure_offsets_topic()
+        if self.partition_of(group_id) not in self._loaded:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return ErrorCode.NONE
+
+    async def _load_all(self) -> None:
+        started = time.monotonic()
+        for index in range(self.log.partitions):
+            await self._load(index)
+        log.info(
+            "loaded %d groups from %d partitions in %.3fs",
+            len(self.groups),
+            self.log.partitions,
+            time.monotonic() - started,
+        )
+
+    async def _load(self, index: int) -> None:
+        now = now_ms()
+        loaded_groups: dict[str, Group | None] = {}
+        for count, (key, value) in enumerate(self.log.replay(index)):
+            record = record_codec.decode_record(key, value)
+            if isinstance(record, OffsetRecord):
+                tp = (record.topic, record.partition)
+                if record.value is None:
+                    self.offsets.remove(record.group, tp)
+                else:
+                    self.offsets.put(record.group, tp, offset_from_value(record.value))
+            elif isinstance(record, GroupRecord):
+                loaded_groups[record.group] = (
+                    None if record.value is None else group_from_value(record.group, record.value, now)
+                )
+            if count % LOAD_YIELD_EVERY == LOAD_YIELD_EVERY - 1:
+                await asyncio.sleep(0)
+        for group_id, group in loaded_groups.items():
+            if group is None:
+                self.groups.pop(group_id, None)
+                continue
+            self.groups[group_id] = group
+            for member in group.members.values():
+                self._schedule_session_expiry(group, member)
+        for group_id in list(self.offsets.groups()):
+            if self.partition_of(group_id) == index and group_id not in self.groups:
+                self.groups[group_id] = Group(group_id, now)
+        self._loaded.add(index)
+
+    # -- persistence ------------------------------------------------------------------------
+
+    def _append(self, group_id: str, records: list[KeyValue]) -> ErrorCode:
+        try:
+            self.log.append(self.partition_of(group_id), records)
+        except (KafkaError, StorageError) as exc:
+            log.error("cannot write group %s to __consumer_offsets: %s", group_id, exc)
+            return ErrorCode.NOT_COORDINATOR
+        return ErrorCode.NONE
+
+    def _store_group(self, group: Group) -> ErrorCode:
+        value = record_codec.group_value(group_to_value(group))
+        return self._append(group.group_id, [(record_codec.group_key(group.group_id), value)])
+
+    # -- JoinGroup --------------------------------------------------------------------------
+
+    def join(self, request: JoinRequest) -> asyncio.Future[JoinResult]:
+        future: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
+        result = self._join(request, future)
+        if result is not None:
+            future.set_result(result)
+        return future
+
+    def _join(self, request: JoinRequest, future: asyncio.Future[JoinResult]) -> JoinResult | None:
+        """An immediate answer, or None when ``future`` has been parked until the join phase completes."""
+        if not request.group_id:
+            return JoinResult(ErrorCode.INVALID_GROUP_ID)
+        available = self.availability(request.group_id)
+        if available != ErrorCode.NONE:
+            return JoinResult(available)
+        if (
+            not self.config.group_min_session_timeout_ms
+            <= request.session_timeout_ms
+            <= (self.config.group_max_session_timeout_ms)
+        ):
+            return JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT)
+        group = self.groups.get(request.group_id)
+        if group is None:
+            if request.member_id:
+                return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID)
+            group = self.groups[request.group_id] = Group(request.group_id, now_ms())
+        if group.state is GroupState.DEAD:
+            return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if not group.supports(request.protocol_type, request.protocols):
+            return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        if not request.member_id:
+            return self._join_unknown_member(group, request, future)
+        if request.member_id in group.pending_members:
+            group.pending_members.discard(request.member_id)
+            self._timers.cancel(("pending", group.group_id, request.member_id))
+            return self._add_member(group, request, request.member_id, future)
+        error = group.check_member(request.member_id, request.instance_id)
+        if error != ErrorCode.NONE or group.state in (GroupState.EMPTY, GroupState.DEAD):
+            return JoinResult(error if error != ErrorCode.NONE else ErrorCode.UNKNOWN_MEMBER_ID, request.member_id)
+        return self._join_known_member(group, group.members[request.member_id], request, future)
+
+    def _join_unknown_member(
+        self, group: Group, request: JoinRequest, future: asyncio.Future[JoinResult]
+    ) -> JoinResult | None:
+        prefix = request.instance_id if request.instance_id is not None else request.client_id
+        new_id = f"{prefix}-{uuid.uuid4()}"
+        if request.instance_id is not None:
+            known = group.static_members.get(request.instance_id)
+            if known is not None:
+                return self._rejoin_static_member(group, group.members[known], new_id, request, future)
+            return self._add_member(group, request, new_id, future)
+        if request.member_id_required:
+            # The client retries with this id; until then it counts as a member the rebalance waits for.
+            group.pending_members.add(new_id)
+            self._timers.schedule(
+                ("pending", group.group_id, new_id),
+                request.session_timeout_ms,
+                lambda: self._expire_pending(group, new_id),
+            )
+            return JoinResult(ErrorCode.MEMBER_ID_REQUIRED, member_id=new_id)
+        return self._add_member(group, request, new_id, future)
+
+    def _add_member(
+        self, group: Group, request: JoinRequest, member_id: str, future: asyncio.Future[JoinResult]
+    ) -> JoinResult | None:
+        if len(group.members) >= self.config.group_max_size:
+            return JoinResult(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id)
+        member = Member(
+            member_id=member_id,
+            instance_id=request.instance_id,
+            client_id=request.client_id,
+            client_host=request.client_host,
+            session_timeout_ms=request.session_timeout_ms,
+            rebalance_timeout_ms=request.rebalance_timeout_ms,
+            protocol_type=request.protocol_type,
+            protocols=request.protocols,
+            join_future=future,
+        )
+        group.add(member)
+        group.joined_during_delay = True
+        self._schedule_session_expiry(group, member)
+        if group.state is not GroupState.PREPARING_REBALANCE:
+            self._prepare_rebalance(group, f"{member_id} joined")
+        self._maybe_complete_join(group)
+        return None
+
+    def _join_known_member(
+        self, group: Group, member: Member, request: JoinRequest, future: asyncio.Future[JoinResult]
+    ) -> JoinResult | None:
+        unchanged = member.protocols == request.protocols
+        if group.state is GroupState.COMPLETING_REBALANCE and unchanged:
+            # A retry of a join whose answer was lost: send the same answer again.
+            return group.join_result(member)
+        if group.state is GroupState.STABLE and unchanged and member.member_id != group.leader:
+            return group.join_result(member)
+        self._update_member(member, request, future)
+        if group.state is not GroupState.PREPARING_REBALANCE:
+            self._prepare_rebalance(group, f"{member.member_id} rejoined")
+        self._maybe_complete_join(group)
+        return None
+
+    def _rejoin_static_member(
+        self, group: Group, member: Member, new_id: str, request: JoinRequest, future: asyncio.Future[JoinResult]
+    ) -> JoinResult | None:
+        """A restarted static member replaces its old incarnation; a Stable group is not rebalanced for it."""
+        old_id = member.member_id
+        self._timers.cancel(("session", group.group_id, old_id))
+        # The old incarnation's parked requests are answered as fenced: that process must not act any more.
+        if member.join_future is not None and not member.join_future.done():
+            member.join_future.set_result(JoinResult(ErrorCode.FENCED_INSTANCE_ID, old_id))
+        if member.sync_future is not None and not member.sync_future.done():
+            member.sync_future.set_result(SyncResult(ErrorCode.FENCED_INSTANCE_ID))
+        member.join_future = member.sync_future = None
+        unchanged = member.protocols == request.protocols
+        group.rename(member, new_id)
+        self._schedule_session_expiry(group, member)
+        is_leader = group.leader == new_id
+        if group.state is GroupState.STABLE and unchanged and (not is_leader or request.skip_assignment_supported):
+            error = self._store_group(group)
+            if error != ErrorCode.NONE:
+                return JoinResult(error)
+            result = group.join_result(member)
+            result.skip_assignment = is_leader
+            if not is_leader:
+                result.members = []
+            return result
+        self._update_member(member, request, future)
+        if group.state is not GroupState.PREPARING_REBALANCE:
+            self._prepare_rebalance(group, f"static member {request.instance_id} rejoined")
+        self._maybe_complete_join(group)
+        return None
+
+    @staticmethod
+    def _update_member(member: Member, request: JoinRequest, future: asyncio.Future[JoinResult]) -> None:
+        member.protocols = request.protocols
+        member.session_timeout_ms = request.session_timeout_ms
+        member.rebalance_timeout_ms = request.rebalance_timeout_ms
+        if member.join_future is not None and not member.join_future.done():
+            # Superseded by the new request on the member's behalf.
+            member.join_future.set_result(JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))
+        member.join_future = future
+
+    # -- the rebalance ----------------------------------------------------------------------
+
+    def _prepare_rebalance(self, group: Group, reason: str) -> None:
+        if group.state is GroupState.COMPLETING_REBALANCE:
+            self._fail_syncs(group, ErrorCode.REBALANCE_IN_PROGRESS)
+        initial = group.state is GroupState.EMPTY
+        group.transition(GroupState.PREPARING_REBALANCE, now_ms())
+        self.rebalances[group.group_id] += 1
+        log.info("group %s: preparing rebalance (generation %d): %s", group.group_id, group.generation, reason)
+        if initial:
+            group.initial_delay = True
+            group.joined_during_delay = False
+            delay = self.config.group_initial_rebalance_delay_ms
+            self._schedule_initial_join(group, delay, group.rebalance_timeout_ms() - delay)
+        else:
+            self._timers.schedule(
+                ("join", group.group_id), group.rebalance_timeout_ms(), lambda: self._complete_join(group)
+            )
+
+    def _schedule_initial_join(self, group: Group, delay_ms: int, remaining_ms: int) -> None:
+        """Kafka's InitialDelayedJoin: wait the delay again while members keep arriving, up to the rebalance timeout."""
+
+        def fire() -> None:
+            if group.joined_during_delay and remaining_ms > 0:
+                group.joined_during_delay = False
+                step = min(delay_ms, remaining_ms)
+                self._schedule_initial_join(group, step, remaining_ms - step)
+            else:
+                self._complete_join(group)
+
+        self._timers.schedule(("join", group.group_id), delay_ms, fire)
+
+    def _maybe_complete_join(self, group: Group) -> None:
+        if group.state is GroupState.PREPARING_REBALANCE and not group.initial_delay and group.all_joined():
+            self._complete_join(group)
+
+    def _complete_join(self, group: Group) -> None:
+        if group.state is not GroupState.PREPARING_REBALANCE:
+            return
+        self._timers.cancel(("join", group.group_id))
+        group.initial_delay = False
+        for member in list(group.members.values()):
+            # Dynamic members that did not rejoin in time are gone; static ones keep their place.
+            if member.join_future is None and member.instance_id is None:
+                self._timers.cancel(("session", group.group_id, member.member_id))
+                group.remove(member.member_id)
+        now = now_ms()
+        group.generation += 1
+        if group.is_empty:
+            group.protocol_name = None
+            group.transition(GroupState.EMPTY, now)
+            self._store_group(group)
+            log.info("group %s: empty at generation %d", group.group_id, group.generation)
+            return
+        group.protocol_name = group.select_protocol()
+        if group.leader is None or group.members[group.leader].join_future is None:
+            group.leader = next(m.member_id for m in group.members.values() if m.join_future is not None)
+        group.transition(GroupState.COMPLETING_REBALANCE, now)
+        log.info(
+            "group %s: generation %d with %d members, protocol %s",
+            group.group_id,
+            group.generation,
+            len(group.members),
+            group.protocol_name,
+        )
+        for member in group.members.values():
+            if member.join_future is not None:
+                if not member.join_future.done():
+                    member.join_future.set_result(group.join_result(member))
+                member.join_future = None
+            self._schedule_session_expiry(group, member)
+
+    def _fail_syncs(self, group: Group, error: ErrorCode) -> None:
+        for member in group.members.values():
+            member.assignment = b""
+            if member.sync_future is not None:
+                if not member.sync_future.done():
+                    member.sync_future.set_result(SyncResult(error))
+                member.sync_future = None
+
+    def _fail_parked(self, group: Group, error: ErrorCode) -> None:
+        self._fail_syncs(group, error)
+        for member in group.members.values():
+            if member.join_future is not None and not member.join_future.done():
+                member.join_future.set_result(JoinResult(error, member.member_id))
+            member.join_future = None
+
+    # -- sessions ---------------------------------------------------------------------------
+
+    def _schedule_session_expiry(self, group: Group, member: Member) -> None:
+        member_id = member.member_id
+        self._timers.schedule(
+            ("session", group.group_id, member_id),
+            member.session_timeout_ms,
+            lambda: self._session_expired(group, member_id),
+        )
+
+    def _session_expired(self, group: Group, member_id: str) -> None:
+        member = group.members.get(member_id)
+        if member is None:
+            return
+        if member.awaiting:
+            self._schedule_session_expiry(group, member)
+            return
+        self._remove_member(group, member, "session timeout expired")
+
+    def _expire_pending(self, group: Group, member_id: str) -> None:
+        group.pending_members.discard(member_id)
+        self._maybe_complete_join(group)
+
+    def _remove_member(self, group: Group, member: Member, reason: str) -> None:
+        self._timers.cancel(("session", group.group_id, member.member_id))
+        if member.join_future is not None and not member.join_future.done():
+            member.join_future.set_result(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member.member_id))
+        if member.sync_future is not None and not member.sync_future.done():
+            member.sync_future.set_result(SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
+        group.remove(member.member_id)
+        log.info("group %s: member %s left: %s", group.group_id, member.member_id, reason)
+        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._prepare_rebalance(group, f"{member.member_id} left")
+        self._maybe_complete_join(group)
+
+    # -- SyncGroup, Heartbeat, LeaveGroup ---------------------------------------------------
+
+    def sync(
+        self,
+        group_id: str,
+        generation: int,
+        member_id: str,
+        instance_id: str | None,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: Mapping[str, bytes],
+    ) -> asyncio.Future[SyncResult]:
+        future: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
+        result = self._sync(
+            group_id, generation, member_id, instance_id, protocol_type, protocol_name, assignments, future
+        )
+        if result is not None:
+            future.set_result(result)
+        return future
+
+    def _sync(
+        self,
+        group_id: str,
+        generation: int,
+        member_id: str,
+        instance_id: str | None,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: Mapping[str, bytes],
+        future: asyncio.Future[SyncResult],
+    ) -> SyncResult | None:
+        available = self.availability(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
+        if available != ErrorCode.NONE:
+            return SyncResult(available)
+        group = self.groups.get(group_id)
+        if group is None:
+            return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
+        error = group.check_member(member_id, instance_id)
+        if error != ErrorCode.NONE:
+            return SyncResult(error)
+        if generation != group.generation:
+            return SyncResult(ErrorCode.ILLEGAL_GENERATION)
+        if (protocol_type is not None and protocol_type != group.protocol_type) or (
+            protocol_name is not None and protocol_name != group.protocol_name
+        ):
+            return SyncResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        member = group.members[member_id]
+        if group.state is GroupState.PREPARING_REBALANCE:
+            return SyncResult(ErrorCode.REBALANCE_IN_PROGRESS)
+        if group.state is GroupState.STABLE:
+            self._schedule_session_expiry(group, member)
+            return SyncResult(ErrorCode.NONE, group.protocol_type, group.protocol_name, member.assignment)
+        if group.state is not GroupState.COMPLETING_REBALANCE:
+            return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
+        member.sync_future = future
+        self._schedule_session_expiry(group, member)
+        if member_id == group.leader:
+            self._apply_assignment(group, assignments)
+        return None
+
+    def _apply_assignment(self, group: Group, assignments: Mapping[str, bytes]) -> None:
+        for member in group.members.values():
+            member.assignment = assignments.get(member.member_id, b"")
+        error = self._store_group(group)
+        if error != ErrorCode.NONE:
+            self._fail_syncs(group, error)
+            self._prepare_rebalance(group, "the assignment could not be stored")
+            return
+        group.transition(GroupState.STABLE, now_ms())
+        for member in group.members.values():
+            if member.sync_future is not None:
+                if not member.sync_future.done():
+                    member.sync_future.set_result(
+                        SyncResult(ErrorCode.NONE, group.protocol_type, group.protocol_name, member.assignment)
+                    )
+                member.sync_future = None
+
+    def heartbeat(self, group_id: str, generation: int, member_id: str, instance_id: str | None) -> ErrorCode:
+        available = self.availability(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
+        if available != ErrorCode.NONE:
+            return available
+        group = self.groups.get(group_id)
+        if group is None or group.state in (GroupState.EMPTY, GroupState.DEAD):
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        error = group.check_member(member_id, instance_id)
+        if error != ErrorCode.NONE:
+            return error
+        if generation != group.generation:
+            return ErrorCode.ILLEGAL_GENERATION
+        self._schedule_session_expiry(group, group.members[member_id])
+        if group.state is GroupState.PREPARING_REBALANCE:
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
+
+    def leave(self, group_id: str, leaving: Iterable[tuple[str, str | None]]) -> tuple[ErrorCode, list[ErrorCode]]:
+        """Remove members given as (member id, group instance id); an empty member id names a static member."""
+        available = self.availability(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
+        if available != ErrorCode.NONE:
+            return available, []
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID for _ in leaving]
+        errors = []
+        for member_id, instance_id in leaving:
+            if instance_id is not None and not member_id:
+                member_id = group.static_members.get(instance_id, "")
+            if member_id in group.pending_members:
+                self._timers.cancel(("pending", group_id, member_id))
+                self._expire_pending(group, member_id)
+                errors.append(ErrorCode.NONE)
+                continue
+            error = group.check_member(member_id, instance_id)
+            if error == ErrorCode.NONE:
+                self._remove_member(group, group.members[member_id], "left the group")
+            errors.append(error)
+        return ErrorCode.NONE, errors
+
+    # -- offsets ----------------------------------------------------------------------------
+
+    def commit_offsets(
+        self,
+        group_id: str,
+        generation: int,
+        member_id: str,
+        instance_id: str | None,
+        offsets: Mapping[TopicPartition, CommittedOffset],
+    ) -> dict[TopicPartition, ErrorCode]:
+        error = self._check_commit(group_id, generation, member_id, instance_id)
+        results = {tp: error for tp in offsets}
+        if error != ErrorCode.NONE:
+            return results
+        accepted: dict[TopicPartition, CommittedOffset] = {}
+        for tp, committed in offsets.items():
+            if self.topics.partition(*tp) is None:
+                results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif len(committed.metadata.encode()) > self.config.offset_metadata_max_bytes:
+                results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                accepted[tp] = committed
+        records = [
+            (record_codec.offset_key(group_id, *tp), record_codec.offset_value(offset_to_value(committed)))
+            for tp, committed in accepted.items()
+        ]
+        written = self._append(group_id, records)
+        for tp, committed in accepted.items():
+            results[tp] = written
+            if written == ErrorCode.NONE:
+                self.offsets.put(group_id, tp, committed)
+        return results
+
+    def _check_commit(self, group_id: str, generation: int, member_id: str, instance_id: str | None) -> ErrorCode:
+        available = self.availability(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
+        if available != ErrorCode.NONE:
+            return available
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation >= 0:
+                # Only a consumer that manages its own partitions may commit to a group that does not exist.
+                return ErrorCode.ILLEGAL_GENERATION
+            self.groups[group_id] = Group(group_id, now_ms())
+            return ErrorCode.NONE
+        if group.state is GroupState.DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation < 0 and not member_id and instance_id is None and group.is_empty:
+            return ErrorCode.NONE
+        error = group.check_member(member_id, instance_id)
+        if error != ErrorCode.NONE:
+            return error
+        if generation != group.generation:
+            return ErrorCode.ILLEGAL_GENERATION
+        if group.state is GroupState.COMPLETING_REBALANCE:
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        self._schedule_session_expiry(group, group.members[member_id])
+        return ErrorCode.NONE
+
+    def fetch_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition] | None
+    ) -> tuple[ErrorCode, dict[TopicPartition, CommittedOffset | None]]:
+        """Committed offsets of the partitions (None: every partition with a commit); None where none is."""
+        available = self.availability(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
+        if available != ErrorCode.NONE:
+            return available, {}
+        committed = self.offsets.of(group_id)
+        if partitions is None:
+            return ErrorCode.NONE, dict(committed)
+        return ErrorCode.NONE, {tp: committed.get(tp) for tp in partitions}
+
+    def delete_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition], subscribed: set[str]
+    ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        """OffsetDelete: refused per partition for topics the Stable group's members subscribe to."""
+        available = self.availability(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
+        if available != ErrorCode.NONE:
+            return available, {}
+        group = self.groups.get(group_id)
+        if group is None or group.state is GroupState.DEAD:
+            return ErrorCode.GROUP_ID_NOT_FOUND, {}
+        if not group.is_empty and group.protocol_type != "consumer":
+            return ErrorCode.NON_EMPTY_GROUP, {}
+        results: dict[TopicPartition, ErrorCode] = {}
+        deleted = []
+        for tp in partitions:
+            if group.state is GroupState.STABLE and tp[0] in subscribed:
+                results[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+            else:
+                results[tp] = ErrorCode.NONE
+                if tp in self.offsets.of(group_id):
+                    deleted.append(tp)
+        error = self._append(group_id, [(record_codec.offset_key(group_id, *tp), None) for tp in deleted])
+        if error != ErrorCode.NONE:
+            return error, {}
+        for tp in deleted:
+            self.offsets.remove(group_id, tp)
+        return ErrorCode.NONE, results
+
+    # -- administration ---------------------------------------------------------------------
+
+    def describe(self, group_id: str) -> tuple[ErrorCode, Group | None]:
+        available = self.availability(group_id)
+        if available != ErrorCode.NONE:
+            return available, None
+        return ErrorCode.NONE, self.groups.get(group_id)
+
+    def list_groups(self) -> tuple[ErrorCode, list[GroupOverview]]:
+        self.ensure_offsets_topic()
+        if len(self._loaded) < self.log.partitions:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, []
+        return ErrorCode.NONE, [
+            GroupOverview(group.group_id, group.state, group.protocol_type or "") for group in self.groups.values()
+        ]
+
+    def delete_group(self, group_id: str) -> ErrorCode:
+        available = self.availability(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
+        if available != ErrorCode.NONE:
+            return available
+        group = self.groups.get(group_id)
+        if group is None or group.state is GroupState.DEAD:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        if not group.is_empty:
+            return ErrorCode.NON_EMPTY_GROUP
+        return self._drop_group(group)
+
+    def _drop_group(self, group: Group) -> ErrorCode:
+        group_id = group.group_id
+        tombstones: list[KeyValue] = [
+            (record_codec.offset_key(group_id, *tp), None) for tp in self.offsets.of(group_id)
+        ]
+        tombstones.append((record_codec.group_key(group_id), None))
+        error = self._append(group_id, tombstones)
+        if error != ErrorCode.NONE:
+            return error
+        self.offsets.drop(group_id)
+        group.transition(GroupState.DEAD, now_ms())
+        del self.groups[group_id]
+        return ErrorCode.NONE
+
+    # -- retention and lag ------------------------------------------------------------------
+
+    async def _expire_offsets_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.offsets_retention_check_interval_ms / 1000)
+            self.expire_offsets(now_ms())
+
+    def expire_offsets(self, now: int) -> None:
+        """Drop expired offsets of empty groups, then the empty groups left without offsets (Kafka's cleanup)."""
+        retention_ms = self.config.offsets_retention_minutes * MS_PER_MINUTE
+        for group in list(self.groups.values()):
+            if self.partition_of(group.group_id) not in self._loaded:
+                continue
+            empty_since = group.state_timestamp_ms if group.state is GroupState.EMPTY else None
+            expired = expired_offsets(self.offsets.of(group.group_id), now, retention_ms, empty_since)
+            records = [(record_codec.offset_key(group.group_id, *tp), None) for tp in expired]
+            if records and self._append(group.group_id, records) == ErrorCode.NONE:
+                for tp in expired:
+                    self.offsets.remove(group.group_id, tp)
+            if group.state is GroupState.EMPTY and not self.offsets.of(group.group_id):
+                self._drop_group(group)
+
+    def lag(self, group_id: str) -> dict[TopicPartition, int]:
+        """High watermark minus committed offset per committed partition, for the metrics endpoint."""
+        lags = {}
+        for (topic, index), committed in self.offsets.of(group_id).items():
+            partition = self.topics.partition(topic, index)
+            if partition is not None:
+                lags[(topic, index)] = max(0, partition.high_watermark - committed.offset)
+        return lags

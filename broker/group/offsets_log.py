@@ -1,0 +1,67 @@
+"""Reading and writing ``__consumer_offsets`` partitions through the broker's own partitions.
+
+Writes are one uncompressed batch per coordinator change, appended like a
+producer's; reads replay a partition from its log start, batch by batch, so the
+coordinator can rebuild its state after a restart.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator, Sequence
+
+from kafkette.broker.group.placement import OFFSETS_TOPIC
+from kafkette.broker.metadata.topics import TopicManager
+from kafkette.broker.protocol.records import Record, decode_batches, encode_batch
+from kafkette.broker.replication.partition import Partition
+
+# Bytes read per step of a replay: large enough to be cheap, small enough to keep the loop responsive.
+REPLAY_CHUNK_BYTES = 1 << 20
+KeyValue = tuple[bytes, bytes | None]
+
+
+class OffsetsTopicLog:
+    def __init__(self, topics: TopicManager, partitions: int) -> None:
+        self._topics = topics
+        self.partitions = partitions
+
+    def exists(self) -> bool:
+        return self._topics.topic(OFFSETS_TOPIC) is not None
+
+    def create(self) -> None:
+        """Create the topic compacted, as Kafka does, with offsets.topic.num.partitions partitions."""
+        if not self.exists():
+            self._topics.create_topic(OFFSETS_TOPIC, self.partitions, 1, {"cleanup.policy": "compact"})
+
+    def partition(self, index: int) -> Partition:
+        found = self._topics.partition(OFFSETS_TOPIC, index)
+        if found is None:
+            raise LookupError(f"{OFFSETS_TOPIC}-{index} does not exist")
+        return found
+
+    def append(self, index: int, records: Sequence[KeyValue]) -> None:
+        """Append the records as one batch; raises KafkaError or a storage error when the write fails."""
+        if not records:
+            return
+        now = int(time.time() * 1000)
+        batch = encode_batch(
+            [Record(offset, now, key, value, []) for offset, (key, value) in enumerate(records)], base_offset=0
+        )
+        self.partition(index).append_from_producer(memoryview(bytearray(batch)))
+
+    def replay(self, index: int) -> Iterator[KeyValue]:
+        """Every record of the partition from its log start, in offset order."""
+        partition = self.partition(index)
+        offset = partition.log_start_offset
+        while offset < partition.log_end_offset:
+            region = partition.log.read(offset, REPLAY_CHUNK_BYTES)
+            if region is None:
+                return
+            data = os.pread(region.fd, region.size, region.position)
+            for batch in decode_batches(data):
+                if not batch.is_control:
+                    for record in batch.records:
+                        if record.offset >= offset and record.key is not None:
+                            yield record.key, record.value
+                offset = batch.last_offset + 1

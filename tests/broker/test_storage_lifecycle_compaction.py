@@ -1,0 +1,112 @@
+"""Compaction in a broker process: 100k updates over 1k keys, read back by confluent-kafka."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kafkette.broker.testing import BrokerProcess
+
+RECORDS = 100_000
+KEYS = 1000
+TOMBSTONED = range(900, KEYS)
+SEGMENT_MS = 1000
+DELETE_RETENTION_MS = 3000
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def produce(bootstrap: str, topic: str, compression: str) -> dict[bytes, tuple[int, bytes | None]]:
+    """Updates, then tombstones; the newest (offset, value) per key as acknowledged."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "compression.type": compression})
+    newest: dict[bytes, tuple[int, bytes | None]] = {}
+
+    def on_delivery(error: KafkaError | None, message: Message) -> None:
+        assert error is None, error
+        key = message.key()
+        assert key is not None
+        if message.offset() > newest.get(key, (-1, None))[0]:
+            newest[key] = (message.offset(), message.value())
+
+    for i in range(RECORDS):
+        producer.produce(topic, f"value-{i}-".encode() * 4, key=f"k{i % KEYS}".encode(), on_delivery=on_delivery)
+        producer.poll(0)
+    for key in TOMBSTONED:
+        producer.produce(topic, None, key=f"k{key}".encode(), on_delivery=on_delivery)
+    assert producer.flush(60) == 0
+    # A write after segment.ms rolls the segment, so every update above becomes cleanable.
+    time.sleep(SEGMENT_MS / 1000 + 0.2)
+    producer.produce(topic, b"last", key=b"last", on_delivery=on_delivery)
+    assert producer.flush(10) == 0
+    return newest
+
+
+def read_all(bootstrap: str, topic: str) -> list[tuple[bytes, int, bytes | None]]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "compacted", "enable.partition.eof": True})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    seen: list[tuple[bytes, int, bytes | None]] = []
+    try:
+        while True:
+            message = consumer.poll(10)
+            assert message is not None, "no end of partition in time"
+            if message.error() is not None:
+                assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
+                return seen
+            key = message.key()
+            assert key is not None
+            seen.append((key, message.offset(), message.value()))
+    finally:
+        consumer.close()
+
+
+def by_key(records: list[tuple[bytes, int, bytes | None]]) -> dict[bytes, tuple[int, bytes | None]]:
+    """Records keyed by key; fails when a key appears twice, which compaction rules out."""
+    keyed = {key: (offset, value) for key, offset, value in records}
+    assert len(keyed) == len(records), "a key appears more than once"
+    return keyed
+
+
+def compacted_to(bootstrap: str, topic: str, size: int, timeout: float = 60) -> dict[bytes, tuple[int, bytes | None]]:
+    """The records once the cleaner brought the partition down to ``size`` of them."""
+    deadline = time.monotonic() + timeout
+    while True:
+        records = read_all(bootstrap, topic)
+        if len(records) == size or time.monotonic() > deadline:
+            return by_key(records)
+        time.sleep(0.3)
+
+
+@pytest.mark.parametrize("compression", ["lz4", "zstd"])
+def test_compaction_keeps_latest_value_per_key(tmp_path: Path, compression: str) -> None:
+    topic = f"compacted-{compression}"
+    configs = {
+        "cleanup.policy": "compact",
+        "segment.bytes": str(1024 * 1024),
+        "segment.ms": str(SEGMENT_MS),
+        "min.cleanable.dirty.ratio": "0.01",
+        "delete.retention.ms": str(DELETE_RETENTION_MS),
+    }
+    with BrokerProcess(tmp_path / "data", {"log.retention.check.interval.ms": "100"}) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic(topic, 1, 1, config=configs)])[topic].result(10)
+        newest = produce(broker.bootstrap, topic, compression)
+        partition_dir = tmp_path / "data" / f"{topic}-0"
+        size_before = sum(path.stat().st_size for path in partition_dir.glob("*.log"))
+
+        # First the tombstones stay (for delete.retention.ms), with every key's newest value at its offset.
+        assert compacted_to(broker.bootstrap, topic, len(newest)) == newest
+        # Then the tombstones vanish.
+        live = {key: found for key, found in newest.items() if found[1] is not None}
+        assert compacted_to(broker.bootstrap, topic, len(live)) == live
+        size_after = sum(path.stat().st_size for path in partition_dir.glob("*.log"))
+        print(f"{compression}: {size_before} bytes of segments compacted to {size_after}")
+        assert size_after < size_before / 20
+
+        # The compacted log survives a crash and is served the same.
+        broker.kill()
+        broker.start()
+        assert by_key(read_all(broker.bootstrap, topic)) == live
