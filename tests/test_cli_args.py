@@ -9,8 +9,8 @@ import pytest
 from confluent_kafka import Node, TopicPartitionInfo, Uuid
 from confluent_kafka.admin import ConfigEntry, TopicDescription
 
-from kafkette.broker.cli import build_parser, main
 from kafkette.broker.cli.broker_cmd import broker_config
+from kafkette.broker.cli.main import build_parser, main
 from kafkette.broker.cli.topics_cmd import describe_lines, kafka_uuid
 from kafkette.broker.config import BrokerConfig, Listener
 from kafkette.broker.process import READY_LINE

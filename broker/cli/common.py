@@ -3,6 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from typing import Protocol
+
+
+class Subcommand(Protocol):
+    """A subcommand module: it adds its parser, whose defaults carry `run`."""
+
+    def register(self, subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None: ...
 
 
 class CommandError(Exception):
