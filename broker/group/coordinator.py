@@ -272,8 +272,16 @@ class GroupCoordinator:
     def _rejoin_static_member(
         self, group: Group, member: Member, new_id: str, request: JoinRequest, future: asyncio.Future[JoinResult]
     ) -> JoinResult | None:
-        """A restarted static member replaces its old incarnation; a Stable group is not rebalanced for it."""
+        """A restarted static member replaces its old incarnation (Kafka's updateStaticMemberThenRebalance).
+
+        A Stable group whose selected protocol stays the same is not rebalanced: the member gets the
+        current generation back. A returning leader is told so with SkipAssignment (JoinGroup v9+, KIP-814)
+        so that it keeps watching metadata without running its assignor; older versions name the
+        old incarnation as leader, so the returning one acts as a follower.
+        """
         old_id = member.member_id
+        previous_leader = group.leader or ""
+        previous = (member.protocols, member.session_timeout_ms, member.rebalance_timeout_ms)
         self._timers.cancel(("session", group.group_id, old_id))
         # The old incarnation's parked requests are answered as fenced: that process must not act any more.
         if member.join_future is not None and not member.join_future.done():
@@ -281,24 +289,34 @@ class GroupCoordinator:
         if member.sync_future is not None and not member.sync_future.done():
             member.sync_future.set_result(SyncResult(ErrorCode.FENCED_INSTANCE_ID))
         member.join_future = member.sync_future = None
-        unchanged = member.protocols == request.protocols
         group.rename(member, new_id)
+        self._update_member(member, request, future)
         self._schedule_session_expiry(group, member)
-        is_leader = group.leader == new_id
-        if group.state is GroupState.STABLE and unchanged and (not is_leader or request.skip_assignment_supported):
+        if group.state is GroupState.STABLE and group.select_protocol() == group.protocol_name:
+            member.join_future = None
             error = self._store_group(group)
             if error != ErrorCode.NONE:
+                group.rename(member, old_id)
+                member.protocols, member.session_timeout_ms, member.rebalance_timeout_ms = previous
+                self._schedule_session_expiry(group, member)
                 return JoinResult(error)
-            result = group.join_result(member)
-            result.skip_assignment = is_leader
-            if not is_leader:
-                result.members = []
-            return result
-        self._update_member(member, request, future)
+            return self._static_rejoin_result(group, member, previous_leader, request.skip_assignment_supported)
         if group.state is not GroupState.PREPARING_REBALANCE:
+            # In CompletingRebalance too: the leader may be assigning to the old member id.
             self._prepare_rebalance(group, f"static member {request.instance_id} rejoined")
         self._maybe_complete_join(group)
         return None
+
+    @staticmethod
+    def _static_rejoin_result(
+        group: Group, member: Member, previous_leader: str, skip_assignment_supported: bool
+    ) -> JoinResult:
+        result = group.join_result(member)
+        if skip_assignment_supported:
+            result.skip_assignment = member.member_id == group.leader
+        else:
+            result.leader, result.members = previous_leader, []
+        return result
 
     @staticmethod
     def _update_member(member: Member, request: JoinRequest, future: asyncio.Future[JoinResult]) -> None:

@@ -83,8 +83,10 @@ APIS: dict[int, Api] = {
         _api(3, 0, handle_metadata),
         _api(8, 2, handle_offset_commit),
         _api(9, 1, handle_offset_fetch),
-        _api(10, 1, handle_find_coordinator),
-        _api(11, 2, handle_join_group),
+        # v0 (as Kafka 4.x serves it) is what old librdkafka checks to enable LZ4 and its group consumer.
+        _api(10, 0, handle_find_coordinator),
+        # From v0 as Kafka 4.0.1+ (KAFKA-19444): librdkafka before 2.11 needs v0 to enable its group consumer.
+        _api(11, 0, handle_join_group),
         _api(12, 0, handle_heartbeat),
         _api(13, 0, handle_leave_group),
         _api(14, 0, handle_sync_group),

@@ -11,16 +11,12 @@ go to stderr.
 
 from __future__ import annotations
 
-import json
 import sys
 
 from confluent_kafka import Consumer, KafkaException
+from group_events import Reporter, commit_failed
 
 SESSION_TIMEOUT_MS = 3000
-
-
-def emit(event: dict[str, object]) -> None:
-    print(json.dumps(event), flush=True)
 
 
 def main(bootstrap: str, group: str, topic: str, strategy: str, instance_id: str | None = None) -> None:
@@ -38,26 +34,18 @@ def main(bootstrap: str, group: str, topic: str, strategy: str, instance_id: str
         config["group.instance.id"] = instance_id
     consumer = Consumer(config)
     consumer.subscribe([topic])
-    assigned: list[int] | None = None
-    member = ""
+    report = Reporter()
     while True:
         message = consumer.poll(0.1)
-        now = sorted(tp.partition for tp in consumer.assignment())
-        if now != assigned:
-            assigned = now
-            emit({"assigned": now})
-        if consumer.memberid() != member:
-            member = consumer.memberid() or ""
-            emit({"member": member})
+        report.assignment(tp.partition for tp in consumer.assignment())
+        report.member(consumer.memberid() or "")
         if message is None or message.error():
             continue
-        emit({"record": [message.partition(), message.offset()]})
+        report.record(message.partition(), message.offset())
         try:
             consumer.commit(message, asynchronous=False)
         except KafkaException as exc:
-            # As with Kafka, a commit racing a rebalance fails (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION);
-            # the record is then delivered again to whoever owns the partition next.
-            print(f"commit failed: {exc}", file=sys.stderr, flush=True)
+            commit_failed(exc)
 
 
 if __name__ == "__main__":

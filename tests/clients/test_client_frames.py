@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import shutil
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from client_tools import require_tool
 from client_workload import Workload
 from confluent_io import create_topic, produce, read_back
 from recording_proxy import RecordingProxy
-from test_client_java import HARNESS_JAR, client_check
+from test_client_java import client_check
 
 from kafkette.broker.protocol.framing import API_VERSIONS_KEY, decode_request, encode_request, peek_header
 from kafkette.broker.protocol.messages import REQUESTS
@@ -61,9 +59,9 @@ def test_librdkafka_requests_round_trip_byte_for_byte(proxied_broker: tuple[Brok
 
 
 @pytest.mark.java
-def test_java_client_requests_round_trip_byte_for_byte(proxied_broker: tuple[BrokerProcess, RecordingProxy]) -> None:
-    require_tool(str(HARNESS_JAR) if HARNESS_JAR.exists() else None, "the Java client harness", "make java-client")
-    java = require_tool(shutil.which("java"), "java", "install a JDK")
+def test_java_client_requests_round_trip_byte_for_byte(
+    proxied_broker: tuple[BrokerProcess, RecordingProxy], java: str
+) -> None:
     _, proxy = proxied_broker
     bootstrap = f"127.0.0.1:{proxy.port}"
     create_topic(bootstrap, "frames")

@@ -13,6 +13,11 @@ DEFAULT_OUT_DIR = REPO / "broker" / "protocol" / "messages"
 # The key/value schemas of the records the group coordinator writes to __consumer_offsets.
 GROUP_RECORDS_SPEC_DIR = REPO.parent / "shared" / "kafka-protocol" / "group-coordinator"
 GROUP_RECORDS_OUT_DIR = REPO / "broker" / "group" / "records"
+# The records of the KRaft metadata log, and the controller quorum's persisted election state.
+METADATA_RECORDS_SPEC_DIR = REPO.parent / "shared" / "kafka-protocol" / "metadata"
+METADATA_RECORDS_OUT_DIR = REPO / "broker" / "controller" / "records"
+RAFT_STATE_SPEC_DIR = REPO.parent / "shared" / "kafka-protocol" / "raft"
+RAFT_STATE_OUT_DIR = REPO / "broker" / "controller" / "raft_state"
 
 
 def main(argv: list[str]) -> int:
@@ -23,6 +28,12 @@ def main(argv: list[str]) -> int:
     if not argv:
         written = generate(GROUP_RECORDS_SPEC_DIR, GROUP_RECORDS_OUT_DIR)
         print(f"wrote {written} modules to {GROUP_RECORDS_OUT_DIR}")
+        for spec_dir, extra_out_dir in (
+            (METADATA_RECORDS_SPEC_DIR, METADATA_RECORDS_OUT_DIR),
+            (RAFT_STATE_SPEC_DIR, RAFT_STATE_OUT_DIR),
+        ):
+            written = generate(spec_dir, extra_out_dir)
+            print(f"wrote {written} modules to {extra_out_dir}")
     return 0
 
 

@@ -33,11 +33,15 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * <pre>
  *   produce BOOTSTRAP TOPIC COUNT [TIMEOUT_SECONDS]
  *   consume BOOTSTRAP TOPIC COUNT [TIMEOUT_SECONDS]
+ *   compacted BOOTSTRAP TOPIC [TIMEOUT_SECONDS]
+ *   group BOOTSTRAP TOPIC GROUP [ASSIGNOR [INSTANCE_ID]]
  * </pre>
  *
  * <p>Prints one JSON summary line on stdout and exits 0, or describes the first problem on stderr
- * and exits 1. Both modes report, per partition, the record count, first and last offset and a
- * digest of the record indices in offset order, so a caller can compare the two runs.
+ * and exits 1. produce and consume report, per partition, the record count, first and last offset
+ * and a digest of the record indices in offset order, so a caller can compare the two runs.
+ * compacted reads a compacted topic (offsets with gaps) to its end and reports key to value.
+ * group runs a group member until killed, printing events as JSON lines (see GroupMember).
  *
  * <p>The records follow tests/clients/client_workload.py exactly; change both together.
  */
@@ -61,23 +65,37 @@ public final class ClientCheck {
   }
 
   private static String run(String[] args) throws Exception {
-    if (args.length < 4 || args.length > 5) {
+    if (args.length < 3 || args.length > 6) {
       throw new IllegalArgumentException(
-          "usage: produce|consume BOOTSTRAP TOPIC COUNT [TIMEOUT_SECONDS]");
+          "usage: produce|consume BOOTSTRAP TOPIC COUNT [TIMEOUT_SECONDS]"
+              + " | compacted BOOTSTRAP TOPIC [TIMEOUT_SECONDS]"
+              + " | group BOOTSTRAP TOPIC GROUP [ASSIGNOR [INSTANCE_ID]]");
     }
     String bootstrap = args[1];
     String topic = args[2];
-    int count = Integer.parseInt(args[3]);
-    Duration timeout =
-        Duration.ofSeconds(args.length == 5 ? Integer.parseInt(args[4]) : DEFAULT_TIMEOUT_SECONDS);
     switch (args[0]) {
       case "produce":
-        return produce(bootstrap, topic, count, timeout);
+        return produce(bootstrap, topic, Integer.parseInt(args[3]), timeout(args, 4));
       case "consume":
-        return consume(bootstrap, topic, count, timeout);
+        return consume(bootstrap, topic, Integer.parseInt(args[3]), timeout(args, 4));
+      case "compacted":
+        return CompactedRead.read(bootstrap, topic, timeout(args, 3));
+      case "group":
+        GroupMember.run(
+            bootstrap,
+            topic,
+            args[3],
+            args.length > 4 ? args[4] : "default",
+            args.length > 5 ? args[5] : null);
+        return "";
       default:
         throw new IllegalArgumentException("unknown mode: " + args[0]);
     }
+  }
+
+  private static Duration timeout(String[] args, int index) {
+    return Duration.ofSeconds(
+        args.length > index ? Integer.parseInt(args[index]) : DEFAULT_TIMEOUT_SECONDS);
   }
 
   static byte[] key(int index) {
@@ -179,8 +197,8 @@ public final class ClientCheck {
     return summary("produce", topic, count, baseTimestamp, logs);
   }
 
-  /** Reads every partition from the beginning without a group and checks each record. */
-  private static String consume(String bootstrap, String topic, int count, Duration timeout) {
+  /** A byte-array consumer's config without auto-commit: callers commit, if at all, themselves. */
+  static Properties consumerProps(String bootstrap) {
     Properties props = new Properties();
     props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
     props.put(ConsumerConfig.CLIENT_ID_CONFIG, "kafkette-clientcheck-consumer");
@@ -188,15 +206,28 @@ public final class ClientCheck {
     props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
     props.put(
         ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+    return props;
+  }
+
+  /** Every partition of the topic, as the cluster's metadata lists them. */
+  static List<TopicPartition> partitionsOf(
+      KafkaConsumer<byte[], byte[]> consumer, String topic, Duration timeout) {
+    List<TopicPartition> partitions = new ArrayList<>();
+    for (PartitionInfo info : consumer.partitionsFor(topic, timeout)) {
+      partitions.add(new TopicPartition(topic, info.partition()));
+    }
+    if (partitions.isEmpty()) {
+      throw new IllegalStateException("topic " + topic + " has no partitions");
+    }
+    return partitions;
+  }
+
+  /** Reads every partition from the beginning without a group and checks each record. */
+  private static String consume(String bootstrap, String topic, int count, Duration timeout) {
+    Properties props = consumerProps(bootstrap);
     long deadline = System.nanoTime() + timeout.toNanos();
     try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props)) {
-      List<TopicPartition> partitions = new ArrayList<>();
-      for (PartitionInfo info : consumer.partitionsFor(topic, timeout)) {
-        partitions.add(new TopicPartition(topic, info.partition()));
-      }
-      if (partitions.isEmpty()) {
-        throw new IllegalStateException("topic " + topic + " has no partitions");
-      }
+      List<TopicPartition> partitions = partitionsOf(consumer, topic, timeout);
       consumer.assign(partitions);
       consumer.seekToBeginning(partitions);
       Map<TopicPartition, Long> beginning = consumer.beginningOffsets(partitions, timeout);

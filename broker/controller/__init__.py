@@ -1,0 +1,1 @@
+"""KRaft-style controller quorum: Raft over the metadata log, and the metadata image."""

@@ -1,0 +1,194 @@
+"""The metadata image: the cluster as the committed metadata records describe it, immutable.
+
+``replay`` is a pure function from an image and one record to the next image;
+``image_records`` turns an image back into the records that rebuild it, which is
+what a snapshot holds. Every voter and (next increment) every broker folds the
+same log into the same image.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from uuid import UUID
+
+from kafkette.broker.controller.records.config_record import ConfigRecord
+from kafkette.broker.controller.records.feature_level_record import FeatureLevelRecord
+from kafkette.broker.controller.records.fence_broker_record import FenceBrokerRecord
+from kafkette.broker.controller.records.partition_change_record import PartitionChangeRecord
+from kafkette.broker.controller.records.partition_record import PartitionRecord
+from kafkette.broker.controller.records.producer_ids_record import ProducerIdsRecord
+from kafkette.broker.controller.records.register_broker_record import BrokerEndpoint, RegisterBrokerRecord
+from kafkette.broker.controller.records.remove_topic_record import RemoveTopicRecord
+from kafkette.broker.controller.records.topic_record import TopicRecord
+from kafkette.broker.controller.records.unfence_broker_record import UnfenceBrokerRecord
+from kafkette.broker.protocol.types import Message
+
+# PartitionChangeRecord's "leader unchanged" marker.
+NO_LEADER_CHANGE = -2
+
+
+def _frozen(mapping: dict) -> Mapping:  # type: ignore[type-arg]
+    return MappingProxyType(mapping)
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    name: str
+    host: str
+    port: int
+    security_protocol: int
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerImage:
+    broker_id: int
+    epoch: int
+    incarnation_id: UUID
+    endpoints: tuple[Endpoint, ...]
+    rack: str | None
+    fenced: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionImage:
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicImage:
+    name: str
+    topic_id: UUID
+    partitions: Mapping[int, PartitionImage] = field(default_factory=lambda: _frozen({}))
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataImage:
+    brokers: Mapping[int, BrokerImage] = field(default_factory=lambda: _frozen({}))
+    topics: Mapping[UUID, TopicImage] = field(default_factory=lambda: _frozen({}))
+    # (resource type, resource name) -> config name -> value
+    configs: Mapping[tuple[int, str], Mapping[str, str]] = field(default_factory=lambda: _frozen({}))
+    next_producer_id: int = 0
+    features: Mapping[str, int] = field(default_factory=lambda: _frozen({}))
+
+    def topic_by_name(self, name: str) -> TopicImage | None:
+        return next((t for t in self.topics.values() if t.name == name), None)
+
+
+def _with(mapping: Mapping, key: object, value: object | None) -> Mapping:  # type: ignore[type-arg]
+    """A copy of ``mapping`` with ``key`` set, or removed when ``value`` is None."""
+    updated = dict(mapping)
+    if value is None:
+        updated.pop(key, None)
+    else:
+        updated[key] = value
+    return _frozen(updated)
+
+
+def _set_fenced(image: MetadataImage, broker_id: int, epoch: int, fenced: bool) -> MetadataImage:
+    broker = image.brokers.get(broker_id)
+    if broker is None or broker.epoch != epoch:
+        return image  # about an older registration of that broker
+    return replace(image, brokers=_with(image.brokers, broker_id, replace(broker, fenced=fenced)))
+
+
+def _set_partition(image: MetadataImage, topic_id: UUID, index: int, partition: PartitionImage) -> MetadataImage:
+    topic = image.topics[topic_id]
+    topic = replace(topic, partitions=_with(topic.partitions, index, partition))
+    return replace(image, topics=_with(image.topics, topic_id, topic))
+
+
+def _change_partition(image: MetadataImage, record: PartitionChangeRecord) -> MetadataImage:
+    current = image.topics[record.topic_id].partitions[record.partition_id]
+    leader_moved = record.leader != NO_LEADER_CHANGE
+    changed = replace(
+        current,
+        replicas=current.replicas if record.replicas is None else tuple(record.replicas),
+        isr=current.isr if record.isr is None else tuple(record.isr),
+        leader=record.leader if leader_moved else current.leader,
+        leader_epoch=current.leader_epoch + 1 if leader_moved else current.leader_epoch,
+        partition_epoch=current.partition_epoch + 1,
+    )
+    return _set_partition(image, record.topic_id, record.partition_id, changed)
+
+
+def replay(image: MetadataImage, record: Message) -> MetadataImage:
+    """The image after ``record``; records this image does not model leave it unchanged."""
+    match record:
+        case RegisterBrokerRecord():
+            endpoints = tuple(Endpoint(e.name, e.host, e.port, e.security_protocol) for e in record.end_points)
+            broker = BrokerImage(
+                record.broker_id, record.broker_epoch, record.incarnation_id, endpoints, record.rack, record.fenced
+            )
+            return replace(image, brokers=_with(image.brokers, record.broker_id, broker))
+        case FenceBrokerRecord():
+            return _set_fenced(image, record.id, record.epoch, fenced=True)
+        case UnfenceBrokerRecord():
+            return _set_fenced(image, record.id, record.epoch, fenced=False)
+        case TopicRecord():
+            return replace(image, topics=_with(image.topics, record.topic_id, TopicImage(record.name, record.topic_id)))
+        case PartitionRecord():
+            partition = PartitionImage(
+                tuple(record.replicas), tuple(record.isr), record.leader, record.leader_epoch, record.partition_epoch
+            )
+            return _set_partition(image, record.topic_id, record.partition_id, partition)
+        case PartitionChangeRecord():
+            return _change_partition(image, record)
+        case RemoveTopicRecord():
+            return replace(image, topics=_with(image.topics, record.topic_id, None))
+        case ConfigRecord():
+            key = (record.resource_type, record.resource_name)
+            entries = _with(image.configs.get(key, _frozen({})), record.name, record.value)
+            return replace(image, configs=_with(image.configs, key, entries or None))
+        case ProducerIdsRecord():
+            return replace(image, next_producer_id=record.next_producer_id)
+        case FeatureLevelRecord():
+            return replace(image, features=_with(image.features, record.name, record.feature_level))
+    return image
+
+
+def image_records(image: MetadataImage) -> list[Message]:
+    """Records that rebuild ``image`` from an empty one (a snapshot's content)."""
+    out: list[Message] = [
+        FeatureLevelRecord(name=n, feature_level=level) for n, level in sorted(image.features.items())
+    ]
+    for b in sorted(image.brokers.values(), key=lambda b: b.broker_id):
+        endpoints = [
+            BrokerEndpoint(name=e.name, host=e.host, port=e.port, security_protocol=e.security_protocol)
+            for e in b.endpoints
+        ]
+        out.append(
+            RegisterBrokerRecord(
+                broker_id=b.broker_id,
+                broker_epoch=b.epoch,
+                incarnation_id=b.incarnation_id,
+                end_points=endpoints,
+                rack=b.rack,
+                fenced=b.fenced,
+            )
+        )
+    for t in sorted(image.topics.values(), key=lambda t: t.name):
+        out.append(TopicRecord(name=t.name, topic_id=t.topic_id))
+        for index, p in sorted(t.partitions.items()):
+            out.append(
+                PartitionRecord(
+                    partition_id=index,
+                    topic_id=t.topic_id,
+                    replicas=list(p.replicas),
+                    isr=list(p.isr),
+                    leader=p.leader,
+                    leader_epoch=p.leader_epoch,
+                    partition_epoch=p.partition_epoch,
+                )
+            )
+    for (resource_type, resource_name), entries in sorted(image.configs.items()):
+        for name, value in sorted(entries.items()):
+            out.append(ConfigRecord(resource_type=resource_type, resource_name=resource_name, name=name, value=value))
+    if image.next_producer_id:
+        out.append(ProducerIdsRecord(broker_id=-1, broker_epoch=-1, next_producer_id=image.next_producer_id))
+    return out

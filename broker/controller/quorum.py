@@ -1,0 +1,271 @@
+"""QuorumController: the asyncio shell that runs ``RaftNode`` over TCP and folds the log into the image.
+
+Inbound requests arrive through the broker's own ``Connection`` (framing,
+pipelining, in-order answers, sendfile of log regions); each waits on a future
+until the state machine answers it (a leader parks a follower's fetch until
+there is news). Outbound requests go through one ``PeerClient`` per voter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import time
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from functools import reduce
+from pathlib import Path
+
+from kafkette.broker.controller import messages as m
+from kafkette.broker.controller.election_store import FileElectionStore
+from kafkette.broker.controller.image import MetadataImage, image_records, replay
+from kafkette.broker.controller.metadata_log import MetadataLog
+from kafkette.broker.controller.peers import PeerClient
+from kafkette.broker.controller.raft import RaftNode, Timing
+from kafkette.broker.controller.record_codec import decode_record, encode_record
+from kafkette.broker.controller.wire import (
+    VERSIONS,
+    request_from_wire,
+    request_to_wire,
+    response_from_wire,
+    response_to_wire,
+)
+from kafkette.broker.protocol.framing import decode_request, encode_response
+from kafkette.broker.protocol.messages import describe_quorum_request as dq
+from kafkette.broker.protocol.messages import describe_quorum_response as dq_r
+from kafkette.broker.protocol.records import Record, decode_batches, encode_batch
+from kafkette.broker.protocol.types import Message
+from kafkette.broker.server.connection import Connection, Response
+from kafkette.broker.storage.segment import ReadResult
+
+logger = logging.getLogger(__name__)
+MAX_REQUEST_BYTES = 100 * 1024 * 1024
+_ANSWERS = {
+    m.VoteResponse: m.VoteRequest,
+    m.BeginEpochResponse: m.BeginEpochRequest,
+    m.EndEpochResponse: m.EndEpochRequest,
+    m.FetchResponse: m.FetchRequest,
+    m.FetchSnapshotResponse: m.FetchSnapshotRequest,
+}
+
+
+class NotLeaderError(Exception):
+    def __init__(self, leader_id: int | None) -> None:
+        super().__init__(f"not the active controller (leader: {leader_id})")
+        self.leader_id = leader_id
+
+
+@dataclass(frozen=True, slots=True)
+class VoterAddress:
+    node_id: int
+    host: str
+    port: int
+
+
+def parse_voters(text: str) -> dict[int, VoterAddress]:
+    """``controller.quorum.voters``: ``0@host:port,1@host:port,...``."""
+    voters = {}
+    for item in text.split(","):
+        node, _, address = item.strip().partition("@")
+        host, _, port = address.rpartition(":")
+        if not node or not host or not port:
+            raise ValueError(f"voter {item!r} is not id@host:port")
+        voters[int(node)] = VoterAddress(int(node), host, int(port))
+    return voters
+
+
+def _monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+def _region_bytes(records: object) -> object:
+    """Log regions are read into memory when the state machine (not the network) needs them."""
+    if isinstance(records, ReadResult):
+        return os.pread(records.file.fileno(), records.size, records.position)
+    return records
+
+
+class QuorumController:
+    def __init__(
+        self,
+        node_id: int,
+        voters: dict[int, VoterAddress],
+        directory: Path,
+        cluster_id: str,
+        timing: Timing,
+        snapshot_every: int = 10_000,
+    ) -> None:
+        self.node_id = node_id
+        self.voters = voters
+        self.cluster_id = cluster_id
+        self.log = MetadataLog(directory)
+        store = FileElectionStore(directory / "quorum-state", cluster_id, frozenset(voters))
+        self.raft = RaftNode(node_id, frozenset(voters), self.log, store, timing, random.Random(), _monotonic_ms())
+        self.image = MetadataImage()
+        self.applied = 0
+        self._snapshot_every = snapshot_every
+        self._peers = {
+            v.node_id: PeerClient(v.host, v.port, f"controller-{node_id}")
+            for v in voters.values()
+            if v.node_id != node_id
+        }
+        self._replies: dict[tuple[int, type], asyncio.Future[m.Response]] = {}
+        self._commit_waiters: list[tuple[int, asyncio.Future[int]]] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self._server: asyncio.Server | None = None
+        self._load_snapshot()
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        me = self.voters[self.node_id]
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: Connection(self._dispatch, MAX_REQUEST_BYTES, lambda _c: None), me.host, me.port
+        )
+        self._run(self.raft.tick(_monotonic_ms()))
+
+    async def stop(self) -> None:
+        self._run(self.raft.resign(_monotonic_ms()))
+        await asyncio.sleep(0.05)  # let EndQuorumEpoch leave
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._server is not None:
+            self._server.close()
+        for peer in self._peers.values():
+            await peer.close()
+        self.log.close()
+
+    # --- what the rest of the broker uses -------------------------------------------------
+
+    async def propose(self, records: list[Message]) -> int:
+        """Append records as the active controller; returns their end offset once committed and applied."""
+        end, out = self.raft.propose(_monotonic_ms(), [encode_record(r) for r in records])
+        if end < 0:
+            raise NotLeaderError(self.raft.leader_id)
+        waiter: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._commit_waiters.append((end, waiter))
+        self._run(out)
+        return await waiter
+
+    # --- the state machine's I/O ----------------------------------------------------------
+
+    def _run(self, out: list[m.Outbound]) -> None:
+        for o in out:
+            message = o.message
+            if isinstance(message, m.REQUEST_TYPES):
+                self._send_request(o.destination, message)  # type: ignore[arg-type]
+            else:
+                reply = self._replies.pop((o.destination, _ANSWERS[type(message)]), None)
+                if reply is not None and not reply.done():
+                    reply.set_result(message)  # type: ignore[arg-type]
+        self._apply_committed()
+        self._schedule()
+
+    def _send_request(self, destination: int, request: m.Request) -> None:
+        peer = self._peers.get(destination)
+        if peer is None:
+            return
+        body = request_to_wire(request, self.cluster_id)
+
+        def on_response(answer: Message) -> None:
+            self._run(self.raft.handle(_monotonic_ms(), destination, response_from_wire(answer)))
+
+        peer.send(body, VERSIONS[body.API_KEY], on_response)  # type: ignore[index]
+
+    def _schedule(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        delay = max(0, self.raft.next_deadline() - _monotonic_ms()) / 1000
+        self._timer = asyncio.get_running_loop().call_later(min(delay, 1.0), self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._run(self.raft.tick(_monotonic_ms()))
+
+    def _dispatch(self, frame: bytearray, connection: Connection) -> Response | Awaitable[Response | None] | None:
+        request = decode_request(memoryview(frame))
+        api_key, version, correlation = request.api_key, request.api_version, request.correlation_id
+        if isinstance(request.body, dq.DescribeQuorumRequest):
+            return encode_response(api_key, version, correlation, self._describe())
+        source, core_request = request_from_wire(request.body)
+        reply: asyncio.Future[m.Response] = asyncio.get_running_loop().create_future()
+        self._replies[(source, type(core_request))] = reply
+        self._run(self.raft.handle(_monotonic_ms(), source, core_request))
+        return self._answer(reply, api_key, version, correlation)
+
+    async def _answer(
+        self, reply: asyncio.Future[m.Response], api_key: int, version: int, correlation: int
+    ) -> Response:
+        return encode_response(api_key, version, correlation, response_to_wire(await reply))
+
+    def _describe(self) -> dq_r.DescribeQuorumResponse:
+        info = self.raft.describe()
+        voters = [
+            dq_r.ReplicaState(
+                replica_id=r.replica_id, log_end_offset=r.end_offset, last_fetch_timestamp=r.last_fetch_ms
+            )
+            for r in info.voters
+        ]
+        part = dq_r.PartitionData(
+            leader_id=-1 if info.leader_id is None else info.leader_id,
+            leader_epoch=info.epoch,
+            high_watermark=info.high_watermark,
+            current_voters=voters,
+        )
+        return dq_r.DescribeQuorumResponse(topics=[dq_r.TopicData(topic_name="__cluster_metadata", partitions=[part])])
+
+    # --- the metadata state machine -------------------------------------------------------
+
+    def _load_snapshot(self) -> None:
+        data = self.log.read_snapshot()
+        snapshot = self.log.latest_snapshot()
+        if data is None or snapshot is None:
+            return
+        values = [r.value for batch in decode_batches(data) for r in batch.records if r.value is not None]
+        self.image = reduce(replay, (decode_record(v) for v in values), MetadataImage())
+        self.applied = snapshot.offset
+
+    def _apply_committed(self) -> None:
+        if self.applied < self.log.start_offset:
+            self._load_snapshot()
+        while self.applied < self.raft.high_watermark and self._apply_some(self.raft.high_watermark):
+            pass
+        self._release_waiters()
+        if self.applied - self.log.start_offset >= self._snapshot_every:
+            self._take_snapshot()
+
+    def _apply_some(self, high_watermark: int) -> bool:
+        """Replay the committed batches of one read; False when there were none."""
+        region = self.log.read(self.applied, 1 << 20)
+        start = self.applied
+        for batch in decode_batches(_region_bytes(region)) if region is not None else ():  # type: ignore[arg-type]
+            if batch.next_offset > high_watermark:
+                break
+            if not batch.is_control:
+                for record in batch.records:
+                    if record.offset >= self.applied and record.value is not None:
+                        self.image = replay(self.image, decode_record(record.value))
+            self.applied = batch.next_offset
+        return self.applied > start
+
+    def _release_waiters(self) -> None:
+        waiting = []
+        for end, waiter in self._commit_waiters:
+            if waiter.done():
+                continue
+            if self.applied >= end:
+                waiter.set_result(end)
+            elif not self.raft.is_leader:
+                # The entry may yet commit under the next leader, or be truncated: the caller retries.
+                waiter.set_exception(NotLeaderError(self.raft.leader_id))
+            else:
+                waiting.append((end, waiter))
+        self._commit_waiters = waiting
+
+    def _take_snapshot(self) -> None:
+        now = int(time.time() * 1000)
+        records = [Record(i, now, None, encode_record(r), []) for i, r in enumerate(image_records(self.image))]
+        self.raft.create_snapshot(self.applied, encode_batch(records, base_offset=0) if records else b"")

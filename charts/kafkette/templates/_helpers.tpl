@@ -1,0 +1,48 @@
+{{/* Names and labels shared by every template. */}}
+{{- define "kafkette.fullname" -}}
+{{- printf "%s-operator" .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "kafkette.selectorLabels" -}}
+app.kubernetes.io/name: kafkette-operator
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "kafkette.labels" -}}
+{{ include "kafkette.selectorLabels" . }}
+app.kubernetes.io/part-of: kafkette
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{/* What the operator may do with the resources it manages; bound by a Role or a ClusterRole. */}}
+{{- define "kafkette.rules" -}}
+- apiGroups: [kafkette.dev]
+  resources: [kafkaclusters, topics, consumergroups]
+  verbs: [get, list, watch, patch, update]
+- apiGroups: [kafkette.dev]
+  resources: [kafkaclusters/status, topics/status, consumergroups/status]
+  verbs: [get, patch, update]
+# Owner references with blockOwnerDeletion need update on the owner's finalizers subresource.
+- apiGroups: [kafkette.dev]
+  resources: [kafkaclusters/finalizers]
+  verbs: [update]
+# Children of a KafkaCluster, applied server-side (patch creates); the garbage collector deletes them.
+- apiGroups: [""]
+  resources: [configmaps, services, serviceaccounts]
+  verbs: [get, list, watch, create, patch]
+- apiGroups: [apps]
+  resources: [statefulsets]
+  verbs: [get, list, watch, create, patch]
+- apiGroups: [policy]
+  resources: [poddisruptionbudgets]
+  verbs: [get, list, watch, create, patch]
+# Rolling restarts delete broker pods one at a time.
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [get, list, watch, delete]
+- apiGroups: ["", events.k8s.io]
+  resources: [events]
+  verbs: [create, patch]
+{{- end -}}

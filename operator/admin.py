@@ -1,0 +1,203 @@
+"""An asyncio face for confluent-kafka's AdminClient, returning plain values the planners can read.
+
+librdkafka runs requests on its own threads and hands back concurrent futures; `asyncio.wrap_future`
+lets kopf handlers await them without blocking the operator's event loop. Every call is bounded in time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicCollection, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+    OffsetSpec,
+)
+
+DEFAULT_TIMEOUT = 5.0
+
+
+class AdminError(Exception):
+    """A Kafka admin request failed; `code` is Kafka's error code when the broker gave one."""
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class TopicState:
+    name: str
+    topic_id: str
+    partitions: int
+    replicas: int
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    cluster_id: str | None
+    controller_id: int | None
+    brokers: tuple[int, ...]
+    under_replicated_partitions: int
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    topic: str
+    partition: int
+    committed: int | None
+    end_offset: int
+
+    @property
+    def lag(self) -> int:
+        """Records not yet consumed; with nothing committed, the whole log (log start is taken as 0)."""
+        return max(0, self.end_offset - (self.committed or 0))
+
+
+@dataclass(frozen=True)
+class GroupState:
+    group_id: str
+    state: str
+    members: int
+    lag: tuple[PartitionLag, ...]
+
+
+class Admin:
+    """One AdminClient for one cluster; cheap to keep, safe to share between handlers."""
+
+    def __init__(self, bootstrap: str, timeout: float = DEFAULT_TIMEOUT) -> None:
+        self.bootstrap = bootstrap
+        self.timeout = timeout
+        # librdkafka logs every failed reconnect (several a second) as an error; the failure reaches
+        # the resource's status through the call's exception, so only critical logs are kept.
+        self._client = AdminClient(
+            {"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout * 1000), "log_level": 2}
+        )
+
+    async def _await(self, future: concurrent.futures.Future[Any], what: str) -> Any:
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(future), self.timeout)
+        except TimeoutError:
+            raise AdminError(f"{what}: no answer from {self.bootstrap} within {self.timeout:g}s") from None
+        except KafkaException as exc:
+            error: KafkaError = exc.args[0]
+            raise AdminError(f"{what}: {error.str()}", error.code()) from None
+
+    async def _metadata(self, topic: str | None = None) -> Any:
+        # list_topics blocks its thread until the answer comes; keep it off the event loop.
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(None, lambda: self._client.list_topics(topic, timeout=self.timeout))
+        except KafkaException as exc:
+            raise AdminError(f"metadata from {self.bootstrap}: {exc.args[0].str()}", exc.args[0].code()) from None
+
+    async def cluster(self) -> ClusterState:
+        metadata = await self._metadata()
+        under_replicated = sum(
+            1
+            for topic in metadata.topics.values()
+            for partition in topic.partitions.values()
+            if len(partition.isrs) < len(partition.replicas)
+        )
+        return ClusterState(
+            cluster_id=metadata.cluster_id,
+            controller_id=metadata.controller_id if metadata.controller_id >= 0 else None,
+            brokers=tuple(sorted(metadata.brokers)),
+            under_replicated_partitions=under_replicated,
+        )
+
+    async def describe_topic(self, name: str) -> TopicState | None:
+        """The topic's id, partition count and replication factor; None when it does not exist."""
+        futures = self._client.describe_topics(TopicCollection([name]), request_timeout=self.timeout)
+        try:
+            description = await self._await(futures[name], f"describe topic {name!r}")
+        except AdminError as exc:
+            if exc.code == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                return None
+            raise
+        partitions = description.partitions
+        return TopicState(
+            name=name,
+            topic_id=str(description.topic_id),
+            partitions=len(partitions),
+            replicas=len(partitions[0].replicas) if partitions else 0,
+        )
+
+    async def create_topic(self, name: str, partitions: int, replicas: int | None, config: Mapping[str, str]) -> None:
+        topic = NewTopic(name, num_partitions=partitions, replication_factor=replicas or -1, config=dict(config))
+        futures = self._client.create_topics([topic], request_timeout=self.timeout, operation_timeout=self.timeout)
+        await self._await(futures[name], f"create topic {name!r}")
+
+    async def create_partitions(self, name: str, total: int) -> None:
+        futures = self._client.create_partitions([NewPartitions(name, total)], request_timeout=self.timeout)
+        await self._await(futures[name], f"add partitions to {name!r}")
+
+    async def delete_topic(self, name: str) -> None:
+        """Delete the topic; a topic that is already gone counts as deleted."""
+        futures = self._client.delete_topics([name], request_timeout=self.timeout, operation_timeout=self.timeout)
+        try:
+            await self._await(futures[name], f"delete topic {name!r}")
+        except AdminError as exc:
+            if exc.code != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise
+
+    async def topic_overrides(self, name: str) -> dict[str, str]:
+        """The topic's own config overrides (not broker defaults)."""
+        resource = ConfigResource(ConfigResource.Type.TOPIC, name)
+        futures = self._client.describe_configs([resource], request_timeout=self.timeout)
+        entries: dict[str, ConfigEntry] = await self._await(futures[resource], f"describe configs of {name!r}")
+        return {
+            key: entry.value
+            for key, entry in entries.items()
+            if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value and entry.value is not None
+        }
+
+    async def alter_topic_config(self, name: str, set_: Mapping[str, str], delete: frozenset[str]) -> None:
+        """Set some overrides and remove others in one IncrementalAlterConfigs request."""
+        entries = [
+            ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET) for key, value in set_.items()
+        ] + [ConfigEntry(key, None, incremental_operation=AlterConfigOpType.DELETE) for key in sorted(delete)]
+        resource = ConfigResource(ConfigResource.Type.TOPIC, name, incremental_configs=entries)
+        futures = self._client.incremental_alter_configs([resource], request_timeout=self.timeout)
+        await self._await(futures[resource], f"alter configs of {name!r}")
+
+    async def group(self, group_id: str, topics: frozenset[str] = frozenset()) -> GroupState:
+        """The group's state, members and lag per partition (of `topics` only, when given)."""
+        described = self._client.describe_consumer_groups([group_id], request_timeout=self.timeout)
+        description = await self._await(described[group_id], f"describe group {group_id!r}")
+        listed = self._client.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group_id)], request_timeout=self.timeout
+        )
+        offsets = await self._await(listed[group_id], f"committed offsets of {group_id!r}")
+        committed = {
+            (tp.topic, tp.partition): (tp.offset if tp.offset >= 0 else None)
+            for tp in offsets.topic_partitions
+            if not topics or tp.topic in topics
+        }
+        ends = await self._end_offsets(list(committed))
+        lag = tuple(
+            PartitionLag(topic, partition, committed[topic, partition], ends[topic, partition])
+            for topic, partition in sorted(committed)
+        )
+        return GroupState(group_id, str(description.state.name), len(description.members), lag)
+
+    async def _end_offsets(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        if not partitions:
+            return {}
+        request = {TopicPartition(topic, partition): OffsetSpec.latest() for topic, partition in partitions}
+        futures = self._client.list_offsets(request, request_timeout=self.timeout)
+        ends = {}
+        for tp, future in futures.items():
+            info = await self._await(future, f"end offset of {tp.topic}-{tp.partition}")
+            ends[tp.topic, tp.partition] = info.offset
+        return ends

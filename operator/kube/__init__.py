@@ -1,0 +1,1 @@
+"""The operator's Kubernetes side: manifest rendering, kopf handlers, and small in-pod helpers."""

@@ -1,0 +1,55 @@
+"""Server-side apply of rendered objects: create or patch in one idempotent call per object.
+
+The kubernetes client is synchronous; handlers call these through `asyncio.to_thread`.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from kubernetes import client, config, dynamic
+
+FIELD_MANAGER = "kafkette-operator"
+
+
+@cache
+def api_client() -> client.ApiClient:
+    """In a pod: its service account; elsewhere: KUBECONFIG or ~/.kube/config, as kubectl does."""
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config()
+    return client.ApiClient()
+
+
+@cache
+def _dynamic() -> dynamic.DynamicClient:
+    return dynamic.DynamicClient(api_client())
+
+
+def apply(obj: dict[str, Any]) -> dict[str, Any]:
+    """Make the object on the server look like `obj` in the fields we own; conflicts are ours to win."""
+    resource = _dynamic().resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+    result = resource.server_side_apply(
+        body=obj,
+        name=obj["metadata"]["name"],
+        namespace=obj["metadata"].get("namespace"),
+        field_manager=FIELD_MANAGER,
+        force_conflicts=True,
+    )
+    return result.to_dict()
+
+
+def get(api_version: str, kind: str, name: str, namespace: str) -> dict[str, Any] | None:
+    """The object, or None when it does not exist."""
+    resource = _dynamic().resources.get(api_version=api_version, kind=kind)
+    try:
+        return resource.get(name=name, namespace=namespace).to_dict()
+    except dynamic.exceptions.NotFoundError:
+        return None
+
+
+def list_objects(api_version: str, kind: str, namespace: str) -> list[dict[str, Any]]:
+    resource = _dynamic().resources.get(api_version=api_version, kind=kind)
+    return resource.get(namespace=namespace).to_dict()["items"]

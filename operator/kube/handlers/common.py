@@ -1,0 +1,80 @@
+"""What the handlers share: parsing specs, the admin client per cluster, and status conditions."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any, Literal, TypeVar
+
+import kopf
+from pydantic import BaseModel, ValidationError
+
+from kafkette.operator.admin import Admin
+from kafkette.operator.kube import apply
+from kafkette.operator.kube.names import ClusterNames
+from kafkette.operator.resources import API_VERSION, Condition, KafkaClusterSpec, set_condition
+
+# Where the operator reaches a cluster's brokers, when not through its bootstrap Service: an operator
+# running outside the cluster (a laptop, the API-server tests) points it at an address it can reach.
+BOOTSTRAP_ANNOTATION = "kafkette.dev/bootstrap-servers"
+
+
+def resync_seconds() -> float:
+    """How often timers re-read Kafka and revert drift (KAFKETTE_RESYNC_SECONDS, default 60)."""
+    return float(os.environ.get("KAFKETTE_RESYNC_SECONDS", "60"))
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def parse_spec(model: type[M], spec: Any) -> M:
+    """The spec as a model; a spec the API server accepted but our validation rejects never heals by retrying."""
+    try:
+        return model.model_validate(dict(spec))
+    except ValidationError as exc:
+        raise kopf.PermanentError(f"invalid spec: {exc}") from None
+
+
+_admins: dict[str, Admin] = {}
+
+
+def admin_for(bootstrap: str) -> Admin:
+    """One AdminClient per bootstrap address for the operator's lifetime (each holds connections)."""
+    if bootstrap not in _admins:
+        _admins[bootstrap] = Admin(bootstrap)
+    return _admins[bootstrap]
+
+
+def cluster_bootstrap(cluster: dict[str, Any]) -> str:
+    annotations = cluster["metadata"].get("annotations") or {}
+    if BOOTSTRAP_ANNOTATION in annotations:
+        return annotations[BOOTSTRAP_ANNOTATION]
+    spec = KafkaClusterSpec.model_validate(cluster["spec"])
+    names = ClusterNames(cluster["metadata"]["name"], cluster["metadata"]["namespace"])
+    return names.bootstrap_servers(spec.listeners[0].port)
+
+
+async def admin_for_cluster(cluster_ref: str, namespace: str) -> Admin:
+    cluster = await asyncio.to_thread(apply.get, API_VERSION, "KafkaCluster", cluster_ref, namespace)
+    if cluster is None:
+        raise ClusterMissing(f"KafkaCluster {cluster_ref!r} not found in namespace {namespace!r}")
+    return admin_for(cluster_bootstrap(cluster))
+
+
+class ClusterMissing(Exception):
+    """The resource names a KafkaCluster that does not exist (yet)."""
+
+
+def conditions_of(status: Any) -> list[Condition]:
+    return [Condition.model_validate(condition) for condition in (status or {}).get("conditions", [])]
+
+
+def ready(
+    status: Any, generation: int, state: Literal["True", "False", "Unknown"], reason: str, message: str
+) -> dict[str, Any]:
+    """Status fields that record the Ready condition and the generation it was computed from."""
+    conditions = set_condition(conditions_of(status), "Ready", state, reason, message)
+    return {
+        "observedGeneration": generation,
+        "conditions": [condition.to_api() for condition in conditions],
+    }

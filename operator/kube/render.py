@@ -1,0 +1,155 @@
+"""KafkaCluster -> Kubernetes objects: pure functions over the spec, jinja2 templates for the shapes.
+
+Every user-supplied value reaches the YAML through `tojson` (JSON is YAML), so no label, annotation or
+config value can break out of its place in a template.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import jinja2
+import yaml
+
+from kafkette.operator.kube.names import (
+    CONTROLLER_LISTENER,
+    CONTROLLER_PORT,
+    ClusterNames,
+    common_labels,
+    kafka_cluster_id,
+    selector_labels,
+    voter_count,
+)
+from kafkette.operator.resources.kafkacluster import KafkaClusterSpec
+
+DATA_DIR = "/var/lib/kafkette/data"
+POD_IP_PLACEHOLDER = "${POD_IP}"
+TEMPLATES = ("serviceaccount", "configmap", "services", "pdb", "statefulset")
+CONTAINER_SECURITY = {
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "capabilities": {"drop": ["ALL"]},
+}
+
+
+@dataclass(frozen=True)
+class Port:
+    name: str
+    port: int
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("kafkette.operator.kube", "templates"),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+
+
+def _port_name(listener: str) -> str:
+    # Port names are DNS labels: lowercase, dashes, at most 15 characters.
+    return listener.lower().replace("_", "-")[:15]
+
+
+def client_ports(spec: KafkaClusterSpec) -> list[Port]:
+    return [Port(_port_name(listener.name), listener.port) for listener in spec.listeners]
+
+
+def broker_ports(spec: KafkaClusterSpec) -> list[Port]:
+    ports = [*client_ports(spec), Port(_port_name(CONTROLLER_LISTENER), CONTROLLER_PORT)]
+    if spec.metrics.enabled:
+        ports.append(Port("metrics", spec.metrics.port))
+    return ports
+
+
+def broker_properties(names: ClusterNames, spec: KafkaClusterSpec, cluster_id: str, ordinal: int) -> dict[str, str]:
+    """server.properties of one broker. `${POD_IP}` is filled in at start by `kafkette.operator.kube.start`."""
+    voters = voter_count(spec.brokers)
+    is_voter = ordinal < voters
+    listeners = [f"{listener.name}://0.0.0.0:{listener.port}" for listener in spec.listeners]
+    if is_voter:
+        listeners.append(f"{CONTROLLER_LISTENER}://0.0.0.0:{CONTROLLER_PORT}")
+    advertised = [
+        f"{listener.name}://"
+        f"{POD_IP_PLACEHOLDER if listener.advertise == 'podIP' else names.pod_host(ordinal)}:{listener.port}"
+        for listener in spec.listeners
+    ]
+    protocols = [f"{name}:PLAINTEXT" for name in [listener.name for listener in spec.listeners] + [CONTROLLER_LISTENER]]
+    owned = {
+        "node.id": str(ordinal),
+        "cluster.id": cluster_id,
+        "process.roles": "broker,controller" if is_voter else "broker",
+        "controller.quorum.voters": ",".join(
+            f"{voter}@{names.pod_host(voter)}:{CONTROLLER_PORT}" for voter in range(voters)
+        ),
+        "controller.listener.names": CONTROLLER_LISTENER,
+        "listeners": ",".join(listeners),
+        "advertised.listeners": ",".join(advertised),
+        "listener.security.protocol.map": ",".join(protocols),
+        "inter.broker.listener.name": spec.listeners[0].name,
+        "log.dirs": DATA_DIR,
+    }
+    return {**dict(sorted(spec.config.items())), **owned}
+
+
+def format_properties(properties: dict[str, str]) -> str:
+    """A .properties file; backslashes and line breaks escaped as Java's Properties.store does."""
+    escape = str.maketrans({"\\": "\\\\", "\n": "\\n", "\r": "\\r"})
+    return "".join(f"{key}={value.translate(escape)}\n" for key, value in properties.items())
+
+
+def _affinity(spec: KafkaClusterSpec, selector: dict[str, str]) -> dict[str, Any]:
+    """The user's affinity, or by default: brokers prefer different nodes (and zones, with rack awareness)."""
+    if spec.template.affinity:
+        return spec.template.affinity
+    keys = ["kubernetes.io/hostname"] + ([spec.rack.topology_key] if spec.rack else [])
+    terms = [
+        {"weight": 100, "podAffinityTerm": {"topologyKey": key, "labelSelector": {"matchLabels": selector}}}
+        for key in keys
+    ]
+    return {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": terms}}
+
+
+def render_cluster(name: str, namespace: str, uid: str, spec: KafkaClusterSpec) -> list[dict[str, Any]]:
+    """Every child object of a KafkaCluster, without owner references (the handler adopts them)."""
+    names = ClusterNames(name, namespace)
+    cluster_id = kafka_cluster_id(uid)
+    labels = common_labels(name, spec.version)
+    selector = selector_labels(name)
+    properties = {
+        ordinal: format_properties(broker_properties(names, spec, cluster_id, ordinal))
+        for ordinal in range(spec.brokers)
+    }
+    # OnDelete pods keep running their old config; the hash shows which pods the operator must restart.
+    config_hash = hashlib.sha256(json.dumps(properties, sort_keys=True).encode()).hexdigest()[:16]
+    pod_annotations = {**spec.template.annotations, "kafkette.dev/config-hash": config_hash}
+    if spec.metrics.enabled:
+        pod_annotations |= {"prometheus.io/scrape": "true", "prometheus.io/port": str(spec.metrics.port)}
+    context = {
+        "names": names,
+        "namespace": namespace,
+        "spec": spec,
+        "labels": labels,
+        "selector": selector,
+        "pod_labels": {**spec.template.labels, **labels},
+        "pod_annotations": pod_annotations,
+        "broker_properties": properties,
+        "client_ports": client_ports(spec),
+        "broker_ports": broker_ports(spec),
+        "probe_port": spec.listeners[0].port,
+        "affinity": _affinity(spec, selector),
+        "container_security": CONTAINER_SECURITY,
+    }
+    environment = _environment()
+    objects: list[dict[str, Any]] = []
+    for template in TEMPLATES:
+        text = environment.get_template(f"{template}.yaml.j2").render(context)
+        objects.extend(document for document in yaml.safe_load_all(text) if document)
+    return objects

@@ -1,0 +1,1 @@
+"""Pure decisions over a snapshot of the cluster; handlers gather the snapshot and carry the plan out."""

@@ -1,0 +1,27 @@
+"""Pydantic models of Kafkette's custom resources: the source of `crds/*.yaml`."""
+
+from kafkette.operator.resources.base import API_VERSION, GROUP, VERSION, Condition, Kind, set_condition
+from kafkette.operator.resources.consumergroup import CONSUMER_GROUP, ConsumerGroupSpec, ConsumerGroupStatus
+from kafkette.operator.resources.kafkacluster import KAFKA_CLUSTER, KafkaClusterSpec, KafkaClusterStatus
+from kafkette.operator.resources.topic import TOPIC, TopicSpec, TopicStatus
+
+KINDS: tuple[Kind, ...] = (KAFKA_CLUSTER, TOPIC, CONSUMER_GROUP)
+
+__all__ = [
+    "API_VERSION",
+    "CONSUMER_GROUP",
+    "GROUP",
+    "KAFKA_CLUSTER",
+    "KINDS",
+    "TOPIC",
+    "VERSION",
+    "Condition",
+    "ConsumerGroupSpec",
+    "ConsumerGroupStatus",
+    "KafkaClusterSpec",
+    "KafkaClusterStatus",
+    "Kind",
+    "TopicSpec",
+    "TopicStatus",
+    "set_condition",
+]

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Builds kube-apiserver, kube-controller-manager and etcd from the Go module proxy into
+# $KAFKETTE_CACHE/kube-<version>/bin (default ~/.cache/kafkette), for the operator's API-server tests.
+#
+# The cache lives outside the repository because CI runs in a fresh clone on the same machine.
+# k8s.io/kubernetes points its k8s.io/* staging modules at ./staging with `replace`, which the
+# module proxy cannot serve, so a throwaway module of ours maps each one to its published v0.X.Y.
+set -euo pipefail
+
+KUBE_VERSION="${KUBE_VERSION:-v1.35.4}"
+# The etcd release that k8s.io/kubernetes itself requires at KUBE_VERSION.
+ETCD_VERSION="${ETCD_VERSION:-v3.6.5}"
+CACHE="${KAFKETTE_CACHE:-$HOME/.cache/kafkette}/kube-$KUBE_VERSION"
+BIN="$CACHE/bin"
+BINARIES=(kube-apiserver kube-controller-manager etcd)
+
+present=true
+for name in "${BINARIES[@]}"; do [ -x "$BIN/$name" ] || present=false; done
+if "$present"; then
+    echo "kube binaries $KUBE_VERSION are cached in $BIN"
+    exit 0
+fi
+
+command -v go >/dev/null || { echo "build.sh: Go is required to build the kube binaries" >&2; exit 1; }
+
+work="$CACHE/module"
+rm -rf "$work" && mkdir -p "$work" "$BIN"
+cd "$work"
+
+staging_version="v0.${KUBE_VERSION#v1.}"
+kube_mod="$(go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')"
+{
+    echo "module kafkette.dev/kubebins"
+    echo
+    grep -m1 '^go ' "$kube_mod"
+    echo
+    echo "replace ("
+    sed -n 's#^\s*\(k8s.io/[a-z0-9-]*\) => ./staging/src/.*#\t\1 => \1 '"$staging_version"'#p' "$kube_mod"
+    echo ")"
+} >go.mod
+
+go get "k8s.io/kubernetes/cmd/kube-apiserver@$KUBE_VERSION" "k8s.io/kubernetes/cmd/kube-controller-manager@$KUBE_VERSION" \
+    "go.etcd.io/etcd/server/v3@$ETCD_VERSION"
+
+# /version and the API server's own version checks read these.
+minor="${KUBE_VERSION#v1.}"; minor="${minor%%.*}"
+ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION"
+ldflags+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
+start=$(date +%s)
+CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$BIN/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
+CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$BIN/kube-controller-manager" k8s.io/kubernetes/cmd/kube-controller-manager
+CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$BIN/etcd" go.etcd.io/etcd/server/v3
+echo "built ${BINARIES[*]} $KUBE_VERSION in $(($(date +%s) - start)) s into $BIN"
+du -sh "$BIN"

@@ -1,0 +1,100 @@
+"""The CRDs in a real kube-apiserver: schema validation, CEL rules, defaults, and /scale.
+
+No operator runs here: these are the API server's own answers to our CRDs.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from kube_harness import Custom
+from kubernetes import client
+
+
+@pytest.fixture
+def custom(kube: client.ApiClient, namespace: str) -> Custom:
+    return Custom(kube, namespace)
+
+
+def rejection(call) -> str:
+    with pytest.raises(client.ApiException) as info:
+        call()
+    assert info.value.status in (400, 422), info.value.body
+    return json.loads(info.value.body)["message"]
+
+
+def test_defaults_are_applied(custom: Custom) -> None:
+    topic = custom.create("topics", "orders", {"clusterRef": "main"})
+    assert topic["spec"]["partitions"] == 1
+    assert topic["spec"]["deletionPolicy"] == "delete"
+    cluster = custom.create("kafkaclusters", "main", {})
+    assert cluster["spec"]["brokers"] == 3
+    assert cluster["spec"]["listeners"] == [{"name": "PLAINTEXT", "port": 9092, "advertise": "dns"}]
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        (
+            {"clusterRef": "main", "partitions": -1},
+            "spec.partitions: Invalid value: -1: spec.partitions in body should be greater than or equal to 1",
+        ),
+        ({"clusterRef": "main", "partitionz": 3}, 'unknown field "spec.partitionz"'),
+        ({"partitions": 3}, "spec.clusterRef: Required value"),
+        ({"clusterRef": "main", "deletionPolicy": "later"}, 'supported values: "delete", "retain"'),
+        ({"clusterRef": "main", "topicName": "no spaces"}, "spec.topicName in body should match"),
+    ],
+)
+def test_invalid_topic_is_rejected_with_a_readable_message(custom: Custom, spec: dict, expected: str) -> None:
+    assert expected in rejection(lambda: custom.create("topics", "bad", spec))
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ({"brokers": 0}, "spec.brokers in body should be greater than or equal to 1"),
+        ({"storage": {"size": "lots"}}, "spec.storage.size in body should match"),
+        (
+            {"listeners": [{"name": "A", "port": 9092}, {"name": "B", "port": 9092}]},
+            "ports must differ",
+        ),
+        ({"listeners": [{"name": "A", "port": 9092}, {"name": "A", "port": 9094}]}, "Duplicate value"),
+    ],
+)
+def test_invalid_cluster_is_rejected_with_a_readable_message(custom: Custom, spec: dict, expected: str) -> None:
+    assert expected in rejection(lambda: custom.create("kafkaclusters", "bad", spec))
+
+
+def test_immutable_and_monotonic_fields(custom: Custom) -> None:
+    custom.create("topics", "orders", {"clusterRef": "main", "partitions": 4, "topicName": "orders.v1"})
+    assert "partitions cannot decrease" in rejection(lambda: custom.patch_spec("topics", "orders", {"partitions": 2}))
+    assert "clusterRef cannot change" in rejection(lambda: custom.patch_spec("topics", "orders", {"clusterRef": "x"}))
+    assert "topicName cannot change" in rejection(
+        lambda: custom.patch_spec("topics", "orders", {"topicName": "orders.v2"})
+    )
+    assert custom.patch_spec("topics", "orders", {"partitions": 6})["spec"]["partitions"] == 6
+
+    custom.create("kafkaclusters", "main", {"storage": {"size": "10Gi"}})
+    assert "cannot change after creation" in rejection(
+        lambda: custom.patch_spec("kafkaclusters", "main", {"storage": {"size": "20Gi"}})
+    )
+    patched = custom.patch_spec("kafkaclusters", "main", {"storage": {"deleteClaim": True}})
+    assert patched["spec"]["storage"]["deleteClaim"] is True
+
+
+def test_scale_subresource_maps_to_brokers(custom: Custom) -> None:
+    custom.create("kafkaclusters", "main", {"brokers": 3})
+    custom.api.patch_namespaced_custom_object_scale(
+        "kafkette.dev", "v1alpha1", custom.namespace, "kafkaclusters", "main", {"spec": {"replicas": 5}}
+    )
+    assert custom.get("kafkaclusters", "main")["spec"]["brokers"] == 5
+
+
+def test_status_is_a_subresource(custom: Custom) -> None:
+    """A spec update cannot write status, so users cannot fake it and the operator's writes never bump generation."""
+    custom.create("topics", "orders", {"clusterRef": "main"})
+    updated = custom.api.patch_namespaced_custom_object(
+        "kafkette.dev", "v1alpha1", custom.namespace, "topics", "orders", {"status": {"partitions": 9}}
+    )
+    assert "status" not in updated or updated["status"].get("partitions") != 9

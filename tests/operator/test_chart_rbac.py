@@ -1,0 +1,74 @@
+"""The chart's RBAC is enough for the operator: it runs with the chart's service account token (not as
+an administrator) against the real API server and reconciles a cluster and a topic without a 403."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from kube_harness import Custom, eventually
+from kubernetes import client
+from kubernetes.dynamic import DynamicClient
+
+from kafkette.broker.process import BrokerProcess
+from kafkette.operator import crds
+from kafkette.operator.kube.handlers.common import BOOTSTRAP_ANNOTATION
+from kafkette.operator.testing import ControlPlane, OperatorProcess
+from kafkette.operator.testing.tools import helm
+
+RBAC_KINDS = {"ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}
+
+
+def install_rbac(api: client.ApiClient, namespace: str) -> str:
+    """Apply the chart's service account and RBAC; return the service account's name."""
+    helm_binary = helm()
+    if helm_binary is None:
+        pytest.skip("helm is not cached: `make helm` fetches it")
+    rendered = subprocess.run(
+        [helm_binary, "template", "kafkette", str(crds.REPO / "charts" / "kafkette"), "--namespace", namespace],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout
+    documents = [doc for doc in yaml.safe_load_all(rendered) if doc and doc["kind"] in RBAC_KINDS]
+    dynamic = DynamicClient(api)
+    for document in documents:
+        resource = dynamic.resources.get(api_version=document["apiVersion"], kind=document["kind"])
+        resource.create(body=document, namespace=document["metadata"].get("namespace"))
+    return next(doc["metadata"]["name"] for doc in documents if doc["kind"] == "ServiceAccount")
+
+
+def service_account_kubeconfig(
+    plane: ControlPlane, api: client.ApiClient, namespace: str, account: str, path: Path
+) -> Path:
+    request = {"spec": {"expirationSeconds": 3600}}
+    token = client.CoreV1Api(api).create_namespaced_service_account_token(account, namespace, request).status.token
+    kubeconfig = yaml.safe_load(plane.kubeconfig.read_text())
+    kubeconfig["users"] = [{"name": "admin", "user": {"token": token}}]
+    path.write_text(yaml.safe_dump(kubeconfig))
+    return path
+
+
+def test_operator_runs_with_the_charts_rbac(
+    control_plane: ControlPlane, kube: client.ApiClient, namespace: str, tmp_path: Path
+) -> None:
+    account = install_rbac(kube, namespace)
+    kubeconfig = service_account_kubeconfig(control_plane, kube, namespace, account, tmp_path / "kubeconfig")
+    custom = Custom(kube, namespace)
+    with (
+        BrokerProcess(tmp_path / "broker") as broker,
+        OperatorProcess(kubeconfig, namespace, tmp_path / "op.log") as operator,
+    ):
+        custom.create("kafkaclusters", "main", {"brokers": 1}, annotations={BOOTSTRAP_ANNOTATION: broker.bootstrap})
+        custom.create("topics", "orders", {"clusterRef": "main", "partitions": 2})
+        eventually(lambda: (custom.condition("topics", "orders") or {}).get("status") == "True", 30, "Topic Ready")
+        eventually(
+            lambda: client.AppsV1Api(kube).list_namespaced_stateful_set(namespace).items, 30, "StatefulSet applied"
+        )
+        custom.delete("topics", "orders")
+        eventually(lambda: not custom.exists("topics", "orders"), 30, "Topic finalized")
+        log = operator.log()
+    assert "Forbidden" not in log and " 403" not in log, log[-3000:]

@@ -1,0 +1,65 @@
+"""Resource models: defaults, camelCase aliases, and Kafka config checked by the broker's own rules."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from kafkette.operator.resources import (
+    ConsumerGroupSpec,
+    KafkaClusterSpec,
+    TopicSpec,
+    set_condition,
+)
+
+
+def test_cluster_defaults() -> None:
+    spec = KafkaClusterSpec()
+    assert spec.brokers == 3
+    assert [(listener.name, listener.port) for listener in spec.listeners] == [("PLAINTEXT", 9092)]
+    assert spec.image_ref == "ghcr.io/kafkette/broker:0.1.0"
+    assert spec.to_api()["storage"] == {"size": "10Gi", "deleteClaim": False}
+
+
+def test_cluster_config_values_become_strings() -> None:
+    spec = KafkaClusterSpec.model_validate({"config": {"min.insync.replicas": 2, "log.preallocate": True}})
+    assert spec.config == {"min.insync.replicas": "2", "log.preallocate": "true"}
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"node.id": "3"}, "set by the operator"),
+        ({"min.insync.replicas": "0"}, "min.insync.replicas"),
+        ({"retention.msx": "1"}, "unknown broker config"),
+    ],
+)
+def test_cluster_config_is_validated(config: dict[str, str], message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        KafkaClusterSpec.model_validate({"config": config})
+
+
+def test_topic_config_is_validated_with_hint() -> None:
+    with pytest.raises(ValidationError, match=r"did you mean 'retention\.ms'"):
+        TopicSpec.model_validate({"clusterRef": "c", "config": {"retention.msx": "1"}})
+    spec = TopicSpec.model_validate({"clusterRef": "c", "config": {"retention.ms": 1000, "cleanup.policy": "compact"}})
+    assert spec.config == {"retention.ms": "1000", "cleanup.policy": "compact"}
+
+
+def test_topic_and_group_names_default_to_metadata_name() -> None:
+    assert TopicSpec(cluster_ref="c").name_in_kafka("orders") == "orders"
+    assert TopicSpec(cluster_ref="c", topic_name="orders.v2").name_in_kafka("orders") == "orders.v2"
+    assert ConsumerGroupSpec(cluster_ref="c").group_in_kafka("billing") == "billing"
+
+
+def test_unknown_fields_are_rejected() -> None:
+    with pytest.raises(ValidationError, match="partitionz"):
+        TopicSpec.model_validate({"clusterRef": "c", "partitionz": 3})
+
+
+def test_condition_transition_time_moves_only_on_status_change() -> None:
+    first = set_condition([], "Ready", "False", "Starting", "")
+    same = set_condition(first, "Ready", "False", "StillStarting", "")
+    assert same[0].last_transition_time == first[0].last_transition_time
+    assert same[0].reason == "StillStarting"
+    assert len(set_condition(same, "Degraded", "True", "X", "")) == 2

@@ -1,0 +1,143 @@
+"""Rendered KafkaCluster children: valid Kubernetes objects (strict schema) with the shape the design asks."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import kubernetes_validate
+import pytest
+
+from kafkette.broker.config import parse_properties
+from kafkette.operator.kube.names import kafka_cluster_id
+from kafkette.operator.kube.render import render_cluster
+from kafkette.operator.kube.start import ordinal, server_properties
+from kafkette.operator.resources import KafkaClusterSpec
+
+KUBERNETES_SCHEMA_VERSION = "1.35.0"
+UID = "5b7f6c1e-0d5e-4f4a-9d55-6d1f0d3c2b10"
+
+SPECS = {
+    "defaults": {},
+    "one-broker": {"brokers": 1, "metrics": {"enabled": False}},
+    "everything": {
+        "brokers": 5,
+        "version": "0.2.0",
+        "image": "registry.example/kafkette:dev",
+        "storage": {"size": "50Gi", "class": "fast", "deleteClaim": True},
+        "rack": {"topologyKey": "topology.kubernetes.io/zone"},
+        "listeners": [
+            {"name": "PLAINTEXT", "port": 9092},
+            {"name": "POD_NETWORK", "port": 9094, "advertise": "podIP"},
+        ],
+        "config": {"min.insync.replicas": 2, "default.replication.factor": 3},
+        "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "2Gi"}},
+        "template": {
+            "labels": {"team": "data"},
+            "annotations": {"note": 'quote"s: and {braces}'},
+            "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "kafka", "effect": "NoSchedule"}],
+            "nodeSelector": {"pool": "kafka"},
+        },
+    },
+}
+
+
+def render(spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    objects = render_cluster("demo", "data", UID, KafkaClusterSpec.model_validate(spec))
+    return {f"{obj['kind']}/{obj['metadata']['name']}": obj for obj in objects}
+
+
+@pytest.mark.parametrize("name", SPECS)
+def test_every_object_validates_strictly(name: str) -> None:
+    objects = render(SPECS[name])
+    assert set(objects) == {
+        "ServiceAccount/demo-broker",
+        "ConfigMap/demo-config",
+        "Service/demo-brokers",
+        "Service/demo-bootstrap",
+        "PodDisruptionBudget/demo-broker",
+        "StatefulSet/demo-broker",
+    }
+    for obj in objects.values():
+        kubernetes_validate.validate(obj, KUBERNETES_SCHEMA_VERSION, strict=True)
+
+
+def test_statefulset_lets_the_operator_order_restarts() -> None:
+    sts = render(SPECS["everything"])["StatefulSet/demo-broker"]["spec"]
+    assert sts["replicas"] == 5
+    assert sts["podManagementPolicy"] == "Parallel"
+    assert sts["updateStrategy"] == {"type": "OnDelete"}
+    assert sts["persistentVolumeClaimRetentionPolicy"]["whenDeleted"] == "Delete"
+    claim = sts["volumeClaimTemplates"][0]["spec"]
+    assert claim["storageClassName"] == "fast" and claim["resources"]["requests"]["storage"] == "50Gi"
+    pod = sts["template"]
+    assert pod["metadata"]["labels"]["team"] == "data"
+    assert pod["metadata"]["annotations"]["note"] == 'quote"s: and {braces}'
+    assert [container["name"] for container in pod["spec"]["initContainers"]] == ["rack"]
+    assert pod["spec"]["tolerations"][0]["value"] == "kafka"
+    broker = pod["spec"]["containers"][0]
+    assert "kafkette.operator.kube.probe" in broker["readinessProbe"]["exec"]["command"]
+
+
+def test_claims_are_kept_by_default_and_rack_init_only_when_asked() -> None:
+    sts = render(SPECS["defaults"])["StatefulSet/demo-broker"]["spec"]
+    assert sts["persistentVolumeClaimRetentionPolicy"]["whenDeleted"] == "Retain"
+    assert "initContainers" not in sts["template"]["spec"]
+    assert "storageClassName" not in sts["volumeClaimTemplates"][0]["spec"]
+
+
+def broker_config(objects: dict[str, dict[str, Any]], node: int) -> dict[str, str]:
+    return parse_properties(objects["ConfigMap/demo-config"]["data"][f"broker-{node}.properties"])
+
+
+def test_quorum_voters_are_the_first_three_brokers() -> None:
+    objects = render(SPECS["everything"])
+    assert set(objects["ConfigMap/demo-config"]["data"]) == {f"broker-{node}.properties" for node in range(5)}
+    voters = (
+        "0@demo-broker-0.demo-brokers.data.svc:9093,1@demo-broker-1.demo-brokers.data.svc:9093,"
+        "2@demo-broker-2.demo-brokers.data.svc:9093"
+    )
+    for node in range(5):
+        config = broker_config(objects, node)
+        assert config["node.id"] == str(node)
+        assert config["controller.quorum.voters"] == voters
+        assert config["process.roles"] == ("broker,controller" if node < 3 else "broker")
+        assert config["cluster.id"] == kafka_cluster_id(UID)
+        assert config["min.insync.replicas"] == "2"
+    assert "CONTROLLER://" not in broker_config(objects, 4)["listeners"]
+
+
+def test_one_broker_votes_alone() -> None:
+    config = broker_config(render(SPECS["one-broker"]), 0)
+    assert config["controller.quorum.voters"] == "0@demo-broker-0.demo-brokers.data.svc:9093"
+
+
+def test_advertised_listeners_use_dns_or_pod_ip() -> None:
+    template = render(SPECS["everything"])["ConfigMap/demo-config"]["data"]["broker-3.properties"]
+    config = parse_properties(server_properties(template, "10.1.2.3", "zone-a"))
+    assert config["advertised.listeners"] == (
+        "PLAINTEXT://demo-broker-3.demo-brokers.data.svc:9092,POD_NETWORK://10.1.2.3:9094"
+    )
+    assert config["broker.rack"] == "zone-a"
+    assert "broker.rack" not in parse_properties(server_properties(template, "10.1.2.3", None))
+
+
+def test_services_and_pdb() -> None:
+    objects = render(SPECS["everything"])
+    headless = objects["Service/demo-brokers"]["spec"]
+    assert headless["clusterIP"] == "None" and headless["publishNotReadyAddresses"] is True
+    assert {port["port"] for port in headless["ports"]} == {9092, 9094, 9093, 9308}  # 9308: metrics
+    assert {port["port"] for port in objects["Service/demo-bootstrap"]["spec"]["ports"]} == {9092, 9094}
+    assert objects["PodDisruptionBudget/demo-broker"]["spec"]["maxUnavailable"] == 1
+
+
+def test_cluster_id_is_kafka_shaped_and_stable() -> None:
+    cluster_id = kafka_cluster_id(UID)
+    assert len(cluster_id) == 22 and cluster_id == kafka_cluster_id(UID)
+    assert cluster_id != kafka_cluster_id(str(uuid.uuid4()))
+
+
+def test_ordinal_from_pod_name() -> None:
+    assert ordinal("demo-broker-12") == 12
+    with pytest.raises(ValueError, match="not a StatefulSet pod"):
+        ordinal("demo-broker")
