@@ -17,6 +17,7 @@ MVN := mvn -B -q -Dstyle.color=never -Dmaven.repo.local=$(CURDIR)/.cache/m2 -Dma
 
 .PHONY: venv test lint run codegen java-client kcat-check clean bench-recovery fuzz-storage bench bench-quick bench-micro
 .PHONY: crds crds-check helm chart-lint kube-bins
+.PHONY: spark-kafka
 
 venv: $(VENV_STAMP)
 
@@ -29,7 +30,7 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: venv java-client kcat-check lint helm
+test: venv java-client kcat-check lint helm spark-kafka
 	$(BIN)/pytest
 
 run: venv
@@ -52,6 +53,11 @@ java-client:
 $(JAVA_STAMP): $(JAVA_SOURCES)
 	$(MVN) -f $(JAVA_DIR)/pom.xml package dependency:copy-dependencies
 	touch $@
+
+# Spark's own Kafka connector for the installed PySpark, from Maven Central with retries, kept in
+# ~/.cache/kafkette (outside the clone, so fresh clones on this machine reuse it).
+spark-kafka: venv
+	$(BIN)/python -P -m kafkette.pipeline.connector
 
 kcat-check:
 	@if command -v kcat >/dev/null; then \

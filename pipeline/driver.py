@@ -1,0 +1,84 @@
+"""The Kafka I/O the source does on the driver: partitions, offsets, group commits (confluent-kafka).
+
+Everything here is a thin shell over AdminClient; decisions live in offsets.py and planning.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from kafkette.pipeline.offsets import Offsets, TopicPartition
+from kafkette.pipeline.options import SourceOptions
+
+
+class KafkaUnavailableError(RuntimeError):
+    """The cluster could not be reached or did not answer; the message says which servers."""
+
+
+class DriverClient:
+    """Admin requests the driver makes while planning micro-batches; created on first use."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self._options = options
+        self._timeout = options.poll_timeout_ms / 1000
+        self._admin: AdminClient | None = None
+
+    def __getstate__(self) -> dict[str, object]:
+        # Spark pickles readers to ship them to executors; a live client cannot travel.
+        return {**self.__dict__, "_admin": None}
+
+    @property
+    def admin(self) -> AdminClient:
+        if self._admin is None:
+            self._admin = AdminClient(dict(self._options.client))
+        return self._admin
+
+    def partition_counts(self) -> dict[str, int]:
+        try:
+            metadata = self.admin.list_topics(timeout=self._timeout)
+        except KafkaException as exc:
+            raise KafkaUnavailableError(
+                f"cannot reach Kafka at {self._options.bootstrap} (kafka.bootstrap.servers) within "
+                f"{self._timeout:g} s (kafkaConsumer.pollTimeoutMs): {exc.args[0]}"
+            ) from exc
+        return {name: len(topic.partitions) for name, topic in metadata.topics.items() if topic.error is None}
+
+    def partitions(self) -> list[TopicPartition]:
+        return self._options.subscription.select(self.partition_counts())
+
+    def earliest(self, partitions: Iterable[TopicPartition]) -> Offsets:
+        return self._list_offsets({tp: OffsetSpec.earliest() for tp in partitions})
+
+    def latest(self, partitions: Iterable[TopicPartition]) -> Offsets:
+        return self._list_offsets({tp: OffsetSpec.latest() for tp in partitions})
+
+    def for_times(self, times: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | None]:
+        found = self._list_offsets({tp: OffsetSpec.for_timestamp(ts) for tp, ts in times.items()})
+        # ListOffsets answers -1 when no record is at or after the timestamp.
+        return {tp: None if offset < 0 else offset for tp, offset in found.items()}
+
+    def _list_offsets(self, specs: Mapping[TopicPartition, OffsetSpec]) -> Offsets:
+        if not specs:
+            return {}
+        request = {KafkaTopicPartition(topic, partition): spec for (topic, partition), spec in specs.items()}
+        futures = self.admin.list_offsets(request, request_timeout=self._timeout)
+        try:
+            return {(tp.topic, tp.partition): future.result().offset for tp, future in futures.items()}
+        except KafkaException as exc:
+            raise KafkaUnavailableError(f"listing offsets at {self._options.bootstrap} failed: {exc.args[0]}") from exc
+
+    def commit(self, group: str, offsets: Mapping[TopicPartition, int]) -> None:
+        """Store ``offsets`` as the group's committed offsets (the group has no members: Spark is not one)."""
+        partitions = [KafkaTopicPartition(topic, partition, offset) for (topic, partition), offset in offsets.items()]
+        futures = self.admin.alter_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group, partitions)], request_timeout=self._timeout
+        )
+        for future in futures.values():
+            future.result()
+
+    def close(self) -> None:
+        self._admin = None

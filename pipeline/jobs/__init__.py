@@ -1,0 +1,1 @@
+"""Example pipelines the operator runs and scales (``python -m kafkette.pipeline.jobs.<name>``)."""

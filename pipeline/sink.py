@@ -1,0 +1,118 @@
+"""The ``kafkette`` sink: rows with Spark's Kafka sink columns, produced by an idempotent producer.
+
+Columns as in Spark's Kafka sink: ``value`` (required), ``key``, ``topic`` (unless the ``topic``
+option is set), ``partition`` and ``headers``; other columns are ignored. The idempotent
+producer keeps each task's writes free of duplicates and in order across broker retries; a Spark
+task that is retried writes its rows again (at least once, like Spark's own sink).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+from confluent_kafka import KafkaError, Producer
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.types import BinaryType, DataType, IntegerType, StringType, StructType
+
+from kafkette.pipeline.offsets import OptionError
+from kafkette.pipeline.options import SinkOptions
+from kafkette.pipeline.records import HEADERS_TYPE
+
+_BYTES_OR_TEXT = (BinaryType(), StringType())
+_COLUMN_TYPES: dict[str, tuple[DataType, ...]] = {
+    "key": _BYTES_OR_TEXT,
+    "value": _BYTES_OR_TEXT,
+    "topic": (StringType(),),
+    "partition": (IntegerType(),),
+    "headers": (HEADERS_TYPE,),
+}
+# How long write() waits for the last deliveries before failing the task.
+FLUSH_TIMEOUT_S = 60.0
+
+
+@dataclass
+class Written(WriterCommitMessage):
+    records: int
+
+
+def check_columns(schema: StructType, topic_option: str | None) -> list[str]:
+    """The sink columns present, after checking names and types as Spark's Kafka sink does."""
+    fields = {field.name: field.dataType for field in schema.fields}
+    if "value" not in fields:
+        raise OptionError(f"the kafkette sink needs a 'value' column (binary or string); columns: {sorted(fields)}")
+    if topic_option is None and "topic" not in fields:
+        raise OptionError("the kafkette sink needs a 'topic' column or the 'topic' option")
+    for name, allowed in _COLUMN_TYPES.items():
+        if name in fields and fields[name] not in allowed:
+            wanted = " or ".join(t.simpleString() for t in allowed)
+            raise OptionError(f"sink column {name!r} must be {wanted}, not {fields[name].simpleString()}")
+    return [name for name in _COLUMN_TYPES if name in fields]
+
+
+def _encoded(value: bytes | str | None) -> bytes | None:
+    return value.encode() if isinstance(value, str) else value
+
+
+class _Producing:
+    def __init__(self, options: SinkOptions, schema: StructType) -> None:
+        self.options = options
+        self.columns = check_columns(schema, options.topic)
+
+    def produce(self, batches: Iterator[pa.RecordBatch]) -> Written:
+        producer = Producer({**self.options.client, "enable.idempotence": True, "linger.ms": 5})
+        failures: list[KafkaError] = []
+
+        def delivered(error: KafkaError | None, _message: object) -> None:
+            if error is not None:
+                failures.append(error)
+
+        count = 0
+        for batch in batches:
+            data = {name: batch.column(name).to_pylist() for name in self.columns}
+            for row in range(batch.num_rows):
+                self._send(producer, data, row, delivered)
+                if failures:
+                    raise RuntimeError(f"producing to {self.options.bootstrap} failed: {failures[0].str()}")
+            count += batch.num_rows
+        left = producer.flush(FLUSH_TIMEOUT_S)
+        if failures or left:
+            reason = failures[0].str() if failures else f"{left} records undelivered after {FLUSH_TIMEOUT_S:g} s"
+            raise RuntimeError(f"producing to {self.options.bootstrap} failed: {reason}")
+        return Written(count)
+
+    def _send(self, producer: Producer, data: dict[str, list], row: int, delivered: object) -> None:
+        topic = data["topic"][row] if "topic" in data else None
+        kwargs: dict[str, object] = {
+            "topic": self.options.topic or topic,
+            "value": _encoded(data["value"][row]),
+            "key": _encoded(data["key"][row]) if "key" in data else None,
+            "on_delivery": delivered,
+        }
+        partition = data["partition"][row] if "partition" in data else None
+        if partition is not None:
+            kwargs["partition"] = partition
+        if "headers" in data and data["headers"][row]:
+            kwargs["headers"] = [(h["key"], h["value"]) for h in data["headers"][row]]
+        while True:
+            try:
+                producer.produce(**kwargs)
+                break
+            except BufferError:
+                # The local queue is full: serve delivery reports until there is room.
+                producer.poll(0.1)
+        producer.poll(0)
+
+
+class BatchWriter(_Producing, DataSourceArrowWriter):
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> Written:
+        return self.produce(iterator)
+
+
+class StreamWriter(_Producing, DataSourceStreamArrowWriter):
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> Written:
+        return self.produce(iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Nothing to do: every task flushed its records before reporting success."""

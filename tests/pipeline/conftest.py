@@ -1,0 +1,34 @@
+"""One SparkSession (local[2], with Spark's own Kafka connector) and one broker for all pipeline tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from pyspark.sql import SparkSession
+
+from kafkette.broker.testing import BrokerProcess
+from kafkette.pipeline import connector
+from kafkette.pipeline.session import local_session
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Marked by what they use, so `-m "not spark"` still runs the pure planning tests.
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.spark)
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    # Spark's own Kafka connector must be there: its tests are part of the suite, not optional.
+    assert connector.jars(), f"Spark's Kafka connector is missing from {connector.jar_dir()}; run `make spark-kafka`"
+    session = local_session("kafkette-pipeline-tests")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    with BrokerProcess(tmp_path_factory.mktemp("pipeline-broker")) as process:
+        yield process
