@@ -129,11 +129,17 @@ class Partition:
         elif idempotent:
             raise KafkaError(ErrorCode.INVALID_RECORD, "an idempotent produce carries one batch per partition")
         append_time = now if settings.log_append_time else None
-        result = self.log.append(records, leader_epoch=self.leader_epoch, log_append_time=append_time)
+        result = self.log.append(records, self.leader_epoch, append_time, headers)
         if idempotent:
             self.producers.record(headers[0], result.first_offset, now)
         self._wake_readers()
         return AppendOutcome(result.first_offset, append_time if append_time is not None else -1, self.log_start_offset)
+
+    def check_leader_epoch(self, requested: int) -> ErrorCode:
+        """A client's current_leader_epoch against ours (-1: the client does not say)."""
+        if requested == -1 or requested == self.leader_epoch:
+            return ErrorCode.NONE
+        return ErrorCode.FENCED_LEADER_EPOCH if requested < self.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
 
     def data_arrived(self) -> asyncio.Future[None]:
         """A future resolved at the next append; fetches long-poll on it."""

@@ -13,7 +13,7 @@ import os
 import shutil
 import time
 from bisect import bisect_right
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -153,17 +153,22 @@ class Log:
     # --- appends ---------------------------------------------------------------------------
 
     def append(
-        self, batches: bytearray | memoryview, leader_epoch: int, log_append_time: int | None = None
+        self,
+        batches: bytearray | memoryview,
+        leader_epoch: int,
+        log_append_time: int | None = None,
+        headers: Sequence[BatchHeader] | None = None,
     ) -> AppendResult:
         """Append a producer's validated batches, assigning offsets from the log end offset.
 
         Patches each batch in place (baseOffset, partitionLeaderEpoch and, when
         ``log_append_time`` is given, the LogAppendTime timestamp) before writing.
+        ``headers`` are the batches' headers when the caller's validation already parsed them.
         """
         first_offset = next_offset = self._log_end_offset
         metas: list[BatchMeta] = []
         position = records = 0
-        for header in iter_batches(batches, validate=False):
+        for header in headers if headers is not None else iter_batches(batches, validate=False):
             size = header.size
             if size > self.config.segment_bytes:
                 raise RecordBatchTooLargeError(f"batch of {size} bytes exceeds segment_bytes")

@@ -97,18 +97,19 @@ def describe_topic_configs(
 
 def _describe_broker(broker: Broker, keys: Iterable[str] | None) -> list[ConfigEntry]:
     explicit = broker.config.model_fields_set
+    # Keys without a value are absent, which describes them as null.
+    properties = broker.config.to_properties()
     wanted = set(keys) if keys is not None else None
     entries = []
     for attribute, spec in type(broker.config).model_fields.items():
         name = spec.alias or attribute
         if wanted is not None and name not in wanted:
             continue
-        value = getattr(broker.config, attribute)
         source = ConfigSource.STATIC_BROKER_CONFIG if attribute in explicit else ConfigSource.DEFAULT_CONFIG
         entries.append(
             ConfigEntry(
                 name=name,
-                value=None if value is None else broker.config.to_properties().get(name),
+                value=properties.get(name),
                 config_source=source,
                 config_type=ConfigType.UNKNOWN,
                 read_only=True,

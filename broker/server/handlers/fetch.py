@@ -24,12 +24,6 @@ from kafkette.broker.storage.errors import LogStorageError, OffsetOutOfRangeErro
 TOPIC_IDS_FROM_VERSION = 13
 
 
-def _check_leader_epoch(partition: Partition, requested: int) -> ErrorCode:
-    if requested == -1 or requested == partition.leader_epoch:
-        return ErrorCode.NONE
-    return ErrorCode.FENCED_LEADER_EPOCH if requested < partition.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
-
-
 class _FetchPass:
     """One read of every requested partition, within the response's byte budget."""
 
@@ -76,7 +70,7 @@ class _FetchPass:
             aborted_transactions=None,
             records=b"",
         )
-        code = _check_leader_epoch(partition, wanted.current_leader_epoch)
+        code = partition.check_leader_epoch(wanted.current_leader_epoch)
         if code != ErrorCode.NONE:
             self.has_error = True
             result.error_code = code

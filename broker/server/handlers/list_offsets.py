@@ -11,7 +11,6 @@ from kafkette.broker.protocol.messages.list_offsets_response import (
 )
 from kafkette.broker.replication.partition import Partition
 from kafkette.broker.server.context import RequestContext
-from kafkette.broker.server.handlers.fetch import _check_leader_epoch
 
 LATEST = -1
 EARLIEST = -2
@@ -23,7 +22,7 @@ EARLIEST_PENDING_UPLOAD = -5
 
 def _lookup(partition: Partition, wanted: ListOffsetsPartition) -> ListOffsetsPartitionResponse:
     result = ListOffsetsPartitionResponse(partition_index=wanted.partition_index, leader_epoch=partition.leader_epoch)
-    code = _check_leader_epoch(partition, wanted.current_leader_epoch)
+    code = partition.check_leader_epoch(wanted.current_leader_epoch)
     if code != ErrorCode.NONE:
         result.error_code = code
         return result
