@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import AdminClient
 
 CACHE = Path(os.environ.get("KAFKETTE_CACHE", Path.home() / ".cache" / "kafkette"))
 KAFKA_VERSION = "4.3.1"
@@ -146,44 +147,111 @@ def start_kafkette(extra: dict[str, str] | None = None) -> RunningBroker:
     return _launch("kafkette", command, f"127.0.0.1:{port}", data_dir)
 
 
-def start_kafka() -> RunningBroker:
-    libs = kafka_libs()
-    data_dir = Path(tempfile.mkdtemp(prefix="bench-kafka-"))
-    port, controller_port = free_port(), free_port()
+def _kafka_properties(data_dir: Path, node_id: int, port: int, controller_port: int, quorum: str, rf: int) -> Path:
+    """One KRaft combined-mode node's server.properties; `quorum` is its controller.quorum.* line."""
     properties = data_dir / "server.properties"
     properties.write_text(
         "\n".join(
             [
                 "process.roles=broker,controller",
-                "node.id=1",
-                f"controller.quorum.bootstrap.servers=127.0.0.1:{controller_port}",
+                f"node.id={node_id}",
+                quorum,
                 f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
                 f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}",
                 "controller.listener.names=CONTROLLER",
                 "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
                 f"log.dirs={data_dir / 'data'}",
-                "offsets.topic.replication.factor=1",
-                "transaction.state.log.replication.factor=1",
-                "transaction.state.log.min.isr=1",
+                f"offsets.topic.replication.factor={rf}",
+                f"transaction.state.log.replication.factor={rf}",
+                f"transaction.state.log.min.isr={min(rf, 2)}",
                 "group.initial.rebalance.delay.ms=0",
             ]
         )
         + "\n"
     )
-    classpath = f"{libs}/*"
-    cluster_id = subprocess.run(
-        ["java", "-cp", classpath, "kafka.tools.StorageTool", "random-uuid"], capture_output=True, text=True, check=True
-    ).stdout.split()[-1]
+    return properties
+
+
+def _kafka_format(classpath: str, properties: Path, cluster_id: str, *options: str) -> None:
     subprocess.run(
-        ["java", "-cp", classpath, "kafka.tools.StorageTool", "format", "--standalone", "-t", cluster_id,
+        ["java", "-cp", classpath, "kafka.tools.StorageTool", "format", *options, "-t", cluster_id,
          "-c", str(properties)],
         capture_output=True, check=True,
     )  # fmt: skip
+
+
+def _kafka_cluster_id(classpath: str) -> str:
+    return subprocess.run(
+        ["java", "-cp", classpath, "kafka.tools.StorageTool", "random-uuid"], capture_output=True, text=True, check=True
+    ).stdout.split()[-1]
+
+
+def start_kafka() -> RunningBroker:
+    libs = kafka_libs()
+    data_dir = Path(tempfile.mkdtemp(prefix="bench-kafka-"))
+    port, controller_port = free_port(), free_port()
+    quorum = f"controller.quorum.bootstrap.servers=127.0.0.1:{controller_port}"
+    properties = _kafka_properties(data_dir, 1, port, controller_port, quorum, 1)
+    classpath = f"{libs}/*"
+    _kafka_format(classpath, properties, _kafka_cluster_id(classpath), "--standalone")
     # A capped heap keeps the JVM from taking the memory the clients and other brokers need.
     command = ["java", "-Xms1g", "-Xmx1g", "-XX:+UseG1GC", "-cp", classpath, "kafka.Kafka", str(properties)]
     broker = _launch("kafka", command, f"127.0.0.1:{port}", data_dir)
     broker.notes.append(f"Apache Kafka {KAFKA_VERSION}, KRaft combined mode, heap 1 GiB")
     return broker
+
+
+@dataclass
+class KafkaCluster:
+    """Apache Kafka nodes in KRaft combined mode with a static voter set (every node votes)."""
+
+    nodes: list[RunningBroker]
+    startup_s: float = 0.0
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(node.bootstrap for node in self.nodes)
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.process.terminate()
+        for node in self.nodes:
+            node.stop()  # waits, kills a straggler, removes its directory
+
+
+def start_kafka_cluster(nodes: int = 3, heap: str = "768m") -> KafkaCluster:
+    """Format every node, start them together, return once a produce is acknowledged and all are registered."""
+    libs = kafka_libs()
+    classpath = f"{libs}/*"
+    cluster_id = _kafka_cluster_id(classpath)
+    ports = [(free_port(), free_port()) for _ in range(nodes)]
+    voters = ",".join(f"{i + 1}@127.0.0.1:{controller}" for i, (_, controller) in enumerate(ports))
+    prepared = []
+    for i, (port, controller_port) in enumerate(ports):
+        data_dir = Path(tempfile.mkdtemp(prefix=f"bench-kafka{i + 1}-"))
+        quorum = f"controller.quorum.voters={voters}"
+        properties = _kafka_properties(data_dir, i + 1, port, controller_port, quorum, min(nodes, 3))
+        _kafka_format(classpath, properties, cluster_id)
+        prepared.append((data_dir, port, properties))
+    cluster = KafkaCluster([])
+    started = time.monotonic()
+    try:
+        for i, (data_dir, port, properties) in enumerate(prepared):
+            command = ["java", f"-Xms{heap}", f"-Xmx{heap}", "-XX:+UseG1GC", "-cp", classpath, "kafka.Kafka"]
+            log = (data_dir / "broker.log").open("wb")
+            process = subprocess.Popen([*command, str(properties)], stdout=log, stderr=subprocess.STDOUT, cwd=data_dir)
+            cluster.nodes.append(RunningBroker(f"kafka-{i + 1}", process, f"127.0.0.1:{port}", data_dir))
+        _first_produce(cluster.bootstrap, started, cluster.nodes[0].process)
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        while len(admin.list_topics(timeout=5).brokers) < nodes:
+            if time.monotonic() > started + READY_TIMEOUT_S:
+                raise RuntimeError(f"not all {nodes} Kafka nodes registered within {READY_TIMEOUT_S} s")
+            time.sleep(0.2)
+        cluster.startup_s = time.monotonic() - started
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
 
 
 def start_tansu() -> RunningBroker:

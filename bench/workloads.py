@@ -7,8 +7,10 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from brokers import BENCH_DIR, RunningBroker, kafka_libs
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -42,9 +44,18 @@ class Measurement:
         return self.records / self.seconds if self.seconds > 0 else 0.0
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+class Bootstrapped(Protocol):
+    """What a librdkafka workload needs of its target: one broker (RunningBroker) or a cluster."""
+
+    @property
+    def bootstrap(self) -> str: ...
+
+
+def create_topic(
+    bootstrap: str, topic: str, partitions: int, replication: int = 1, config: Mapping[str, str] | None = None
+) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+    admin.create_topics([NewTopic(topic, partitions, replication, config=dict(config or {}))])[topic].result(30)
 
 
 def _run(command: list[str]) -> str:
@@ -54,7 +65,8 @@ def _run(command: list[str]) -> str:
     return result.stdout
 
 
-def confluent(mode: str, broker: RunningBroker, topic: str, scenario: Scenario, **extra: int) -> dict[str, float]:
+def confluent(mode: str, broker: Bootstrapped, topic: str, scenario: Scenario, **extra: int) -> dict[str, float]:
+    """One confluent_perf.py run; idempotence is on exactly for acks=all, as the Java workloads (client defaults)."""
     command = [sys.executable, str(BENCH_DIR / "clients" / "confluent_perf.py"), mode, "--bootstrap", broker.bootstrap]
     command += ["--topic", topic, "--count", str(extra.get("count", scenario.count)), "--size", str(scenario.size)]
     command += [
@@ -67,6 +79,8 @@ def confluent(mode: str, broker: RunningBroker, topic: str, scenario: Scenario, 
     ]
     if "rate" in extra:
         command += ["--rate", str(extra["rate"])]
+    if scenario.acks == "all":
+        command.append("--idempotence")
     result: dict[str, float] = json.loads(_run(command).strip().splitlines()[-1])
     if result.get("failed"):
         raise RuntimeError(f"{mode}: {result['failed']:.0f} records failed")

@@ -181,6 +181,45 @@ def _listeners(value: object) -> object:
     return listeners
 
 
+class Voter(NamedTuple):
+    """One entry of `controller.quorum.voters`: `ID@HOST:PORT`."""
+
+    node_id: int
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.node_id}@{self.host}:{self.port}"
+
+
+def parse_voters(text: str) -> tuple[Voter, ...]:
+    """`controller.quorum.voters`: `0@host:port,1@host:port,...` (empty: no voters)."""
+    voters = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        node, _, address = item.partition("@")
+        host, _, port = address.rpartition(":")
+        if not node.isdigit() or not host or not port.isdigit():
+            raise ValueError(f"voter {item!r} is not id@host:port")
+        voters.append(Voter(int(node), host, int(port)))
+    if len({v.node_id for v in voters}) != len(voters):
+        raise ValueError("each voter id may appear only once")
+    return tuple(voters)
+
+
+def _plaintext_map(entries: tuple[str, ...]) -> tuple[str, ...]:
+    for entry in entries:
+        name, sep, protocol = entry.partition(":")
+        if not sep or not name or protocol.strip() != "PLAINTEXT":
+            raise ValueError(f"{entry!r}: only NAME:PLAINTEXT entries are supported")
+    return entries
+
+
+def _voters(value: object) -> object:
+    return parse_voters(value) if isinstance(value, str) else value
+
+
 # --- value types shared by broker keys and their topic-level synonyms ------------------------------------
 
 Int = Annotated[int, BeforeValidator(_java_integer), Field(ge=INT_MIN, le=INT_MAX)]
@@ -210,6 +249,10 @@ _FlushMessages = Annotated[Annotated[Long, Field(ge=1)] | None, AfterValidator(_
 _FlushMs = Annotated[Annotated[Long, Field(ge=0)] | None, AfterValidator(_never_is_none)]
 _Listeners = Annotated[tuple[Listener, ...], BeforeValidator(_listeners), Field(min_length=1)]
 _Paths = Annotated[tuple[Path, ...], BeforeValidator(_comma_list), Field(min_length=1)]
+_Roles = Annotated[tuple[Literal["broker", "controller"], ...], BeforeValidator(_comma_list), Field(min_length=1)]
+_Voters = Annotated[tuple[Voter, ...], BeforeValidator(_voters)]
+_Names = Annotated[tuple[str, ...], BeforeValidator(_comma_list), Field(min_length=1)]
+_ProtocolMap = Annotated[tuple[str, ...], BeforeValidator(_comma_list), AfterValidator(_plaintext_map)]
 
 
 def format_value(value: object) -> str:
@@ -302,6 +345,26 @@ class BrokerConfig(_PropertiesModel):
         "asyncio", alias="kafkette.event.loop"
     )
 
+    # KRaft: every broker is also a voter unless process.roles says otherwise; the voter entry for node.id
+    # is where this node's controller listens. Empty voters: a quorum of one, reached in-process only.
+    process_roles: _Roles = Field(("broker", "controller"), alias="process.roles")
+    controller_quorum_voters: _Voters = Field((), alias="controller.quorum.voters")
+    # A listener named here in `listeners` is where this node's controller binds (else its voter address).
+    controller_listener_names: _Names = Field(("CONTROLLER",), alias="controller.listener.names")
+    # Only PLAINTEXT exists, so the map is checked for that and otherwise informational.
+    listener_security_protocol_map: _ProtocolMap | None = Field(None, alias="listener.security.protocol.map")
+    inter_broker_listener_name: Text | None = Field(None, alias="inter.broker.listener.name")
+    controller_quorum_election_timeout_ms: _PositiveInt = Field(1000, alias="controller.quorum.election.timeout.ms")
+    controller_quorum_fetch_timeout_ms: _PositiveInt = Field(2000, alias="controller.quorum.fetch.timeout.ms")
+    broker_session_timeout_ms: _PositiveInt = Field(9000, alias="broker.session.timeout.ms")
+    broker_heartbeat_interval_ms: _PositiveInt = Field(2000, alias="broker.heartbeat.interval.ms")
+    replica_lag_time_max_ms: _PositiveLong = Field(30000, alias="replica.lag.time.max.ms")
+    replica_fetch_max_bytes: _PositiveInt = Field(1048576, alias="replica.fetch.max.bytes")
+    replica_fetch_wait_max_ms: _PositiveInt = Field(500, alias="replica.fetch.wait.max.ms")
+    replica_fetch_backoff_ms: _NonNegativeInt = Field(1000, alias="replica.fetch.backoff.ms")
+    auto_leader_rebalance_enable: Boolean = Field(True, alias="auto.leader.rebalance.enable")
+    leader_imbalance_check_interval_seconds: _PositiveLong = Field(300, alias="leader.imbalance.check.interval.seconds")
+
     num_partitions: _PositiveInt = Field(1, alias="num.partitions")
     default_replication_factor: _PositiveInt = Field(1, alias="default.replication.factor")
     auto_create_topics_enable: Boolean = Field(True, alias="auto.create.topics.enable")
@@ -351,6 +414,7 @@ class BrokerConfig(_PropertiesModel):
     offsets_retention_minutes: _PositiveInt = Field(10080, alias="offsets.retention.minutes")
     offsets_retention_check_interval_ms: _PositiveLong = Field(600000, alias="offsets.retention.check.interval.ms")
     offset_metadata_max_bytes: _NonNegativeInt = Field(4096, alias="offset.metadata.max.bytes")
+    offsets_commit_timeout_ms: _PositiveInt = Field(5000, alias="offsets.commit.timeout.ms")
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> BrokerConfig:
@@ -393,19 +457,28 @@ class BrokerConfig(_PropertiesModel):
         return -1 if millis < 0 else millis
 
     @property
-    def effective_advertised_listeners(self) -> tuple[Listener, ...]:
-        return self.advertised_listeners or self.listeners
+    def client_listeners(self) -> tuple[Listener, ...]:
+        return tuple(x for x in self.listeners if x.name not in self.controller_listener_names) or self.listeners
 
     @property
     def listen_address(self) -> tuple[str, int]:
-        """Host and port of the first listener (port 0: the OS picks one, the server reports it)."""
-        first = self.listeners[0]
+        """Host and port of the first client listener (port 0: the OS picks one, the server reports it)."""
+        first = self.client_listeners[0]
         return first.host, first.port
+
+    @property
+    def controller_listen_address(self) -> tuple[str, int] | None:
+        """Where this node's controller binds when `listeners` names a controller listener."""
+        found = [x for x in self.listeners if x.name in self.controller_listener_names]
+        return (found[0].host, found[0].port) if found else None
 
     @property
     def advertised_address(self) -> tuple[str, int]:
         """Host and port clients are told to connect to; the server substitutes its bound port for 0."""
-        first = self.effective_advertised_listeners[0]
+        advertised = self.advertised_listeners
+        if advertised is None:
+            return self.listen_address
+        first = next((x for x in advertised if x.name not in self.controller_listener_names), advertised[0])
         return first.host, first.port
 
 

@@ -80,5 +80,8 @@ def test_demo_runs_and_stops_cleanly(tmp_path: Path) -> None:
     assert int(counts["acked"]) > 1000
     assert counts["consumed"] == counts["acked"] == counts["produced"]
     assert counts["failed"] == "0"
-    assert lines[-1] == "broker stopped cleanly"
-    assert (tmp_path / "demo" / "kafkette-broker.log").read_text().count("ready listening on 127.0.0.1:") == 1
+    assert lines[-1] == "cluster stopped cleanly"
+    for node in range(3):
+        log = (tmp_path / "demo" / f"broker-{node}" / "broker.log").read_text()
+        assert log.count("ready listening on 127.0.0.1:") == 1
+        assert "stopped cleanly" in log

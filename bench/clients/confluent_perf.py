@@ -24,7 +24,7 @@ def produce(args: argparse.Namespace) -> dict[str, float]:
             "linger.ms": 5,
             "compression.type": args.compression,
             "queue.buffering.max.messages": 1_000_000,
-            "enable.idempotence": False,
+            "enable.idempotence": args.idempotence,
         }
     )
     value = b"x" * args.size
@@ -68,8 +68,16 @@ def latency(args: argparse.Namespace) -> dict[str, float]:
         {"bootstrap.servers": args.bootstrap, "group.id": "bench", "enable.auto.commit": False, **CONSUMER_SETTINGS}
     )
     consumer.assign([TopicPartition(args.topic, p, 0) for p in range(args.partitions)])
-    producer = Producer({"bootstrap.servers": args.bootstrap, "acks": args.acks, "linger.ms": 0})
+    producer = Producer(
+        {"bootstrap.servers": args.bootstrap, "acks": args.acks, "linger.ms": 0, "enable.idempotence": args.idempotence}
+    )
     samples: list[float] = []
+    acked: list[float] = []  # produce latency: send to delivery report (the broker's acknowledgement)
+
+    def on_delivery(sent: float, error: object) -> None:
+        if error is None:
+            acked.append(time.perf_counter() - sent)
+
     warmed_up = threading.Event()
 
     def read() -> None:
@@ -87,13 +95,17 @@ def latency(args: argparse.Namespace) -> dict[str, float]:
     reader.start()
     # Metadata, leadership and the consumer's first fetch settle before anything is measured.
     while not warmed_up.wait(0.1):
+        if not reader.is_alive():  # it gave up (deadline) or failed on a record it cannot parse
+            raise RuntimeError("the consumer never saw a warm-up record")
         producer.produce(args.topic, b"warm-up", partition=0)
         producer.poll(0)
     interval = 1 / args.rate
     next_send = time.perf_counter()
     for index in range(args.count):
+        sent = time.perf_counter()
         producer.produce(args.topic, f"{time.time():<20.6f}".encode() + b"x" * max(0, args.size - 20),
-                         partition=index % args.partitions)  # fmt: skip
+                         partition=index % args.partitions,
+                         on_delivery=lambda error, _m, sent=sent: on_delivery(sent, error))  # fmt: skip
         producer.poll(0)
         next_send += interval
         time.sleep(max(0.0, next_send - time.perf_counter()))
@@ -101,15 +113,19 @@ def latency(args: argparse.Namespace) -> dict[str, float]:
     reader.join()
     consumer.close()
     samples.sort()
+    acked.sort()
 
-    def percentile(q: float) -> float:
-        return samples[min(len(samples) - 1, int(len(samples) * q))] * 1000 if samples else float("nan")
+    def percentile(values: list[float], q: float) -> float:
+        return values[min(len(values) - 1, int(len(values) * q))] * 1000 if values else float("nan")
 
     return {
         "records": len(samples),
-        "p50_ms": percentile(0.5),
-        "p99_ms": percentile(0.99),
-        "p999_ms": percentile(0.999),
+        "p50_ms": percentile(samples, 0.5),
+        "p99_ms": percentile(samples, 0.99),
+        "p999_ms": percentile(samples, 0.999),
+        "produce_p50_ms": percentile(acked, 0.5),
+        "produce_p99_ms": percentile(acked, 0.99),
+        "produce_p999_ms": percentile(acked, 0.999),
     }
 
 
@@ -124,6 +140,7 @@ def main() -> None:
     parser.add_argument("--acks", default="1")
     parser.add_argument("--compression", default="none")
     parser.add_argument("--rate", type=int, default=1000)
+    parser.add_argument("--idempotence", action="store_true", help="enable.idempotence=true (default false)")
     args = parser.parse_args()
     print(json.dumps({"produce": produce, "consume": consume, "latency": latency}[args.mode](args)))
 

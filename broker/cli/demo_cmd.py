@@ -1,4 +1,4 @@
-"""`kafkette demo` (`make run`): a broker, a topic, traffic through it, and one progress line a second."""
+"""`kafkette demo` (`make run`): a local cluster, a replicated topic, traffic through it, a progress line a second."""
 
 from __future__ import annotations
 
@@ -6,19 +6,22 @@ import argparse
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from types import FrameType
+from types import FrameType, ModuleType
 
 from confluent_kafka import KafkaException
 
 from kafkette.broker.cli import admin
 from kafkette.broker.cli.common import CommandError
 from kafkette.broker.cli.demo_traffic import ConsumerLoop, LatencyHistogram, ProducerLoop
-from kafkette.broker.process import BrokerProcess, BrokerStartupError
+
+# Returns why the cluster failed (a broker died), or None while it runs.
+ClusterCheck = Callable[[], str | None]
 
 TOPIC = "demo"
 PARTITIONS = 3
-READY_TIMEOUT = 20.0
+READY_TIMEOUT = 60.0
 ADMIN_TIMEOUT = 10.0
 DRAIN_TIMEOUT = 10.0
 BROKER_STOP_TIMEOUT = 15.0
@@ -27,48 +30,61 @@ BROKER_STOP_TIMEOUT = 15.0
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "demo",
-        help="start a broker and stream records through it",
-        description=f"Start a broker, create topic {TOPIC!r} ({PARTITIONS} partitions), produce and consume "
-        "through it and print progress each second. Ctrl-C stops everything and prints a summary.",
+        help="start a local cluster and stream records through it",
+        description=f"Start a local cluster (`kafkette up`), create topic {TOPIC!r} ({PARTITIONS} partitions, "
+        "replicated on up to 3 brokers), produce with acks=all and consume through it, and print progress each "
+        "second. Ctrl-C stops everything and prints a summary.",
     )
     parser.add_argument("--data-dir", type=Path, default=Path(".run/demo"), metavar="DIR")
+    parser.add_argument("--brokers", type=int, default=3, metavar="N", help="brokers in the cluster (default 3)")
     parser.add_argument("--seconds", type=float, metavar="N", help="stop after N seconds (default: on Ctrl-C)")
     parser.add_argument("--rate", type=int, default=2000, metavar="MSGS", help="records produced per second")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    broker = BrokerProcess(args.data_dir, startup_timeout=READY_TIMEOUT, stop_timeout=BROKER_STOP_TIMEOUT)
-    print(f"starting broker (data and log in {args.data_dir})", flush=True)
+    from kafkette.operator.local import plan, runtime
+
+    cluster_dir = args.data_dir.resolve()
+    print(f"starting {args.brokers} brokers (data and logs in {args.data_dir})", flush=True)
     try:
-        broker.start()
-        print(f"broker ready on {broker.bootstrap}", flush=True)
-        _ensure_topic(broker.bootstrap)
-        clean = _stream(broker.bootstrap, args.rate, args.seconds, broker)
-    except BrokerStartupError as exc:
+        first_port = None if runtime.load_state(cluster_dir) else runtime.first_free_port(args.brokers)
+        state = runtime.up(cluster_dir, brokers=args.brokers, first_port=first_port, timeout=READY_TIMEOUT)
+        bootstrap = plan.bootstrap_servers(state)
+        print(f"cluster ready on {bootstrap}", flush=True)
+        _ensure_topic(bootstrap, min(args.brokers, 3))
+        clean = _stream(bootstrap, args.rate, args.seconds, lambda: _dead_brokers(runtime, cluster_dir))
+    except runtime.LocalClusterError as exc:
         raise CommandError(str(exc)) from exc
     except KafkaException as exc:
         raise CommandError(f"kafka client: {exc.args[0].str()}") from exc
     finally:
-        exit_code = broker.terminate() if broker.running else broker.returncode
-    if exit_code != 0:
-        raise CommandError(f"the broker exited with {exit_code}; see {broker.log_path}")
-    print("broker stopped cleanly", flush=True)
+        stragglers = runtime.down(cluster_dir, timeout=BROKER_STOP_TIMEOUT)
+    if stragglers:
+        raise CommandError(f"brokers {stragglers} had to be killed; see their logs in {args.data_dir}")
+    print("cluster stopped cleanly", flush=True)
     return 0 if clean else 1
 
 
-def _ensure_topic(bootstrap: str) -> None:
+def _dead_brokers(runtime: ModuleType, cluster_dir: Path) -> str | None:
+    state = runtime.require_state(cluster_dir)
+    dead = sorted(set(state.ids) - set(runtime.alive_ids(cluster_dir, state)))
+    return f"brokers {dead} exited; see {cluster_dir}/broker-N/broker.log" if dead else None
+
+
+def _ensure_topic(bootstrap: str, replication_factor: int) -> None:
     client = admin.connect(bootstrap)
     created = admin.create_topic(
         client,
         TOPIC,
         partitions=PARTITIONS,
-        replication_factor=1,
-        configs={},
+        replication_factor=replication_factor,
+        configs={"min.insync.replicas": str(min(2, replication_factor))},
         timeout=ADMIN_TIMEOUT,
         if_not_exists=True,
     )
-    print(f"topic {TOPIC!r} {'created' if created else 'exists'} ({PARTITIONS} partitions)", flush=True)
+    state = "created" if created else "exists"
+    print(f"topic {TOPIC!r} {state} ({PARTITIONS} partitions, replication factor {replication_factor})", flush=True)
 
 
 class _StopSignal:
@@ -91,7 +107,7 @@ class _StopSignal:
         self.event.set()
 
 
-def _stream(bootstrap: str, rate: int, seconds: float | None, broker: BrokerProcess) -> bool:
+def _stream(bootstrap: str, rate: int, seconds: float | None, cluster_failure: ClusterCheck) -> bool:
     """Run the traffic until a signal, the deadline or a failure; True if every record made it through."""
     consumer = ConsumerLoop(bootstrap, TOPIC, PARTITIONS)
     consumer.assign_at_end(ADMIN_TIMEOUT)
@@ -101,21 +117,21 @@ def _stream(bootstrap: str, rate: int, seconds: float | None, broker: BrokerProc
     consumer.start()
     producer.start()
     with _StopSignal() as stop:
-        failure = _report_progress(producer, consumer, broker, total, started, seconds, stop)
-        # Stop in order: the producer flushes, the consumer reads what was acknowledged, then the broker.
+        failure = _report_progress(producer, consumer, cluster_failure, total, started, seconds, stop)
+        # Stop in order: the producer flushes, the consumer reads what was acknowledged, then the cluster.
         producer.stop()
         producer.join()
         consumer.drain(producer.acked, DRAIN_TIMEOUT)
         consumer.join()
     total.merge(consumer.latency.take())
-    failure = failure or _failure(producer, consumer, broker)
+    failure = failure or _failure(producer, consumer, cluster_failure)
     return _summary(producer, consumer, total, time.monotonic() - started, failure)
 
 
 def _report_progress(
     producer: ProducerLoop,
     consumer: ConsumerLoop,
-    broker: BrokerProcess,
+    cluster_failure: ClusterCheck,
     total: LatencyHistogram,
     started: float,
     seconds: float | None,
@@ -135,15 +151,15 @@ def _report_progress(
             flush=True,
         )
         last_consumed = consumed
-        failure = _failure(producer, consumer, broker)
+        failure = _failure(producer, consumer, cluster_failure)
         if failure is not None or (seconds is not None and elapsed >= seconds):
             return failure
     return None
 
 
-def _failure(producer: ProducerLoop, consumer: ConsumerLoop, broker: BrokerProcess) -> str | None:
-    if broker.returncode is not None:
-        return f"the broker exited with {broker.returncode}"
+def _failure(producer: ProducerLoop, consumer: ConsumerLoop, cluster_failure: ClusterCheck) -> str | None:
+    if (dead := cluster_failure()) is not None:
+        return dead
     for worker in (producer, consumer):
         if worker.error is not None:
             return f"{worker.name} failed: {worker.error}"

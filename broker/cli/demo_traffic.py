@@ -6,7 +6,7 @@ import threading
 import time
 from collections import Counter
 
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 TICK_SECONDS = 0.01
 KEYS = 64
@@ -106,6 +106,10 @@ class ProducerLoop(_Worker):
             self.last_failure = error.str()
 
 
+# What a client hears about a partition whose creation has not reached every broker yet.
+_NOT_YET_KNOWN = (KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART)
+
+
 class ConsumerLoop(_Worker):
     """Reads every partition of the topic without a group (assign, not subscribe), timing each record."""
 
@@ -123,12 +127,20 @@ class ConsumerLoop(_Worker):
 
     def assign_at_end(self, timeout: float) -> None:
         """Start every partition at its current end, so that a rerun counts only its own records."""
+        deadline = time.monotonic() + timeout
         self._consumer.assign(
-            [
-                TopicPartition(tp.topic, tp.partition, self._consumer.get_watermark_offsets(tp, timeout=timeout)[1])
-                for tp in self._partitions
-            ]
+            [TopicPartition(tp.topic, tp.partition, self._log_end(tp, deadline)) for tp in self._partitions]
         )
+
+    def _log_end(self, tp: TopicPartition, deadline: float) -> int:
+        # A topic just created may not be in every broker's metadata yet: ask again until the deadline.
+        while True:
+            try:
+                return self._consumer.get_watermark_offsets(tp, timeout=max(0.1, deadline - time.monotonic()))[1]
+            except KafkaException as exc:
+                if exc.args[0].code() not in _NOT_YET_KNOWN or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.1)
 
     def drain(self, target: int, timeout: float) -> None:
         """Stop once `target` records were consumed, or after `timeout` seconds."""

@@ -11,9 +11,9 @@ from kafkette.broker.cli.common import CommandError, Subcommand
 
 def all_subcommands() -> tuple[Subcommand, ...]:
     # Imported on demand: a broker process (python -m kafkette.broker) needs only its own.
-    from kafkette.broker.cli import broker_cmd, demo_cmd, groups_cmd, topics_cmd
+    from kafkette.broker.cli import broker_cmd, cluster_cmd, demo_cmd, groups_cmd, topics_cmd
 
-    return (broker_cmd, topics_cmd, groups_cmd, demo_cmd)
+    return (broker_cmd, topics_cmd, groups_cmd, demo_cmd, cluster_cmd)
 
 
 def build_parser(subcommands: Sequence[Subcommand] | None = None) -> argparse.ArgumentParser:

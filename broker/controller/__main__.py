@@ -17,7 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-from kafkette.broker.controller.quorum import NotLeaderError, QuorumController, parse_voters
+from kafkette.broker.config import parse_voters
+from kafkette.broker.controller.quorum import NotLeaderError, QuorumController
 from kafkette.broker.controller.raft import Timing
 from kafkette.broker.controller.records.config_record import ConfigRecord
 from kafkette.broker.storage.files import atomic_write
@@ -80,9 +81,8 @@ async def _main(args: argparse.Namespace) -> None:
         election_timeout_ms=args.election_timeout_ms, fetch_timeout_ms=args.fetch_timeout_ms, pre_vote=False
     )
     args.dir.mkdir(parents=True, exist_ok=True)
-    controller = QuorumController(
-        args.node_id, parse_voters(args.voters), args.dir, args.cluster_id, timing, args.snapshot_every
-    )
+    voters = {v.node_id: v for v in parse_voters(args.voters)}
+    controller = QuorumController(args.node_id, voters, args.dir, args.cluster_id, timing, args.snapshot_every)
     await controller.start()
     print("ready", flush=True)
     stop = asyncio.Event()

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from uuid import UUID
 
+from kafkette.broker.controller.records.broker_registration_change_record import BrokerRegistrationChangeRecord
 from kafkette.broker.controller.records.config_record import ConfigRecord
 from kafkette.broker.controller.records.feature_level_record import FeatureLevelRecord
 from kafkette.broker.controller.records.fence_broker_record import FenceBrokerRecord
@@ -49,6 +50,13 @@ class BrokerImage:
     endpoints: tuple[Endpoint, ...]
     rack: str | None
     fenced: bool
+    # Set by a controlled-shutdown request; a new registration clears it.
+    in_controlled_shutdown: bool = False
+
+    @property
+    def eligible(self) -> bool:
+        """May lead partitions and join ISRs: unfenced and not shutting down."""
+        return not self.fenced and not self.in_controlled_shutdown
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +87,39 @@ class MetadataImage:
     def topic_by_name(self, name: str) -> TopicImage | None:
         return next((t for t in self.topics.values() if t.name == name), None)
 
+    def is_eligible(self, broker_id: int) -> bool:
+        """Whether ``broker_id`` is registered, unfenced and not in controlled shutdown."""
+        broker = self.brokers.get(broker_id)
+        return broker is not None and broker.eligible
+
+    def eligible_brokers(self) -> list[int]:
+        return sorted(b.broker_id for b in self.brokers.values() if b.eligible)
+
+    def partitions_led_by(self, broker_id: int) -> list[tuple[UUID, int]]:
+        return [
+            (topic.topic_id, index)
+            for topic in self.topics.values()
+            for index, partition in topic.partitions.items()
+            if partition.leader == broker_id
+        ]
+
+    def partitions_with_replica(self, broker_id: int) -> list[tuple[UUID, int]]:
+        return [
+            (topic.topic_id, index)
+            for topic in self.topics.values()
+            for index, partition in topic.partitions.items()
+            if broker_id in partition.replicas
+        ]
+
+    def leader_counts(self) -> dict[int, int]:
+        """Partitions led per broker (offline partitions count for nobody)."""
+        counts: dict[int, int] = {}
+        for topic in self.topics.values():
+            for partition in topic.partitions.values():
+                if partition.leader >= 0:
+                    counts[partition.leader] = counts.get(partition.leader, 0) + 1
+        return counts
+
 
 def _with(mapping: Mapping, key: object, value: object | None) -> Mapping:  # type: ignore[type-arg]
     """A copy of ``mapping`` with ``key`` set, or removed when ``value`` is None."""
@@ -95,6 +136,17 @@ def _set_fenced(image: MetadataImage, broker_id: int, epoch: int, fenced: bool) 
     if broker is None or broker.epoch != epoch:
         return image  # about an older registration of that broker
     return replace(image, brokers=_with(image.brokers, broker_id, replace(broker, fenced=fenced)))
+
+
+def _change_registration(image: MetadataImage, record: BrokerRegistrationChangeRecord) -> MetadataImage:
+    broker = image.brokers.get(record.broker_id)
+    if broker is None or broker.epoch != record.broker_epoch:
+        return image
+    # Kafka's tri-states: fenced 1 = fence, -1 = unfence, 0 = unchanged; in_controlled_shutdown 1 = enter.
+    fenced = broker.fenced if record.fenced == 0 else record.fenced > 0
+    shutting_down = broker.in_controlled_shutdown or record.in_controlled_shutdown == 1
+    changed = replace(broker, fenced=fenced, in_controlled_shutdown=shutting_down)
+    return replace(image, brokers=_with(image.brokers, record.broker_id, changed))
 
 
 def _set_partition(image: MetadataImage, topic_id: UUID, index: int, partition: PartitionImage) -> MetadataImage:
@@ -123,9 +175,17 @@ def replay(image: MetadataImage, record: Message) -> MetadataImage:
         case RegisterBrokerRecord():
             endpoints = tuple(Endpoint(e.name, e.host, e.port, e.security_protocol) for e in record.end_points)
             broker = BrokerImage(
-                record.broker_id, record.broker_epoch, record.incarnation_id, endpoints, record.rack, record.fenced
+                record.broker_id,
+                record.broker_epoch,
+                record.incarnation_id,
+                endpoints,
+                record.rack,
+                record.fenced,
+                record.in_controlled_shutdown,
             )
             return replace(image, brokers=_with(image.brokers, record.broker_id, broker))
+        case BrokerRegistrationChangeRecord():
+            return _change_registration(image, record)
         case FenceBrokerRecord():
             return _set_fenced(image, record.id, record.epoch, fenced=True)
         case UnfenceBrokerRecord():
@@ -170,6 +230,7 @@ def image_records(image: MetadataImage) -> list[Message]:
                 end_points=endpoints,
                 rack=b.rack,
                 fenced=b.fenced,
+                in_controlled_shutdown=b.in_controlled_shutdown,
             )
         )
     for t in sorted(image.topics.values(), key=lambda t: t.name):

@@ -13,11 +13,11 @@ import logging
 import os
 import random
 import time
-from collections.abc import Awaitable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
 from functools import reduce
 from pathlib import Path
 
+from kafkette.broker.config import Voter
 from kafkette.broker.controller import messages as m
 from kafkette.broker.controller.election_store import FileElectionStore
 from kafkette.broker.controller.image import MetadataImage, image_records, replay
@@ -32,16 +32,18 @@ from kafkette.broker.controller.wire import (
     response_from_wire,
     response_to_wire,
 )
-from kafkette.broker.protocol.framing import decode_request, encode_response
+from kafkette.broker.protocol.framing import Request, decode_request, encode_response
 from kafkette.broker.protocol.messages import describe_quorum_request as dq
 from kafkette.broker.protocol.messages import describe_quorum_response as dq_r
 from kafkette.broker.protocol.records import Record, decode_batches, encode_batch
 from kafkette.broker.protocol.types import Message
-from kafkette.broker.server.connection import Connection, Response
+from kafkette.broker.server.connection import Connection, ConnectionAbort, Response, encode_later
 from kafkette.broker.storage.segment import ReadResult
 
 logger = logging.getLogger(__name__)
 MAX_REQUEST_BYTES = 100 * 1024 * 1024
+# Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch and FetchSnapshot: the quorum's own traffic.
+RAFT_API_KEYS = frozenset({52, 53, 54, 1, 59})
 _ANSWERS = {
     m.VoteResponse: m.VoteRequest,
     m.BeginEpochResponse: m.BeginEpochRequest,
@@ -55,25 +57,6 @@ class NotLeaderError(Exception):
     def __init__(self, leader_id: int | None) -> None:
         super().__init__(f"not the active controller (leader: {leader_id})")
         self.leader_id = leader_id
-
-
-@dataclass(frozen=True, slots=True)
-class VoterAddress:
-    node_id: int
-    host: str
-    port: int
-
-
-def parse_voters(text: str) -> dict[int, VoterAddress]:
-    """``controller.quorum.voters``: ``0@host:port,1@host:port,...``."""
-    voters = {}
-    for item in text.split(","):
-        node, _, address = item.strip().partition("@")
-        host, _, port = address.rpartition(":")
-        if not node or not host or not port:
-            raise ValueError(f"voter {item!r} is not id@host:port")
-        voters[int(node)] = VoterAddress(int(node), host, int(port))
-    return voters
 
 
 def _monotonic_ms() -> int:
@@ -91,13 +74,19 @@ class QuorumController:
     def __init__(
         self,
         node_id: int,
-        voters: dict[int, VoterAddress],
+        voters: dict[int, Voter],
         directory: Path,
         cluster_id: str,
         timing: Timing,
         snapshot_every: int = 10_000,
+        listen: bool = True,
+        bind: tuple[str, int] | None = None,
     ) -> None:
         self.node_id = node_id
+        # A quorum of one that nobody else reaches (a standalone broker) needs no listener.
+        self._listen = listen and node_id in voters
+        # Where to listen when not the voter address itself (e.g. 0.0.0.0 in a pod).
+        self._bind = bind
         self.voters = voters
         self.cluster_id = cluster_id
         self.log = MetadataLog(directory)
@@ -105,6 +94,10 @@ class QuorumController:
         self.raft = RaftNode(node_id, frozenset(voters), self.log, store, timing, random.Random(), _monotonic_ms())
         self.image = MetadataImage()
         self.applied = 0
+        # Called with each new image once committed records changed it (the broker reacts to it).
+        self.on_image: Callable[[MetadataImage], None] | None = None
+        # Answers the controller RPCs that are not Raft's own (registration, heartbeats, forwarded admin).
+        self.serve_rpc: Callable[[Request], Awaitable[Message]] | None = None
         self._snapshot_every = snapshot_every
         self._peers = {
             v.node_id: PeerClient(v.host, v.port, f"controller-{node_id}")
@@ -120,11 +113,13 @@ class QuorumController:
     # --- lifecycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
-        me = self.voters[self.node_id]
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: Connection(self._dispatch, MAX_REQUEST_BYTES, lambda _c: None), me.host, me.port
-        )
+        if self._listen:
+            me = self.voters[self.node_id]
+            host, port = self._bind or (me.host, me.port)
+            loop = asyncio.get_running_loop()
+            self._server = await loop.create_server(
+                lambda: Connection(self._dispatch, MAX_REQUEST_BYTES, lambda _c: None), host, port, reuse_address=True
+            )
         self._run(self.raft.tick(_monotonic_ms()))
 
     async def stop(self) -> None:
@@ -190,6 +185,10 @@ class QuorumController:
         api_key, version, correlation = request.api_key, request.api_version, request.correlation_id
         if isinstance(request.body, dq.DescribeQuorumRequest):
             return encode_response(api_key, version, correlation, self._describe())
+        if api_key not in RAFT_API_KEYS:
+            if self.serve_rpc is None:
+                raise ConnectionAbort(f"API {api_key} is not served by the controller")
+            return encode_later(self.serve_rpc(request), api_key, version, correlation)
         source, core_request = request_from_wire(request.body)
         reply: asyncio.Future[m.Response] = asyncio.get_running_loop().create_future()
         self._replies[(source, type(core_request))] = reply
@@ -229,10 +228,13 @@ class QuorumController:
         self.applied = snapshot.offset
 
     def _apply_committed(self) -> None:
+        before = self.image
         if self.applied < self.log.start_offset:
             self._load_snapshot()
         while self.applied < self.raft.high_watermark and self._apply_some(self.raft.high_watermark):
             pass
+        if self.image is not before and self.on_image is not None:
+            self.on_image(self.image)
         self._release_waiters()
         if self.applied - self.log.start_offset >= self._snapshot_every:
             self._take_snapshot()

@@ -249,13 +249,19 @@ class RaftNode:
 
     def _become_prospective(self, now: int) -> None:
         if self.node_id not in self.voters:
-            self._reset_election_timer(now)
+            self._find_leader(now)
             return
         if not self.timing.pre_vote:
             self._become_candidate(now)
             return
         self._enter(Role.PROSPECTIVE, now, self.epoch, self.leader_id)
         self._request_votes(now, pre_vote=True)
+
+    def _find_leader(self, now: int) -> None:
+        """An observer asks a random voter; the answer (or its refusal) names the leader to follow."""
+        self._enter(Role.UNATTACHED, now, self.epoch, None)
+        voter = self._rng.choice(sorted(self.voters))
+        self._send(voter, m.FetchRequest(self.epoch, self.node_id, self.log.end_offset, self.log.last_epoch(), 0))
 
     def _become_candidate(self, now: int) -> None:
         self._enter(Role.CANDIDATE, now, self.epoch + 1, None, voted_id=self.node_id)
@@ -495,6 +501,8 @@ class RaftNode:
         return self.role is Role.FOLLOWER and source == self.leader_id and epoch == self.epoch
 
     def _on_fetch_response(self, now: int, source: int, response: m.FetchResponse) -> None:
+        if self._observer_learns_leader(now, response):
+            return
         if not self._from_my_leader(now, source, response.epoch, response.leader_id) or response.fenced:
             return
         self._heard_from_leader(now)
@@ -509,6 +517,15 @@ class RaftNode:
             # Only a fetch the leader validated proves this log matches the leader's up to its end.
             self.high_watermark = max(self.high_watermark, min(response.high_watermark, self.log.end_offset))
         self._send_fetch(now)
+
+    def _observer_learns_leader(self, now: int, response: m.FetchResponse) -> bool:
+        leader = response.leader_id
+        if self.node_id in self.voters or self.role is not Role.UNATTACHED or leader in (None, self.node_id):
+            return False
+        if response.epoch < self.epoch:
+            return False
+        self._become_follower(now, response.epoch, leader)  # type: ignore[arg-type]
+        return True
 
     def _on_fetch_snapshot_response(self, now: int, source: int, response: m.FetchSnapshotResponse) -> None:
         if not self._from_my_leader(now, source, response.epoch, response.leader_id):

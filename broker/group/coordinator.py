@@ -12,19 +12,21 @@ COORDINATOR_LOAD_IN_PROGRESS.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Iterable, Mapping
 from dataclasses import dataclass
 
 from kafkette.broker.config import BrokerConfig
+from kafkette.broker.controller.image import MetadataImage
 from kafkette.broker.group import record_codec
 from kafkette.broker.group.group import Group, GroupState, JoinResult, Member, Protocols, SyncResult
 from kafkette.broker.group.offsets import CommittedOffset, OffsetStore, TopicPartition, expired_offsets
 from kafkette.broker.group.offsets_log import KeyValue, OffsetsTopicLog
-from kafkette.broker.group.placement import partition_for
+from kafkette.broker.group.placement import OFFSETS_TOPIC, partition_for
 from kafkette.broker.group.record_codec import GroupRecord, OffsetRecord
 from kafkette.broker.group.state_records import (
     group_from_value,
@@ -33,8 +35,14 @@ from kafkette.broker.group.state_records import (
     offset_to_value,
 )
 from kafkette.broker.group.timers import Timers
-from kafkette.broker.metadata.topics import TopicManager
+from kafkette.broker.metadata.catalog import TopicCatalog
+from kafkette.broker.metadata.channel import ControllerChannel
 from kafkette.broker.protocol.errors import ErrorCode, KafkaError
+from kafkette.broker.protocol.messages.create_topics_request import (
+    CreatableTopic,
+    CreatableTopicConfig,
+    CreateTopicsRequest,
+)
 from kafkette.broker.storage import StorageError
 
 log = logging.getLogger(__name__)
@@ -70,28 +78,39 @@ class GroupOverview:
     protocol_type: str
 
 
+# How failed acks=all outcomes reach a committing client (Kafka's GroupMetadataManager mapping).
+_COMMIT_ERRORS = {
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+}
+
+
 class GroupCoordinator:
-    def __init__(self, config: BrokerConfig, topics: TopicManager) -> None:
+    def __init__(self, config: BrokerConfig, topics: TopicCatalog, controller: ControllerChannel) -> None:
         self.config = config
         self.topics = topics
+        self.controller = controller
         self.log = OffsetsTopicLog(topics, config.offsets_topic_num_partitions)
         self.groups: dict[str, Group] = {}
         self.offsets = OffsetStore()
         # Rebalances started per group, for the metrics endpoint.
         self.rebalances: Counter[str] = Counter()
         self._timers = Timers()
+        # Partitions of __consumer_offsets this broker leads and has replayed; and those being replayed.
         self._loaded: set[int] = set()
+        self._loading: dict[int, asyncio.Task[None]] = {}
+        self._creating: asyncio.Task[None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
 
     # -- lifecycle --------------------------------------------------------------------------
 
     async def start(self) -> None:
         self._tasks.append(asyncio.ensure_future(self._expire_offsets_periodically()))
-        if self.log.exists():
-            self._tasks.append(asyncio.ensure_future(self._load_all()))
 
     async def stop(self) -> None:
-        for task in self._tasks:
+        for task in [*self._tasks, *self._loading.values(), *([self._creating] if self._creating else [])]:
             task.cancel()
         self._timers.cancel_all()
         for group in self.groups.values():
@@ -102,27 +121,83 @@ class GroupCoordinator:
 
     def ensure_offsets_topic(self) -> None:
         """Create ``__consumer_offsets`` on first use, as Kafka does when a client first looks for a coordinator."""
-        if not self.log.exists():
-            self.log.create()
-            self._loaded.update(range(self.log.partitions))
+        if self.log.exists() or (self._creating is not None and not self._creating.done()):
+            return
+        self._creating = asyncio.ensure_future(self._create_offsets_topic())
+
+    async def _create_offsets_topic(self) -> None:
+        request = CreateTopicsRequest(
+            topics=[
+                CreatableTopic(
+                    name=OFFSETS_TOPIC,
+                    num_partitions=self.config.offsets_topic_num_partitions,
+                    replication_factor=self.config.offsets_topic_replication_factor,
+                    configs=[CreatableTopicConfig(name="cleanup.policy", value="compact")],
+                )
+            ],
+            timeout_ms=30000,
+        )
+        try:
+            await self.controller.call(request)
+        except KafkaError as exc:
+            log.warning("cannot create %s: %s", OFFSETS_TOPIC, exc)
+
+    async def wait_for_offsets_topic(self, timeout_s: float) -> None:
+        self.ensure_offsets_topic()
+        if self._creating is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._creating), timeout_s)
+        await self.topics.wait_for_topics([OFFSETS_TOPIC], timeout_s)
+
+    def coordinator_of(self, group_id: str) -> int:
+        """The broker leading the group's __consumer_offsets partition (-1: none yet)."""
+        topic = self.topics.topic(OFFSETS_TOPIC)
+        state = self.topics.partition_state(topic, self.partition_of(group_id)) if topic is not None else None
+        return state.leader if state is not None else -1
 
     def availability(self, group_id: str) -> ErrorCode:
         """NONE when this coordinator can serve the group now."""
         self.ensure_offsets_topic()
+        if not self.log.exists():
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if self.coordinator_of(group_id) != self.config.node_id:
+            return ErrorCode.NOT_COORDINATOR
         if self.partition_of(group_id) not in self._loaded:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return ErrorCode.NONE
 
-    async def _load_all(self) -> None:
-        started = time.monotonic()
-        for index in range(self.log.partitions):
+    def on_image(self, image: MetadataImage) -> None:
+        """Load the partitions this broker now leads, and let go of the groups of those it no longer leads."""
+        topic = self.topics.topic(OFFSETS_TOPIC)
+        led = set()
+        if topic is not None:
+            for index in range(topic.partitions):
+                state = self.topics.partition_state(topic, index)
+                if state is not None and state.leader == self.config.node_id:
+                    led.add(index)
+        for index in led - self._loaded - set(self._loading):
+            self._loading[index] = asyncio.ensure_future(self._load_led(index))
+        for index in (self._loaded | set(self._loading)) - led:
+            self._unload(index)
+
+    async def _load_led(self, index: int) -> None:
+        try:
             await self._load(index)
-        log.info(
-            "loaded %d groups from %d partitions in %.3fs",
-            len(self.groups),
-            self.log.partitions,
-            time.monotonic() - started,
-        )
+        finally:
+            self._loading.pop(index, None)
+
+    def _unload(self, index: int) -> None:
+        loading = self._loading.pop(index, None)
+        if loading is not None:
+            loading.cancel()
+        self._loaded.discard(index)
+        for group_id in [g for g in self.groups if self.partition_of(g) == index]:
+            group = self.groups.pop(group_id)
+            self._fail_parked(group, ErrorCode.NOT_COORDINATOR)
+            for member in group.members.values():
+                self._timers.cancel(("session", group_id, member.member_id))
+        for group_id in [g for g in self.offsets.groups() if self.partition_of(g) == index]:
+            self.offsets.drop(group_id)
 
     async def _load(self, index: int) -> None:
         now = now_ms()
@@ -156,12 +231,18 @@ class GroupCoordinator:
     # -- persistence ------------------------------------------------------------------------
 
     def _append(self, group_id: str, records: list[KeyValue]) -> ErrorCode:
+        """Write to the group's partition without waiting for the followers (group state, tombstones)."""
+        return self._append_replicated(group_id, records)[0]
+
+    def _append_replicated(
+        self, group_id: str, records: list[KeyValue]
+    ) -> tuple[ErrorCode, asyncio.Future[ErrorCode] | None]:
+        """Write; the error, and a future of the followers' acknowledgement when it is still pending."""
         try:
-            self.log.append(self.partition_of(group_id), records)
+            return ErrorCode.NONE, self.log.append(self.partition_of(group_id), records)
         except (KafkaError, StorageError) as exc:
             log.error("cannot write group %s to __consumer_offsets: %s", group_id, exc)
-            return ErrorCode.NOT_COORDINATOR
-        return ErrorCode.NONE
+            return ErrorCode.NOT_COORDINATOR, None
 
     def _store_group(self, group: Group) -> ErrorCode:
         value = record_codec.group_value(group_to_value(group))
@@ -576,14 +657,16 @@ class GroupCoordinator:
         member_id: str,
         instance_id: str | None,
         offsets: Mapping[TopicPartition, CommittedOffset],
-    ) -> dict[TopicPartition, ErrorCode]:
+    ) -> dict[TopicPartition, ErrorCode] | Awaitable[dict[TopicPartition, ErrorCode]]:
+        """Per-partition results; awaitable while the commit waits for the in-sync replicas (acks=all)."""
         error = self._check_commit(group_id, generation, member_id, instance_id)
         results = {tp: error for tp in offsets}
         if error != ErrorCode.NONE:
             return results
         accepted: dict[TopicPartition, CommittedOffset] = {}
         for tp, committed in offsets.items():
-            if self.topics.partition(*tp) is None:
+            topic = self.topics.topic(tp[0])
+            if topic is None or not 0 <= tp[1] < topic.partitions:
                 results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif len(committed.metadata.encode()) > self.config.offset_metadata_max_bytes:
                 results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
@@ -593,7 +676,35 @@ class GroupCoordinator:
             (record_codec.offset_key(group_id, *tp), record_codec.offset_value(offset_to_value(committed)))
             for tp, committed in accepted.items()
         ]
-        written = self._append(group_id, records)
+        written, replicated = self._append_replicated(group_id, records)
+        if replicated is None:
+            return self._committed(group_id, accepted, written, results)
+        return self._commit_when_replicated(group_id, accepted, replicated, results)
+
+    async def _commit_when_replicated(
+        self,
+        group_id: str,
+        accepted: dict[TopicPartition, CommittedOffset],
+        replicated: asyncio.Future[ErrorCode],
+        results: dict[TopicPartition, ErrorCode],
+    ) -> dict[TopicPartition, ErrorCode]:
+        try:
+            outcome = await asyncio.wait_for(replicated, self.config.offsets_commit_timeout_ms / 1000)
+        except TimeoutError:
+            outcome = ErrorCode.REQUEST_TIMED_OUT
+        # As Kafka's coordinator: a commit the replicas did not take is retriable for the client.
+        written = (
+            ErrorCode.NONE if outcome == ErrorCode.NONE else _COMMIT_ERRORS.get(outcome, ErrorCode.NOT_COORDINATOR)
+        )
+        return self._committed(group_id, accepted, written, results)
+
+    def _committed(
+        self,
+        group_id: str,
+        accepted: dict[TopicPartition, CommittedOffset],
+        written: ErrorCode,
+        results: dict[TopicPartition, ErrorCode],
+    ) -> dict[TopicPartition, ErrorCode]:
         for tp, committed in accepted.items():
             results[tp] = written
             if written == ErrorCode.NONE:
@@ -675,7 +786,7 @@ class GroupCoordinator:
 
     def list_groups(self) -> tuple[ErrorCode, list[GroupOverview]]:
         self.ensure_offsets_topic()
-        if len(self._loaded) < self.log.partitions:
+        if self._loading:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, []
         return ErrorCode.NONE, [
             GroupOverview(group.group_id, group.state, group.protocol_type or "") for group in self.groups.values()

@@ -7,12 +7,14 @@ coordinator can rebuild its state after a restart.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections.abc import Iterator, Sequence
 
 from kafkette.broker.group.placement import OFFSETS_TOPIC
-from kafkette.broker.metadata.topics import TopicManager
+from kafkette.broker.metadata.catalog import TopicCatalog
+from kafkette.broker.protocol.errors import ErrorCode
 from kafkette.broker.protocol.records import Record, decode_batches, encode_batch
 from kafkette.broker.replication.partition import Partition
 
@@ -22,17 +24,12 @@ KeyValue = tuple[bytes, bytes | None]
 
 
 class OffsetsTopicLog:
-    def __init__(self, topics: TopicManager, partitions: int) -> None:
+    def __init__(self, topics: TopicCatalog, partitions: int) -> None:
         self._topics = topics
         self.partitions = partitions
 
     def exists(self) -> bool:
         return self._topics.topic(OFFSETS_TOPIC) is not None
-
-    def create(self) -> None:
-        """Create the topic compacted, as Kafka does, with offsets.topic.num.partitions partitions."""
-        if not self.exists():
-            self._topics.create_topic(OFFSETS_TOPIC, self.partitions, 1, {"cleanup.policy": "compact"})
 
     def partition(self, index: int) -> Partition:
         found = self._topics.partition(OFFSETS_TOPIC, index)
@@ -40,15 +37,21 @@ class OffsetsTopicLog:
             raise LookupError(f"{OFFSETS_TOPIC}-{index} does not exist")
         return found
 
-    def append(self, index: int, records: Sequence[KeyValue]) -> None:
-        """Append the records as one batch; raises KafkaError or a storage error when the write fails."""
+    def append(self, index: int, records: Sequence[KeyValue]) -> asyncio.Future[ErrorCode] | None:
+        """Append the records as one batch; raises KafkaError or a storage error when the write fails.
+
+        Returns None when the in-sync replicas already have the batch, else a future of the acks=all
+        outcome (as Kafka's coordinator, which writes with acks=all).
+        """
         if not records:
-            return
+            return None
         now = int(time.time() * 1000)
         batch = encode_batch(
             [Record(offset, now, key, value, []) for offset, (key, value) in enumerate(records)], base_offset=0
         )
-        self.partition(index).append_from_producer(memoryview(bytearray(batch)))
+        partition = self.partition(index)
+        outcome = partition.append_from_producer(memoryview(bytearray(batch)), required_acks=-1)
+        return partition.wait_for_acks(outcome.last_offset)
 
     def replay(self, index: int) -> Iterator[KeyValue]:
         """Every record of the partition from its log start, in offset order."""

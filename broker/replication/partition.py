@@ -1,13 +1,20 @@
-"""One partition replica on this broker: validation, idempotence, append and read.
+"""One partition replica on this broker: validation, idempotence, append, read and leader state.
 
-Today every partition is led by this broker (a single node); the replicated
-cluster adds follower state and a high watermark below the log end here.
+As leader it tracks its followers' log end offsets (from their fetch offsets),
+keeps the high watermark at the smallest log end offset in the ISR, proposes
+ISR shrinks and expansions, and holds acks=all produces until the high
+watermark covers them. A partition built with no replica manager is the
+single-node case: it leads, its ISR is itself, and the high watermark is the
+log end offset.
 """
 
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from uuid import UUID
 
@@ -26,6 +33,16 @@ MAX_COMPRESSION_CODEC = 4
 # Producer state is rebuilt from the newest segments at start-up: enough to recognise retries of
 # batches written just before a crash, without reading the whole log.
 PRODUCER_STATE_SEGMENTS = 2
+# Timed-out acks=all waiters are dropped when the queue grows past this, not one by one.
+ACK_WAITERS_PRUNE_AT = 1024
+# After the controller refused an ISR change, wait this long before proposing again (not at every fetch).
+ISR_RETRY_BACKOFF_MS = 1000
+
+IsrProposal = Callable[["Partition", tuple[int, ...], int], None]
+
+
+def monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +61,8 @@ class AppendOutcome:
     base_offset: int
     log_append_time: int
     log_start_offset: int
+    # The last offset written (or, for a retried batch, first written): acks=all waits for the HW to pass it.
+    last_offset: int = -1
 
 
 def validate_batches(records: memoryview, max_message_bytes: int) -> list[BatchHeader]:
@@ -90,21 +109,80 @@ def check_timestamps(headers: list[BatchHeader], now: int, before_max_ms: int, a
             )
 
 
+@dataclass(slots=True)
+class FollowerState:
+    """What the leader knows of one follower, from its fetches."""
+
+    # -1 until the follower fetches in this leader epoch: it holds the high watermark back.
+    log_end_offset: int = -1
+    last_caught_up_ms: int = 0
+    last_fetch_leader_end_offset: int = -1
+    last_fetch_ms: int = 0
+
+    def record_fetch(self, fetch_offset: int, leader_end_offset: int, now: int) -> None:
+        """Kafka's lastCaughtUpTimeMs rule: caught up now if it reached our log end, or when it last
+        fetched if it has since reached what our log end was then."""
+        if fetch_offset >= leader_end_offset:
+            self.last_caught_up_ms = max(self.last_caught_up_ms, now)
+        elif fetch_offset >= self.last_fetch_leader_end_offset:
+            self.last_caught_up_ms = max(self.last_caught_up_ms, self.last_fetch_ms)
+        self.log_end_offset = fetch_offset
+        self.last_fetch_leader_end_offset = leader_end_offset
+        self.last_fetch_ms = now
+
+
 class Partition:
-    def __init__(self, topic: str, index: int, topic_id: UUID, log: Log, settings: PartitionSettings) -> None:
+    def __init__(
+        self,
+        topic: str,
+        index: int,
+        topic_id: UUID,
+        log: Log,
+        settings: PartitionSettings,
+        *,
+        node_id: int = -1,
+        clock: Callable[[], int] = monotonic_ms,
+    ) -> None:
         self.topic = topic
         self.index = index
         self.topic_id = topic_id
         self.log = log
         self.settings = settings
+        self.node_id = node_id
+        self._clock = clock
         self.leader_epoch = 0
+        self.partition_epoch = 0
+        # Whether this broker leads the partition; the replica manager flips it on leadership changes.
+        self.is_leader = True
+        self.leader_id = node_id
+        self.replicas: tuple[int, ...] = (node_id,)
+        self.isr: tuple[int, ...] = (node_id,)
+        self.min_insync_replicas = 1
+        # Called with (partition, proposed ISR, token) to send an AlterPartition; answered by isr_change_done.
+        self.on_isr_proposal: IsrProposal | None = None
+        self._followers: dict[int, FollowerState] = {}
+        self._pending_isr: tuple[int, ...] | None = None
+        self._pending_token = 0
+        self._next_proposal_ms = 0
+        # Remote members of the maximal ISR (current and pending): the ones the high watermark waits for.
+        self._hw_followers: tuple[int, ...] = ()
+        # Not persisted: a restarted leader waits for its ISR again (alone, it is at once the log end).
+        self._high_watermark = log.log_start_offset
+        self._epoch_start_offset = log.log_end_offset
         self.producers = ProducerStateTable()
         self.producers.rebuild(log.tail_batch_headers(PRODUCER_STATE_SEGMENTS))
         self._data_waiters: list[asyncio.Future[None]] = []
+        self._append_waiters: list[asyncio.Future[None]] = []
+        self._ack_waiters: list[tuple[int, int, asyncio.Future[ErrorCode]]] = []
+        self._ack_sequence = itertools.count()
+        self._maybe_advance_high_watermark()
+
+    # -- offsets ------------------------------------------------------------
 
     @property
     def high_watermark(self) -> int:
-        return self.log.log_end_offset
+        # Retention or DeleteRecords on a follower may move the log start past the leader's last HW.
+        return max(self._high_watermark, self.log.log_start_offset)
 
     @property
     def log_start_offset(self) -> int:
@@ -114,8 +192,92 @@ class Partition:
     def log_end_offset(self) -> int:
         return self.log.log_end_offset
 
-    def append_from_producer(self, records: memoryview) -> AppendOutcome:
+    @property
+    def pending_isr(self) -> tuple[int, ...] | None:
+        return self._pending_isr
+
+    def follower_state(self, replica_id: int) -> FollowerState | None:
+        return self._followers.get(replica_id)
+
+    # -- leadership ---------------------------------------------------------
+
+    def become_leader(
+        self, leader_epoch: int, partition_epoch: int, replicas: Sequence[int], isr: Sequence[int]
+    ) -> None:
+        """Lead from ``leader_epoch`` on; follower states restart (unknown offsets, ISR members caught up now)."""
+        was_leader = self.is_leader
+        self.is_leader = True
+        self.leader_id = self.node_id
+        self.leader_epoch = leader_epoch
+        self.partition_epoch = partition_epoch
+        self.replicas = tuple(replicas)
+        self.isr = tuple(isr)
+        self._pending_isr = None
+        self._next_proposal_ms = 0
+        self._epoch_start_offset = self.log.log_end_offset
+        # As Kafka's maybeAssignEpochStartOffset: OffsetForLeaderEpoch answers for the new epoch before any append.
+        self.log.leader_epochs.assign(leader_epoch, self._epoch_start_offset)
+        now = self._clock()
+        self._followers = {
+            replica: FollowerState(last_caught_up_ms=now if replica in self.isr else 0)
+            for replica in self.replicas
+            if replica != self.node_id
+        }
+        if not was_leader:
+            # As follower the producer state was not kept batch by batch: rebuild it from the log's tail.
+            self.producers = ProducerStateTable()
+            self.producers.rebuild(self.log.tail_batch_headers(PRODUCER_STATE_SEGMENTS))
+        self._isr_updated()
+
+    def become_follower(
+        self, leader_id: int, leader_epoch: int, partition_epoch: int, replicas: Sequence[int], isr: Sequence[int]
+    ) -> None:
+        """Follow ``leader_id`` (-1: the partition is offline and nobody serves it here)."""
+        self.is_leader = False
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.partition_epoch = partition_epoch
+        self.replicas = tuple(replicas)
+        self.isr = tuple(isr)
+        self._pending_isr = None
+        self._followers = {}
+        self._hw_followers = ()
+        self._high_watermark = min(self._high_watermark, self.log.log_end_offset)
+        self._fail_ack_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        # Long-polls re-run and answer NOT_LEADER_OR_FOLLOWER instead of waiting out their time.
+        self._wake(self._data_waiters)
+        self._data_waiters = []
+        self._wake(self._append_waiters)
+        self._append_waiters = []
+
+    def update_assignment(self, partition_epoch: int, replicas: Sequence[int], isr: Sequence[int]) -> None:
+        """A newer partition epoch in the same leader epoch: the ISR or replicas changed."""
+        if partition_epoch <= self.partition_epoch:
+            return
+        self.partition_epoch = partition_epoch
+        self.isr = tuple(isr)
+        if tuple(replicas) != self.replicas:
+            self.replicas = tuple(replicas)
+            if self.is_leader:
+                kept = {r: s for r, s in self._followers.items() if r in self.replicas}
+                for replica in self.replicas:
+                    if replica != self.node_id and replica not in kept:
+                        kept[replica] = FollowerState()
+                self._followers = kept
+        if self.is_leader:
+            self._isr_updated()
+
+    # -- produce ------------------------------------------------------------
+
+    def append_from_producer(self, records: memoryview, required_acks: int = 1) -> AppendOutcome:
         """Validate, deduplicate and append a producer's batches; raises KafkaError."""
+        if not self.is_leader:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self.node_id} does not lead {self}")
+        if required_acks == -1 and len(self.isr) < self.min_insync_replicas:
+            raise KafkaError(
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+                f"{self} has {len(self.isr)} in-sync replicas, min.insync.replicas is {self.min_insync_replicas}",
+            )
         settings = self.settings
         headers = validate_batches(records, settings.max_message_bytes)
         now = int(time.time() * 1000)
@@ -125,15 +287,123 @@ class Partition:
         if idempotent and len(headers) == 1:
             duplicate = self.producers.check(headers[0])
             if duplicate is not None:
-                return AppendOutcome(duplicate.first_offset, -1, self.log_start_offset)
+                return AppendOutcome(duplicate.first_offset, -1, self.log_start_offset, duplicate.last_offset)
         elif idempotent:
             raise KafkaError(ErrorCode.INVALID_RECORD, "an idempotent produce carries one batch per partition")
         append_time = now if settings.log_append_time else None
         result = self.log.append(records, self.leader_epoch, append_time, headers)
         if idempotent:
             self.producers.record(headers[0], result.first_offset, now)
-        self._wake_readers()
-        return AppendOutcome(result.first_offset, append_time if append_time is not None else -1, self.log_start_offset)
+        self._appended()
+        return AppendOutcome(
+            result.first_offset,
+            append_time if append_time is not None else -1,
+            self.log_start_offset,
+            result.last_offset,
+        )
+
+    def wait_for_acks(self, last_offset: int) -> asyncio.Future[ErrorCode] | None:
+        """None when the ISR already has ``last_offset``; else a future of the acks=all outcome.
+
+        The caller cancels it on timeout. NONE once the high watermark passes ``last_offset``
+        (NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR is then below min.insync.replicas);
+        NOT_LEADER_OR_FOLLOWER if leadership goes first.
+        """
+        if not self.is_leader:
+            future = asyncio.get_running_loop().create_future()
+            future.set_result(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            return future
+        if self._high_watermark > last_offset:
+            return None
+        future = asyncio.get_running_loop().create_future()
+        if len(self._ack_waiters) >= ACK_WAITERS_PRUNE_AT:
+            self._ack_waiters = [entry for entry in self._ack_waiters if not entry[2].done()]
+            heapq.heapify(self._ack_waiters)
+        heapq.heappush(self._ack_waiters, (last_offset + 1, next(self._ack_sequence), future))
+        return future
+
+    # -- follower fetches (on the leader) -------------------------------------
+
+    def follower_fetched(self, replica_id: int, fetch_offset: int) -> ErrorCode:
+        """Record a follower's fetch offset as its log end; may advance the HW or propose an ISR expansion."""
+        if not self.is_leader:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        state = self._followers.get(replica_id)
+        if state is None:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        leader_end = self.log.log_end_offset
+        if fetch_offset > leader_end:
+            return ErrorCode.OFFSET_OUT_OF_RANGE  # a diverged follower: it truncates, then comes back
+        state.record_fetch(fetch_offset, leader_end, self._clock())
+        if replica_id not in self.isr and self._may_propose() and self._may_join_isr(state):
+            self._propose_isr((*self.isr, replica_id))
+        self._maybe_advance_high_watermark()
+        return ErrorCode.NONE
+
+    def _may_join_isr(self, state: FollowerState) -> bool:
+        # At the HW, and past this epoch's start: a follower still holding an older epoch's
+        # tail may yet truncate, so it cannot count towards the HW.
+        return state.log_end_offset >= self._high_watermark and state.log_end_offset >= self._epoch_start_offset
+
+    def maybe_shrink_isr(self, lag_time_max_ms: int) -> None:
+        """Propose dropping followers that have not caught up within ``lag_time_max_ms``."""
+        if not self.is_leader or not self._may_propose():
+            return
+        now = self._clock()
+        leader_end = self.log.log_end_offset
+        lagging = {
+            replica
+            for replica in self.isr
+            if replica != self.node_id and self._lagging(self._followers.get(replica), leader_end, now, lag_time_max_ms)
+        }
+        if lagging:
+            self._propose_isr(tuple(replica for replica in self.isr if replica not in lagging))
+
+    @staticmethod
+    def _lagging(state: FollowerState | None, leader_end: int, now: int, lag_time_max_ms: int) -> bool:
+        if state is None:
+            return True
+        return state.log_end_offset != leader_end and now - state.last_caught_up_ms > lag_time_max_ms
+
+    def _may_propose(self) -> bool:
+        return self._pending_isr is None and self._clock() >= self._next_proposal_ms
+
+    def _propose_isr(self, isr: tuple[int, ...]) -> None:
+        if self.on_isr_proposal is None:
+            return
+        self._pending_isr = isr
+        self._pending_token += 1
+        self._recompute_hw_followers()
+        self.on_isr_proposal(self, isr, self._pending_token)
+
+    def isr_change_done(self, token: int, leader_epoch: int, isr: Sequence[int] | None, partition_epoch: int) -> None:
+        """The controller's answer to proposal ``token``: the ISR it committed, or None when it refused."""
+        if token != self._pending_token or self._pending_isr is None:
+            return  # an answer to a proposal of an earlier leadership
+        self._pending_isr = None
+        if isr is None:
+            self._next_proposal_ms = self._clock() + ISR_RETRY_BACKOFF_MS
+        current = self.is_leader and leader_epoch == self.leader_epoch
+        if isr is not None and current and partition_epoch > self.partition_epoch:
+            self.partition_epoch = partition_epoch
+            self.isr = tuple(isr)
+        self._isr_updated()
+
+    # -- followers (this broker follows) -------------------------------------
+
+    def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
+        """A follower's HW is the leader's, capped by its own log end."""
+        self._high_watermark = min(leader_high_watermark, self.log.log_end_offset)
+
+    def truncated(self) -> None:
+        """After the follower truncated its log: the HW cannot stay above the log end."""
+        self._high_watermark = min(self._high_watermark, self.log.log_end_offset)
+
+    def appended_as_follower(self) -> None:
+        self._wake(self._append_waiters)
+        self._append_waiters = []
+
+    # -- waiting ------------------------------------------------------------
 
     def check_leader_epoch(self, requested: int) -> ErrorCode:
         """A client's current_leader_epoch against ours (-1: the client does not say)."""
@@ -141,16 +411,75 @@ class Partition:
             return ErrorCode.NONE
         return ErrorCode.FENCED_LEADER_EPOCH if requested < self.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
 
-    def data_arrived(self) -> asyncio.Future[None]:
-        """A future resolved at the next append; fetches long-poll on it."""
+    def data_arrived(self, up_to_log_end: bool = False) -> asyncio.Future[None]:
+        """Resolved when the HW advances (``up_to_log_end``: at the next append); fetches long-poll on it."""
         future = asyncio.get_running_loop().create_future()
         # Long-polls cancel their futures on timeout; drop those so idle partitions do not collect them.
-        self._data_waiters = [waiter for waiter in self._data_waiters if not waiter.done()]
-        self._data_waiters.append(future)
+        if up_to_log_end:
+            self._append_waiters = [waiter for waiter in self._append_waiters if not waiter.done()]
+            self._append_waiters.append(future)
+        else:
+            self._data_waiters = [waiter for waiter in self._data_waiters if not waiter.done()]
+            self._data_waiters.append(future)
         return future
 
-    def _wake_readers(self) -> None:
-        waiters, self._data_waiters = self._data_waiters, []
+    def close(self) -> None:
+        """The partition stops being served here: nobody may wait on it any more."""
+        self.become_follower(-1, self.leader_epoch, self.partition_epoch, self.replicas, self.isr)
+
+    def __repr__(self) -> str:
+        return f"{self.topic}-{self.index}"
+
+    # -- internals ----------------------------------------------------------
+
+    def _appended(self) -> None:
+        self._wake(self._append_waiters)
+        self._append_waiters = []
+        self._maybe_advance_high_watermark()
+
+    def _isr_updated(self) -> None:
+        self._recompute_hw_followers()
+        self._maybe_advance_high_watermark()
+        # The HW may not move while the ISR fell below min.insync.replicas: answer those waiters now.
+        if len(self.isr) < self.min_insync_replicas and self._pending_isr is None:
+            self._complete_ack_waiters(self._high_watermark)
+
+    def _recompute_hw_followers(self) -> None:
+        maximal = set(self.isr) | set(self._pending_isr or ())
+        self._hw_followers = tuple(replica for replica in maximal if replica != self.node_id)
+
+    def _maybe_advance_high_watermark(self) -> None:
+        if not self.is_leader:
+            return
+        candidate = self.log.log_end_offset
+        for replica in self._hw_followers:
+            state = self._followers.get(replica)
+            candidate = min(candidate, state.log_end_offset if state is not None else -1)
+        if candidate > self._high_watermark:
+            self._high_watermark = candidate
+            self._wake(self._data_waiters)
+            self._data_waiters = []
+            self._complete_ack_waiters(candidate)
+
+    def _complete_ack_waiters(self, high_watermark: int) -> None:
+        if not self._ack_waiters:
+            return
+        maximal = len(self._hw_followers) + 1
+        code = ErrorCode.NONE if maximal >= self.min_insync_replicas else ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        waiters = self._ack_waiters
+        while waiters and (waiters[0][0] <= high_watermark or code != ErrorCode.NONE):
+            future = heapq.heappop(waiters)[2]
+            if not future.done():
+                future.set_result(code)
+
+    def _fail_ack_waiters(self, code: ErrorCode) -> None:
+        waiters, self._ack_waiters = self._ack_waiters, []
+        for _, _, future in waiters:
+            if not future.done():
+                future.set_result(code)
+
+    @staticmethod
+    def _wake(waiters: list[asyncio.Future[None]]) -> None:
         for future in waiters:
             if not future.done():
                 future.set_result(None)

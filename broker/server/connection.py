@@ -17,7 +17,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kafkette.broker.protocol.codec import Splices
-from kafkette.broker.protocol.types import FileRegion
+from kafkette.broker.protocol.framing import encode_response
+from kafkette.broker.protocol.types import FileRegion, Message
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +30,11 @@ Response = tuple[bytearray, Splices]
 # A dispatcher turns a request frame into a response, None (no response: acks=0),
 # or an awaitable of either; it raises ConnectionAbort to drop the connection.
 Dispatch = Callable[[bytearray, "Connection"], "Response | Awaitable[Response | None] | None"]
+
+
+async def encode_later(answer: Awaitable[Message], api_key: int, api_version: int, correlation_id: int) -> Response:
+    """The response frame of a handler that answers later (long-polls, forwarded requests)."""
+    return encode_response(api_key, api_version, correlation_id, await answer)
 
 
 class ConnectionAbort(Exception):

@@ -9,6 +9,7 @@ from .errors import (
     RecordBatchTooLargeError,
     StorageError,
 )
+from .leader_epoch import EpochEntry, LeaderEpochCache
 from .log import AppendResult, Log
 from .manager import LogManager
 from .naming import TopicPartition
@@ -17,7 +18,9 @@ from .segment import OffsetAndTimestamp, ReadResult, SegmentInfo
 __all__ = [
     "AppendResult",
     "CorruptLogError",
+    "EpochEntry",
     "InvalidAppendOffsetError",
+    "LeaderEpochCache",
     "Log",
     "LogConfig",
     "LogManager",

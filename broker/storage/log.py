@@ -13,7 +13,7 @@ import os
 import shutil
 import time
 from bisect import bisect_right
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +28,7 @@ from .errors import (
     disk_errors,
 )
 from .files import fsync_dir
+from .leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache, read_leader_epoch_checkpoint
 from .naming import (
     CLEANED_DIR_SUFFIX,
     DELETED_FILE_SUFFIX,
@@ -66,10 +67,12 @@ class Log:
         segments: list[LogSegment],
         log_start_offset: int,
         clock: Callable[[], int],
+        leader_epochs: LeaderEpochCache,
     ) -> None:
         self.directory = directory
         self.config = config
         self._segments = segments
+        self.leader_epochs = leader_epochs
         self._clock = clock
         self._log_end_offset = segments[-1].next_offset
         self._log_start_offset = min(max(log_start_offset, segments[0].base_offset), self._log_end_offset)
@@ -118,7 +121,11 @@ class Log:
             if recovered or overlapping:
                 # Rebuilding may have created index files; their names must survive a crash too.
                 fsync_dir(directory)
-        return cls(directory, config, segments, log_start_offset, clock)
+            log = cls(directory, config, segments, log_start_offset, clock, _load_leader_epochs(directory, segments))
+            # The file is written before the data it describes, so after a crash it may run past the log.
+            log.leader_epochs.truncate_from_end(log.log_end_offset)
+            log.leader_epochs.truncate_from_start(log.log_start_offset)
+        return log
 
     # --- what the rest of the broker reads -------------------------------------------------
 
@@ -182,13 +189,16 @@ class Log:
             metas.append(BatchMeta(size, next_offset - 1, max_timestamp))
             position += size
             records += header.record_count
-        self._write(batches, metas, first_offset, position)
+        # A negative epoch means "none known" (as on followers' batches): nothing for the cache.
+        epochs = ((leader_epoch, first_offset),) if leader_epoch >= 0 else ()
+        self._write(batches, metas, first_offset, position, epochs)
         return AppendResult(first_offset, next_offset - 1, log_append_time, position, records)
 
     def append_as_follower(self, batches: bytes | bytearray | memoryview) -> AppendResult:
         """Append batches copied from the leader, keeping their offsets (at or above the log end)."""
         first_offset = expected = self._log_end_offset
         metas: list[BatchMeta] = []
+        epochs: list[tuple[int, int]] = []
         records = 0
         for header in iter_batches(batches, validate=True):
             if header.base_offset < expected:
@@ -196,20 +206,41 @@ class Log:
             if not metas:
                 first_offset = header.base_offset
             metas.append(BatchMeta(header.size, header.last_offset, header.max_timestamp))
+            # Only epoch changes matter to the cache; the leader stamped every batch (no epoch: -1, skipped).
+            epoch = header.partition_leader_epoch
+            if epoch >= 0 and (not epochs or epochs[-1][0] != epoch):
+                epochs.append((epoch, header.base_offset))
             expected = header.next_offset
             records += header.record_count
         size = sum(meta.size for meta in metas)
-        self._write(batches, metas, first_offset, size)
+        self._write(batches, metas, first_offset, size, epochs)
         return AppendResult(first_offset, expected - 1, None, size, records)
 
+    def assign_leader_epoch(self, leader_epoch: int, start_offset: int) -> None:
+        """Record that ``leader_epoch`` starts at ``start_offset`` before any record of it is written.
+
+        Kafka's ``maybeAssignEpochStartOffset``, called by a replica becoming leader
+        (at its log end offset), so OffsetForLeaderEpoch for the previous epoch ends there.
+        """
+        self._check_open()
+        with self._going_offline_on_disk_error(), disk_errors("recording a leader epoch of", self.directory):
+            self.leader_epochs.assign(leader_epoch, start_offset)
+
     def _write(
-        self, data: bytes | bytearray | memoryview, metas: list[BatchMeta], first_offset: int, size: int
+        self,
+        data: bytes | bytearray | memoryview,
+        metas: list[BatchMeta],
+        first_offset: int,
+        size: int,
+        epochs: Iterable[tuple[int, int]],
     ) -> None:
         if not metas:
             raise ValueError("nothing to append")
         self._check_open()
         now = self._clock()
         with self._going_offline_on_disk_error(), disk_errors("appending to", self.directory):
+            # Before the data, as Kafka: a crash in between leaves an entry past the log end, which open drops.
+            self.leader_epochs.assign_all(epochs)
             if self._should_roll(size, metas[-1].last_offset, now):
                 self._roll(first_offset)
             self._active.append(data, metas, now)
@@ -338,6 +369,8 @@ class Log:
             # Durable at once: truncated bytes that came back after a crash would pass recovery.
             self._active.flush()
             fsync_dir(self.directory)
+            # After the data: a crash in between leaves entries past the log end, which open drops.
+            self.leader_epochs.truncate_from_end(self._active.next_offset)
         self._log_end_offset = self._active.next_offset
         self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
         self._recovery_point = min(self._recovery_point, self._log_end_offset)
@@ -347,6 +380,8 @@ class Log:
             seg.delete()
         self._segments = [LogSegment.create(self.directory, offset, self.config)]
         self._log_start_offset = offset
+        # Kafka's truncateFullyAndStartAt: no record is left for any epoch to describe.
+        self.leader_epochs.clear()
 
     def close(self) -> None:
         """Seal the active segment's time index and flush everything (an offline log only closes files)."""
@@ -405,6 +440,7 @@ class Log:
         self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
         with self._going_offline_on_disk_error(), disk_errors("deleting segments of", self.directory):
             renamed = [path for seg in doomed for path in seg.rename_to_deleted()]
+            self.leader_epochs.truncate_from_start(self._log_start_offset)
         logger.info("%s: deleted %d segments; log start offset now %d", self.directory, count, self._log_start_offset)
         return renamed
 
@@ -417,6 +453,8 @@ class Log:
         if not 0 <= offset <= self._log_end_offset:
             raise OffsetOutOfRangeError(offset, self._log_start_offset, self._log_end_offset)
         self._log_start_offset = max(self._log_start_offset, offset)
+        with self._going_offline_on_disk_error(), disk_errors("moving the log start of", self.directory):
+            self.leader_epochs.truncate_from_start(self._log_start_offset)
         return self._log_start_offset
 
     def closed_segments(self) -> list[LogSegment]:
@@ -469,6 +507,39 @@ def _loads_cleanly(seg: LogSegment) -> bool:
         seg.recover()
         return False
     return True
+
+
+def _load_leader_epochs(directory: Path, segments: list[LogSegment]) -> LeaderEpochCache:
+    """The partition's leader-epoch cache; rebuilt from the batch headers when the file is missing or corrupt."""
+    path = directory / LEADER_EPOCH_CHECKPOINT
+    try:
+        entries = read_leader_epoch_checkpoint(path)
+    except CorruptLogError as exc:
+        logger.warning("%s; rebuilding it from the log", exc)
+        entries = None
+    if entries is not None:
+        return LeaderEpochCache(path, entries)
+    cache = LeaderEpochCache(path)
+    has_batches = segments[-1].next_offset > segments[0].base_offset
+    # Written even when no batch carries an epoch, so the next start does not scan again.
+    if has_batches and not cache.assign_all(_batch_epochs(directory, segments)):
+        cache.flush()
+    return cache
+
+
+def _batch_epochs(directory: Path, segments: list[LogSegment]) -> Iterator[tuple[int, int]]:
+    """(epoch, base offset) where the batches' leader epoch changes; a full scan, for logs without the file."""
+    previous = -1
+    try:
+        for seg in segments:
+            for header in seg.batch_headers():
+                epoch = header.partition_leader_epoch
+                if epoch >= 0 and epoch != previous:
+                    yield epoch, header.base_offset
+                    previous = epoch
+    except CorruptLogError as exc:
+        # Reads would fail there too; the epochs before it are still right, and opening should not fail.
+        logger.warning("%s: leader epochs rebuilt only up to a corrupt batch: %s", directory, exc)
 
 
 def _recover_from(directory: Path, segments: list[LogSegment], first: int) -> list[LogSegment]:

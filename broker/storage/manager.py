@@ -12,7 +12,7 @@ from .config import LogConfig
 from .errors import CorruptLogError, LogStorageError, StorageError, disk_errors
 from .files import atomic_write, fsync_dir
 from .log import Log, wall_clock_ms
-from .naming import TopicPartition, is_deleted_dir_name, log_dir_name, parse_log_dir_name
+from .naming import METADATA_TOPIC, TopicPartition, is_deleted_dir_name, log_dir_name, parse_log_dir_name
 
 logger = logging.getLogger(__name__)
 
@@ -72,8 +72,8 @@ class LogManager:
                         shutil.rmtree(entry)
                         continue
                     tp = parse_log_dir_name(entry.name)
-                    if tp is None:
-                        continue
+                    if tp is None or tp.topic == METADATA_TOPIC:
+                        continue  # not a partition, or the Raft metadata log, which the quorum owns
                     if tp in logs:
                         raise StorageError(f"{entry.name} exists in both {logs[tp].directory.parent} and {log_dir}")
                     logs[tp] = Log.open(

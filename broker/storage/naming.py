@@ -25,6 +25,10 @@ class TopicPartition(NamedTuple):
     partition: int
 
 
+# KRaft's metadata log lives beside the partitions, in <log dir>/__cluster_metadata-0.
+METADATA_TOPIC = "__cluster_metadata"
+
+
 def check_topic_name(topic: str) -> None:
     """Raise ValueError for names Kafka rejects; they would also make unsafe directory names."""
     if topic in (".", "..") or not _LEGAL_TOPIC.fullmatch(topic):

@@ -7,6 +7,10 @@ import struct
 from itertools import count
 
 from kafkette.broker.protocol.framing import decode_response, encode_request
+from kafkette.broker.protocol.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
+from kafkette.broker.protocol.messages.create_topics_response import CreateTopicsResponse
+from kafkette.broker.protocol.messages.find_coordinator_request import FindCoordinatorRequest
+from kafkette.broker.protocol.messages.find_coordinator_response import FindCoordinatorResponse
 from kafkette.broker.protocol.types import Message
 
 _SIZE = struct.Struct(">i")
@@ -41,6 +45,19 @@ class RawClient:
         correlation_id, response = self.receive(body.API_KEY, version)
         assert correlation_id == sent
         return response
+
+    def create_topic(self, name: str, partitions: int) -> None:
+        """Create a topic with the broker's default replication; fails the test on any error."""
+        topic = CreatableTopic(name=name, num_partitions=partitions, replication_factor=-1)
+        response = self.request(CreateTopicsRequest(topics=[topic], timeout_ms=10_000), 7)
+        assert isinstance(response, CreateTopicsResponse)
+        assert [r.error_code for r in response.topics] == [0], response.topics[0].error_message
+
+    def find_coordinator(self, group: str) -> None:
+        """Look up a group's coordinator as clients do first (it creates __consumer_offsets); fails on error."""
+        response = self.request(FindCoordinatorRequest(key=group, key_type=0), 3)
+        assert isinstance(response, FindCoordinatorResponse)
+        assert response.error_code == 0, response.error_message
 
     def receive_frame(self) -> bytes:
         size = _SIZE.unpack(self._exactly(4))[0]

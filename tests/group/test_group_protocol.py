@@ -29,7 +29,9 @@ TOPIC = "orders"
 @pytest.fixture(scope="module")
 def broker() -> Iterator[InProcessBroker]:
     with in_process_broker({"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "3"}) as running:
-        running.broker.topics.create_topic(TOPIC, 2, 1, {})
+        with RawClient(running.bootstrap) as admin:
+            admin.create_topic(TOPIC, 2)
+            admin.find_coordinator("any")
         yield running
 
 

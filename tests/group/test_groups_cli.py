@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer
+from raw_client import RawClient
 
 from kafkette.broker.testing import InProcessBroker, in_process_broker
 
@@ -20,7 +21,9 @@ TOPIC = "lagging"
 @pytest.fixture
 def broker() -> Iterator[InProcessBroker]:
     with in_process_broker({"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "3"}) as running:
-        running.broker.topics.create_topic(TOPIC, 2, 1, {})
+        with RawClient(running.bootstrap) as admin:
+            admin.create_topic(TOPIC, 2)
+            admin.find_coordinator("any")
         yield running
 
 

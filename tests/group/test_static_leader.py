@@ -30,6 +30,8 @@ BOTH = [("range", b"\x00\x01"), ("roundrobin", b"\x00\x01")]
 @pytest.fixture(scope="module")
 def broker() -> Iterator[InProcessBroker]:
     with in_process_broker({"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "3"}) as running:
+        with RawClient(running.bootstrap) as client:
+            client.find_coordinator("any")
         yield running
 
 

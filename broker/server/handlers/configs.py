@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from kafkette.broker.config import ConfigType, topic_config_defaults
-from kafkette.broker.metadata.store import TopicRecord
-from kafkette.broker.protocol.errors import ErrorCode, KafkaError
+from kafkette.broker.config import BrokerConfig, ConfigType, topic_config_defaults
+from kafkette.broker.protocol.errors import ErrorCode
 from kafkette.broker.protocol.messages.alter_configs_request import AlterConfigsRequest
-from kafkette.broker.protocol.messages.alter_configs_response import (
-    AlterConfigsResourceResponse as LegacyAlterConfigsResourceResponse,
-)
 from kafkette.broker.protocol.messages.alter_configs_response import AlterConfigsResponse
 from kafkette.broker.protocol.messages.describe_configs_request import DescribeConfigsRequest
 from kafkette.broker.protocol.messages.describe_configs_response import (
@@ -23,10 +19,8 @@ from kafkette.broker.protocol.messages.describe_configs_response import (
     DescribeConfigsSynonym,
 )
 from kafkette.broker.protocol.messages.incremental_alter_configs_request import IncrementalAlterConfigsRequest
-from kafkette.broker.protocol.messages.incremental_alter_configs_response import (
-    AlterConfigsResourceResponse,
-    IncrementalAlterConfigsResponse,
-)
+from kafkette.broker.protocol.messages.incremental_alter_configs_response import IncrementalAlterConfigsResponse
+from kafkette.broker.protocol.types import Message
 from kafkette.broker.server.context import RequestContext
 
 if TYPE_CHECKING:
@@ -46,13 +40,6 @@ class ConfigSource(IntEnum):
     DEFAULT_CONFIG = 5
 
 
-class AlterOp(IntEnum):
-    SET = 0
-    DELETE = 1
-    APPEND = 2
-    SUBTRACT = 3
-
-
 @dataclass(frozen=True, slots=True)
 class ConfigEntry:
     name: str
@@ -65,9 +52,9 @@ class ConfigEntry:
 
 
 def describe_topic_configs(
-    broker: Broker, topic: TopicRecord, keys: Iterable[str] | None, include_synonyms: bool
+    config: BrokerConfig, overrides: Mapping[str, str], keys: Iterable[str] | None, include_synonyms: bool
 ) -> list[ConfigEntry]:
-    defaults = topic_config_defaults(broker.config)
+    defaults = topic_config_defaults(config)
     wanted = set(keys) if keys is not None else None
     entries = []
     for name, default in defaults.items():
@@ -76,15 +63,15 @@ def describe_topic_configs(
         broker_source = ConfigSource.STATIC_BROKER_CONFIG if default.set_by else ConfigSource.DEFAULT_CONFIG
         synonyms: list[tuple[str, str | None, ConfigSource]] = []
         if include_synonyms:
-            if name in topic.configs:
-                synonyms.append((name, topic.configs[name], ConfigSource.DYNAMIC_TOPIC_CONFIG))
+            if name in overrides:
+                synonyms.append((name, overrides[name], ConfigSource.DYNAMIC_TOPIC_CONFIG))
             if default.broker_keys:
                 synonyms.append((default.set_by or default.broker_keys[0], default.value, broker_source))
-        overridden = name in topic.configs
+        overridden = name in overrides
         entries.append(
             ConfigEntry(
                 name=name,
-                value=topic.configs[name] if overridden else default.value,
+                value=overrides[name] if overridden else default.value,
                 config_source=ConfigSource.DYNAMIC_TOPIC_CONFIG if overridden else broker_source,
                 config_type=default.config_type,
                 read_only=default.read_only,
@@ -150,7 +137,7 @@ def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsRequest
                 entries = []
             else:
                 entries = describe_topic_configs(
-                    ctx.broker, topic, resource.configuration_keys, request.include_synonyms
+                    ctx.broker.config, topic.configs, resource.configuration_keys, request.include_synonyms
                 )
         elif resource.resource_type == RESOURCE_BROKER and resource.resource_name in (
             "",
@@ -166,89 +153,18 @@ def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsRequest
     return DescribeConfigsResponse(results=results)
 
 
-def _apply_incremental(
-    current: dict[str, str], defaults: dict[str, str], name: str, op: int, value: str | None
-) -> None:
-    """Apply one change; APPEND and SUBTRACT start from the effective value, as Kafka's do."""
-    if op == AlterOp.SET:
-        if value is None:
-            raise KafkaError(ErrorCode.INVALID_CONFIG, f"{name}: SET needs a value")
-        current[name] = value
-    elif op == AlterOp.DELETE:
-        current.pop(name, None)
-    elif op in (AlterOp.APPEND, AlterOp.SUBTRACT):
-        if name != "cleanup.policy":
-            raise KafkaError(ErrorCode.INVALID_CONFIG, f"{name} is not a list; APPEND and SUBTRACT need a list")
-        items = [item for item in current.get(name, defaults.get(name, "")).split(",") if item]
-        changes = [item.strip() for item in (value or "").split(",") if item.strip()]
-        if op == AlterOp.APPEND:
-            items += [item for item in changes if item not in items]
-        else:
-            items = [item for item in items if item not in changes]
-        current[name] = ",".join(items)
-    else:
-        raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown config operation {op}")
-
-
-def _alter_resource(
-    ctx: RequestContext, resource_type: int, name: str, overrides: dict[str, str | None], validate_only: bool
-) -> tuple[ErrorCode, str | None]:
-    """Replace a topic's overrides; the error code and message for the response."""
-    try:
-        if resource_type != RESOURCE_TOPIC:
-            raise KafkaError(ErrorCode.INVALID_REQUEST, "only topic configs can be altered; broker configs are static")
-        ctx.broker.topics.set_topic_configs(name, overrides, validate_only)
-    except KafkaError as exc:
-        return exc.code, exc.message
-    return ErrorCode.NONE, None
-
-
-def _alter_incrementally(
-    ctx: RequestContext, resource_type: int, name: str, changes: list, validate_only: bool
-) -> tuple[ErrorCode, str | None]:
-    topic = ctx.broker.topics.topic(name) if resource_type == RESOURCE_TOPIC else None
-    defaults = {key: default.value for key, default in topic_config_defaults(ctx.broker.config).items()}
-    current: dict[str, str] = dict(topic.configs) if topic is not None else {}
-    try:
-        for change in changes:
-            _apply_incremental(current, defaults, change.name, change.config_operation, change.value)
-    except KafkaError as exc:
-        return exc.code, exc.message
-    return _alter_resource(ctx, resource_type, name, dict(current), validate_only)
-
-
-def _resource_result(cls: type[T], resource: Any, outcome: tuple[ErrorCode, str | None]) -> T:
-    """One resource's result; the incremental and legacy responses have their own, same-shaped classes."""
-    code, message = outcome
-    return cls(
-        error_code=code,
-        error_message=message,
-        resource_type=resource.resource_type,
-        resource_name=resource.resource_name,
-    )
+async def _forward(ctx: RequestContext, request: Message, response_type: type[T]) -> T:
+    # Topic configs are metadata: the active controller validates and commits them.
+    response = await ctx.broker.controller.call(request)
+    assert isinstance(response, response_type)
+    return response
 
 
 def handle_incremental_alter_configs(
     ctx: RequestContext, request: IncrementalAlterConfigsRequest
-) -> IncrementalAlterConfigsResponse:
-    return IncrementalAlterConfigsResponse(
-        responses=[
-            _resource_result(
-                AlterConfigsResourceResponse,
-                resource,
-                _alter_incrementally(
-                    ctx, resource.resource_type, resource.resource_name, resource.configs, request.validate_only
-                ),
-            )
-            for resource in request.resources
-        ]
-    )
+) -> Awaitable[IncrementalAlterConfigsResponse]:
+    return _forward(ctx, request, IncrementalAlterConfigsResponse)
 
 
-def handle_alter_configs(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
-    responses = []
-    for resource in request.resources:
-        overrides: dict[str, str | None] = {config.name: config.value for config in resource.configs}
-        outcome = _alter_resource(ctx, resource.resource_type, resource.resource_name, overrides, request.validate_only)
-        responses.append(_resource_result(LegacyAlterConfigsResourceResponse, resource, outcome))
-    return AlterConfigsResponse(responses=responses)
+def handle_alter_configs(ctx: RequestContext, request: AlterConfigsRequest) -> Awaitable[AlterConfigsResponse]:
+    return _forward(ctx, request, AlterConfigsResponse)

@@ -2,6 +2,10 @@
 
 Sessions (KIP-227) are not kept: every response carries session id 0, which
 tells clients to send full fetch requests, as a broker with no session slots does.
+
+Only the leader answers. Consumers read below the high watermark; followers
+(a replica id >= 0) read up to the log end, and their fetch offsets are how the
+leader learns their log end offsets. A follower's long-poll wakes on appends.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from collections.abc import Awaitable
 from kafkette.broker.protocol.errors import ErrorCode
 from kafkette.broker.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from kafkette.broker.protocol.messages.fetch_response import (
+    EpochEndOffset,
     FetchableTopicResponse,
     FetchResponse,
     PartitionData,
@@ -22,6 +27,7 @@ from kafkette.broker.server.context import RequestContext
 from kafkette.broker.storage.errors import LogStorageError, OffsetOutOfRangeError
 
 TOPIC_IDS_FROM_VERSION = 13
+REPLICA_STATE_FROM_VERSION = 15
 
 
 class _FetchPass:
@@ -33,6 +39,9 @@ class _FetchPass:
         self.bytes_read = 0
         self.partitions: list[Partition] = []
         self.has_error = False
+        state_in_struct = ctx.api_version >= REPLICA_STATE_FROM_VERSION
+        self.replica_id = request.replica_state.replica_id if state_in_struct else request.replica_id
+        self.from_follower = self.replica_id >= 0
 
     def run(self) -> FetchResponse:
         self.bytes_read = 0
@@ -61,28 +70,40 @@ class _FetchPass:
             self.has_error = True
             return PartitionData(partition_index=wanted.partition, error_code=missing, high_watermark=-1, records=b"")
         self.partitions.append(partition)
-        high_watermark = partition.high_watermark
         result = PartitionData(
             partition_index=wanted.partition,
-            high_watermark=high_watermark,
-            last_stable_offset=high_watermark,
+            high_watermark=partition.high_watermark,
+            last_stable_offset=partition.high_watermark,
             log_start_offset=partition.log_start_offset,
             aborted_transactions=None,
             records=b"",
         )
         code = partition.check_leader_epoch(wanted.current_leader_epoch)
+        if code == ErrorCode.NONE and not partition.is_leader:
+            code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if code == ErrorCode.NONE and self.from_follower:
+            diverging = _diverging_epoch(partition, wanted)
+            if diverging is not None:
+                # Not an error: the follower truncates to the end offset and fetches again.
+                result.diverging_epoch = diverging
+                self.has_error = True
+                return result
+            code = partition.follower_fetched(self.replica_id, wanted.fetch_offset)
         if code != ErrorCode.NONE:
             self.has_error = True
             result.error_code = code
             return result
+        # The follower's fetch may have moved the high watermark.
+        result.high_watermark = result.last_stable_offset = partition.high_watermark
+        limit = partition.log_end_offset if self.from_follower else partition.high_watermark
         budget = min(wanted.partition_max_bytes, self.request.max_bytes - self.bytes_read)
-        if wanted.fetch_offset == high_watermark or (budget <= 0 and self.bytes_read > 0):
+        if wanted.fetch_offset == limit or (budget <= 0 and self.bytes_read > 0):
             return result
         try:
             region = partition.log.read(
                 wanted.fetch_offset,
                 max(budget, 0),
-                max_offset=high_watermark,
+                max_offset=limit,
                 min_one_batch=self.bytes_read == 0,
             )
         except OffsetOutOfRangeError:
@@ -99,6 +120,16 @@ class _FetchPass:
         return result
 
 
+def _diverging_epoch(partition: Partition, wanted: FetchPartition) -> EpochEndOffset | None:
+    """Where the follower's last fetched epoch ends in our log, when its fetch offset lies past that (KIP-595)."""
+    if wanted.last_fetched_epoch < 0:
+        return None
+    epoch, end_offset = partition.log.leader_epochs.end_offset_for(wanted.last_fetched_epoch, partition.log_end_offset)
+    if epoch < wanted.last_fetched_epoch or end_offset < wanted.fetch_offset:
+        return EpochEndOffset(epoch=epoch, end_offset=end_offset)
+    return None
+
+
 def handle_fetch(ctx: RequestContext, request: FetchRequest) -> FetchResponse | Awaitable[FetchResponse]:
     fetch = _FetchPass(ctx, request)
     response = fetch.run()
@@ -112,7 +143,7 @@ async def _long_poll(fetch: _FetchPass, deadline: float) -> FetchResponse:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return fetch.run()
-        waiters = [partition.data_arrived() for partition in fetch.partitions]
+        waiters = [partition.data_arrived(fetch.from_follower) for partition in fetch.partitions]
         try:
             await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
         finally:

@@ -41,6 +41,8 @@ SKIP_ASSIGNMENT_FROM_VERSION = 9
 # DescribeGroups' authorized operations when the client did not ask for them.
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 CLASSIC_GROUP_TYPE = "classic"
+# How long the first FindCoordinator waits for __consumer_offsets to be created.
+OFFSETS_TOPIC_WAIT_S = 10.0
 
 
 def client_host(ctx: RequestContext) -> str:
@@ -52,16 +54,39 @@ def client_host(ctx: RequestContext) -> str:
 
 
 def _coordinator(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
-    host, port = ctx.broker.advertised_address
-    found = Coordinator(key=key, node_id=ctx.broker.node_id, host=host, port=port, error_message=None)
+    """The leader of the group's __consumer_offsets partition (transactions: this broker, until they exist)."""
+    missing = Coordinator(key=key, node_id=-1, host="", port=-1, error_message=None)
     if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE) or not key:
-        found.error_code, found.node_id, found.host, found.port = ErrorCode.INVALID_REQUEST, -1, "", -1
-    elif key_type == GROUP_KEY_TYPE:
-        ctx.broker.groups.ensure_offsets_topic()
-    return found
+        missing.error_code = ErrorCode.INVALID_REQUEST
+        return missing
+    if key_type == TRANSACTION_KEY_TYPE:
+        host, port = ctx.broker.advertised_address
+        return Coordinator(key=key, node_id=ctx.broker.node_id, host=host, port=port, error_message=None)
+    groups = ctx.broker.groups
+    groups.ensure_offsets_topic()
+    broker = ctx.broker.topics.broker(groups.coordinator_of(key))
+    if broker is None or broker.fenced or not broker.endpoints:
+        missing.error_code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return missing
+    endpoint = broker.endpoints[0]
+    return Coordinator(key=key, node_id=broker.broker_id, host=endpoint.host, port=endpoint.port, error_message=None)
 
 
-def handle_find_coordinator(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
+def handle_find_coordinator(
+    ctx: RequestContext, request: FindCoordinatorRequest
+) -> FindCoordinatorResponse | Awaitable[FindCoordinatorResponse]:
+    if request.key_type == GROUP_KEY_TYPE and not ctx.broker.groups.log.exists():
+        return _after_offsets_topic(ctx, request)
+    return _find_coordinator(ctx, request)
+
+
+async def _after_offsets_topic(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
+    """The first group lookup creates __consumer_offsets; answer once it exists rather than make clients retry."""
+    await ctx.broker.groups.wait_for_offsets_topic(OFFSETS_TOPIC_WAIT_S)
+    return _find_coordinator(ctx, request)
+
+
+def _find_coordinator(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
     if ctx.api_version >= BATCHED_KEYS_FROM_VERSION:
         coordinators = [_coordinator(ctx, key, request.key_type) for key in request.coordinator_keys]
         return FindCoordinatorResponse(coordinators=coordinators)

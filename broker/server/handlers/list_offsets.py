@@ -1,4 +1,7 @@
-"""ListOffsets: earliest, latest, max timestamp, or the first offset at or after a timestamp."""
+"""ListOffsets: earliest, latest, max timestamp, or the first offset at or after a timestamp.
+
+Answered by the partition's leader; latest is the high watermark for consumers, as in Kafka.
+"""
 
 from __future__ import annotations
 
@@ -18,17 +21,22 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 # Tiered storage's "earliest offset not yet uploaded": everything is local here.
 EARLIEST_PENDING_UPLOAD = -5
+# replica_id of debugging tools, which may ask any replica (and see its log end).
+DEBUGGING_REPLICA_ID = -2
 
 
-def _lookup(partition: Partition, wanted: ListOffsetsPartition) -> ListOffsetsPartitionResponse:
+def _lookup(partition: Partition, wanted: ListOffsetsPartition, replica_id: int) -> ListOffsetsPartitionResponse:
     result = ListOffsetsPartitionResponse(partition_index=wanted.partition_index, leader_epoch=partition.leader_epoch)
     code = partition.check_leader_epoch(wanted.current_leader_epoch)
+    if code == ErrorCode.NONE and not partition.is_leader and replica_id != DEBUGGING_REPLICA_ID:
+        code = ErrorCode.NOT_LEADER_OR_FOLLOWER
     if code != ErrorCode.NONE:
         result.error_code = code
         return result
     timestamp = wanted.timestamp
     if timestamp == LATEST:
-        result.offset = partition.high_watermark
+        # Consumers see committed offsets only; replicas and debugging tools see the whole log.
+        result.offset = partition.high_watermark if replica_id == -1 else partition.log_end_offset
     elif timestamp in (EARLIEST, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD):
         result.offset = partition.log_start_offset
     elif timestamp == MAX_TIMESTAMP:
@@ -57,6 +65,6 @@ def handle_list_offsets(ctx: RequestContext, request: ListOffsetsRequest) -> Lis
                     )
                 )
             else:
-                partitions.append(_lookup(partition, wanted))
+                partitions.append(_lookup(partition, wanted, request.replica_id))
         responses.append(ListOffsetsTopicResponse(name=topic.name, partitions=partitions))
     return ListOffsetsResponse(topics=responses)

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from kafkette.broker.metadata.store import TopicRecord
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING
+
+from kafkette.broker.controller.image import BrokerImage, PartitionImage
+from kafkette.broker.metadata.catalog import TopicInfo
 from kafkette.broker.metadata.topics import INTERNAL_TOPICS
-from kafkette.broker.protocol.errors import ErrorCode, KafkaError
+from kafkette.broker.protocol.errors import ErrorCode
+from kafkette.broker.protocol.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
 from kafkette.broker.protocol.messages.describe_cluster_request import DescribeClusterRequest
 from kafkette.broker.protocol.messages.describe_cluster_response import (
     DescribeClusterBroker,
@@ -19,33 +24,39 @@ from kafkette.broker.protocol.messages.metadata_response import (
 )
 from kafkette.broker.protocol.types import ZERO_UUID
 from kafkette.broker.server.context import RequestContext
+from kafkette.broker.server.handlers.topics import forward_create_topics
+
+if TYPE_CHECKING:
+    from kafkette.broker.server.app import Broker
 
 # Authorized operations are not computed: Kafka's "not requested" sentinel.
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
 
-def _topic_entry(ctx: RequestContext, topic: TopicRecord) -> MetadataResponseTopic:
-    node_id = ctx.broker.node_id
-    partitions = []
-    for index in range(topic.partitions):
-        partition = ctx.broker.topics.partition(topic.name, index)
-        partitions.append(
-            MetadataResponsePartition(
-                error_code=ErrorCode.NONE,
-                partition_index=index,
-                leader_id=node_id,
-                leader_epoch=partition.leader_epoch if partition is not None else 0,
-                replica_nodes=[node_id],
-                isr_nodes=[node_id],
-                offline_replicas=[],
-            )
-        )
+def _partition_entry(broker: Broker, index: int, state: PartitionImage | None) -> MetadataResponsePartition:
+    if state is None:
+        return MetadataResponsePartition(error_code=ErrorCode.LEADER_NOT_AVAILABLE, partition_index=index, leader_id=-1)
+    image = broker.topics.image
+    offline = [r for r in state.replicas if r not in image.brokers or image.brokers[r].fenced]
+    return MetadataResponsePartition(
+        error_code=ErrorCode.NONE if state.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+        partition_index=index,
+        leader_id=state.leader,
+        leader_epoch=state.leader_epoch,
+        replica_nodes=list(state.replicas),
+        isr_nodes=list(state.isr),
+        offline_replicas=offline,
+    )
+
+
+def _topic_entry(broker: Broker, topic: TopicInfo) -> MetadataResponseTopic:
+    topics = broker.topics
     return MetadataResponseTopic(
         error_code=ErrorCode.NONE,
         name=topic.name,
         topic_id=topic.topic_id,
         is_internal=topic.name in INTERNAL_TOPICS,
-        partitions=partitions,
+        partitions=[_partition_entry(broker, i, topics.partition_state(topic, i)) for i in range(topic.partitions)],
     )
 
 
@@ -53,54 +64,83 @@ def _error_entry(name: str | None, topic_id: object, code: ErrorCode) -> Metadat
     return MetadataResponseTopic(error_code=code, name=name, topic_id=topic_id, partitions=[])
 
 
-def _requested_topic(
-    ctx: RequestContext, request: MetadataRequest, name: str | None, topic_id: object
-) -> MetadataResponseTopic:
-    topics = ctx.broker.topics
-    if name is None:
-        found = topics.topic_by_id(topic_id)  # type: ignore[arg-type]
-        if found is None:
-            return _error_entry(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID)
-        return _topic_entry(ctx, found)
-    found = topics.topic(name)
-    if found is not None:
-        return _topic_entry(ctx, found)
+def _may_create(ctx: RequestContext, request: MetadataRequest, name: str) -> bool:
     # Before v4 every Metadata request may create topics.
     allowed = request.allow_auto_topic_creation or ctx.api_version < 4
-    if allowed and ctx.broker.config.auto_create_topics_enable and name not in INTERNAL_TOPICS:
-        try:
-            created = topics.create_topic(name, -1, -1, {})
-        except KafkaError as exc:
-            return _error_entry(name, ZERO_UUID, exc.code)
-        return _topic_entry(ctx, created)
+    return allowed and ctx.broker.config.auto_create_topics_enable and name not in INTERNAL_TOPICS
+
+
+def _requested_topic(ctx: RequestContext, name: str | None, topic_id: object) -> MetadataResponseTopic:
+    topics = ctx.broker.topics
+    found = topics.topic_by_id(topic_id) if name is None else topics.topic(name)  # type: ignore[arg-type]
+    if found is not None:
+        return _topic_entry(ctx.broker, found)
+    if name is None:
+        return _error_entry(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID)
     return _error_entry(name, ZERO_UUID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
 
-def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
+async def _auto_create(ctx: RequestContext, request: MetadataRequest, names: list[str]) -> MetadataResponse:
+    """Create the missing topics with the broker defaults, as Kafka does, then answer."""
+    wanted = CreateTopicsRequest(
+        topics=[CreatableTopic(name=n, num_partitions=-1, replication_factor=-1) for n in names], timeout_ms=30000
+    )
+    created = await forward_create_topics(ctx, wanted)
+    failures = {r.name: ErrorCode(r.error_code) for r in created.topics if r.error_code != ErrorCode.NONE}
+    failures = {n: c for n, c in failures.items() if c != ErrorCode.TOPIC_ALREADY_EXISTS}
+    response = _response(ctx, request)
+    for entry in response.topics:
+        if entry.name in failures:
+            entry.error_code = failures[entry.name]
+        elif entry.name in names and entry.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            # Committed by the controller but not yet replayed here: the client asks again.
+            entry.error_code = ErrorCode.LEADER_NOT_AVAILABLE
+    return response
+
+
+def _response(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
     broker = ctx.broker
-    host, port = broker.advertised_address
     # v0 used an empty list for "all topics"; v1+ uses null.
     all_topics = request.topics is None or (ctx.api_version == 0 and not request.topics)
     if all_topics:
-        topics = [_topic_entry(ctx, topic) for topic in broker.topics.topics()]
+        topics = [_topic_entry(broker, topic) for topic in broker.topics.topics()]
     else:
-        topics = [_requested_topic(ctx, request, t.name, t.topic_id) for t in request.topics or []]
+        topics = [_requested_topic(ctx, t.name, t.topic_id) for t in request.topics or []]
     return MetadataResponse(
-        brokers=[MetadataResponseBroker(node_id=broker.node_id, host=host, port=port, rack=broker.config.broker_rack)],
+        brokers=[
+            MetadataResponseBroker(node_id=b.broker_id, host=host, port=port, rack=b.rack)
+            for b, (host, port) in _live_brokers(broker)
+        ],
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
+        controller_id=broker.controller_id,
         topics=topics,
     )
 
 
+def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse | Awaitable[MetadataResponse]:
+    response = _response(ctx, request)
+    missing = [
+        entry.name
+        for entry in response.topics
+        if entry.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and _may_create(ctx, request, entry.name)
+    ]
+    return _auto_create(ctx, request, missing) if missing else response
+
+
+def _live_brokers(broker: Broker) -> list[tuple[BrokerImage, tuple[str, int]]]:
+    return [(b, (b.endpoints[0].host, b.endpoints[0].port)) for b in broker.topics.live_brokers() if b.endpoints]
+
+
 def handle_describe_cluster(ctx: RequestContext, request: DescribeClusterRequest) -> DescribeClusterResponse:
     broker = ctx.broker
-    host, port = broker.advertised_address
     return DescribeClusterResponse(
         error_code=ErrorCode.NONE,
         endpoint_type=request.endpoint_type,
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
-        brokers=[DescribeClusterBroker(broker_id=broker.node_id, host=host, port=port, rack=broker.config.broker_rack)],
+        controller_id=broker.controller_id,
+        brokers=[
+            DescribeClusterBroker(broker_id=b.broker_id, host=host, port=port, rack=b.rack)
+            for b, (host, port) in _live_brokers(broker)
+        ],
         cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
     )

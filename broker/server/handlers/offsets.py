@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable
 
 from kafkette.broker.group.offsets import CommittedOffset, TopicPartition
 from kafkette.broker.group.subscriptions import subscribed_topics
@@ -46,7 +47,9 @@ def _by_topic(results: dict[TopicPartition, ErrorCode]) -> dict[str, list[tuple[
     return topics
 
 
-def handle_offset_commit(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse:
+def handle_offset_commit(
+    ctx: RequestContext, request: OffsetCommitRequest
+) -> OffsetCommitResponse | Awaitable[OffsetCommitResponse]:
     now = int(time.time() * 1000)
     offsets = {
         (topic.name, p.partition_index): CommittedOffset(
@@ -62,6 +65,16 @@ def handle_offset_commit(ctx: RequestContext, request: OffsetCommitRequest) -> O
         request.group_instance_id,
         offsets,
     )
+    if isinstance(results, dict):
+        return _commit_response(results)
+    return _commit_response_later(results)
+
+
+async def _commit_response_later(results: Awaitable[dict[TopicPartition, ErrorCode]]) -> OffsetCommitResponse:
+    return _commit_response(await results)
+
+
+def _commit_response(results: dict[TopicPartition, ErrorCode]) -> OffsetCommitResponse:
     return OffsetCommitResponse(
         topics=[
             OffsetCommitResponseTopic(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from kafkette.broker.protocol.errors import ErrorCode
+from collections.abc import Awaitable
+
+from kafkette.broker.protocol.errors import ErrorCode, KafkaError
 from kafkette.broker.protocol.messages.init_producer_id_request import InitProducerIdRequest
 from kafkette.broker.protocol.messages.init_producer_id_response import InitProducerIdResponse
 from kafkette.broker.server.context import RequestContext
@@ -10,11 +12,20 @@ from kafkette.broker.server.context import RequestContext
 MAX_PRODUCER_EPOCH = 0x7FFF - 1
 
 
-def handle_init_producer_id(ctx: RequestContext, request: InitProducerIdRequest) -> InitProducerIdResponse:
+def handle_init_producer_id(
+    ctx: RequestContext, request: InitProducerIdRequest
+) -> InitProducerIdResponse | Awaitable[InitProducerIdResponse]:
     if request.transactional_id is not None:
         return InitProducerIdResponse(error_code=ErrorCode.INVALID_REQUEST)
-    store = ctx.broker.topics.store
     # KIP-360: an idempotent producer that hit an error asks to bump its epoch and keep its id.
     if request.producer_id >= 0 and 0 <= request.producer_epoch < MAX_PRODUCER_EPOCH:
         return InitProducerIdResponse(producer_id=request.producer_id, producer_epoch=request.producer_epoch + 1)
-    return InitProducerIdResponse(producer_id=store.allocate_producer_id(), producer_epoch=0)
+    return _new_producer(ctx)
+
+
+async def _new_producer(ctx: RequestContext) -> InitProducerIdResponse:
+    try:
+        producer_id = await ctx.broker.producer_ids.next_id()
+    except KafkaError as exc:
+        return InitProducerIdResponse(error_code=exc.code)
+    return InitProducerIdResponse(producer_id=producer_id, producer_epoch=0)

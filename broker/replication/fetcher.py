@@ -1,0 +1,400 @@
+"""Followers: one fetcher per leader broker, fetching every partition it leads for us in one request.
+
+Before a partition is fetched after a leader change (or after the leader said
+its log diverges from ours), the fetcher asks the leader with
+OffsetForLeaderEpoch where our latest leader epoch ends in its log and
+truncates ours there, so the follower's log is always a prefix of the leader's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import struct
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from kafkette.broker.config import BrokerConfig
+from kafkette.broker.protocol.batch import CorruptBatchError
+from kafkette.broker.protocol.errors import ErrorCode
+from kafkette.broker.protocol.framing import decode_response, encode_request
+from kafkette.broker.protocol.messages.api_versions_request import ApiVersionsRequest
+from kafkette.broker.protocol.messages.api_versions_response import ApiVersionsResponse
+from kafkette.broker.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
+from kafkette.broker.protocol.messages.fetch_response import FetchResponse, PartitionData
+from kafkette.broker.protocol.messages.offset_for_leader_epoch_request import (
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderPartition,
+    OffsetForLeaderTopic,
+)
+from kafkette.broker.protocol.messages.offset_for_leader_epoch_response import (
+    EpochEndOffset,
+    OffsetForLeaderEpochResponse,
+)
+from kafkette.broker.protocol.types import Message
+from kafkette.broker.replication.partition import Partition
+from kafkette.broker.storage.errors import InvalidAppendOffsetError, LogStorageError, OffsetOutOfRangeError
+
+logger = logging.getLogger(__name__)
+
+FETCH_VERSION = 12
+OFFSET_FOR_LEADER_EPOCH_VERSION = 4
+OFFSET_FOR_LEADER_EPOCH_KEY = OffsetForLeaderEpochRequest.API_KEY
+API_VERSIONS_VERSION = 3
+# Kafka's replica.fetch.response.max.bytes default: the whole response, over all partitions.
+FETCH_RESPONSE_MAX_BYTES = 10 * 1024 * 1024
+# Kafka's replica.socket.timeout.ms default: how long an answer may take beyond the long-poll.
+SOCKET_TIMEOUT_S = 30.0
+CONNECT_TIMEOUT_S = 5.0
+_SIZE = struct.Struct(">i")
+_M = TypeVar("_M", bound=Message)
+
+AddressOf = Callable[[int], "tuple[str, int] | None"]
+PartitionKey = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Truncation:
+    offset: int
+    # False: our log knew a different epoch than the leader answered with; ask again after truncating.
+    done: bool
+
+
+def truncation_point(
+    log_end_offset: int,
+    high_watermark: int,
+    local_end_for: Callable[[int], tuple[int, int]] | None,
+    leader_epoch: int,
+    leader_end_offset: int,
+) -> Truncation:
+    """Where a follower truncates given the leader's OffsetForLeaderEpoch answer (Kafka's rule).
+
+    ``local_end_for(epoch)`` is the follower's own (largest epoch <= ``epoch``, its end offset),
+    (-1, -1) when it knows none; None when the follower keeps no epochs.
+    """
+    if leader_end_offset < 0:
+        # The leader knows no epoch at or below ours: only what was committed is safe.
+        return Truncation(min(high_watermark, log_end_offset), True)
+    if leader_epoch < 0 or local_end_for is None:
+        return Truncation(min(leader_end_offset, log_end_offset), True)
+    local_epoch, local_end = local_end_for(leader_epoch)
+    if local_epoch < 0:
+        # We tracked no epoch that early; nothing of ours past the leader's end offset can be right.
+        return Truncation(min(leader_end_offset, log_end_offset), True)
+    if local_epoch != leader_epoch:
+        return Truncation(min(local_end, log_end_offset), False)
+    return Truncation(min(leader_end_offset, log_end_offset), True)
+
+
+@dataclass(eq=False, slots=True)
+class FollowState:
+    """One partition this broker follows, as of one leader epoch."""
+
+    partition: Partition
+    leader_epoch: int
+    fetch_offset: int
+    needs_truncation: bool = True
+    # time.monotonic() before which the partition is left alone after an error.
+    retry_at: float = 0.0
+
+    @property
+    def key(self) -> PartitionKey:
+        return (self.partition.topic, self.partition.index)
+
+
+def _latest_epoch(partition: Partition) -> int:
+    return partition.log.leader_epochs.latest_epoch
+
+
+class _Channel:
+    """One connection to the leader with one request in flight: the fetcher's turns are sequential."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_id: str) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._client_id = client_id
+        self._correlation = itertools.count(1)
+        self.offset_for_leader_epoch = True
+
+    @classmethod
+    async def open(cls, host: str, port: int, client_id: str) -> _Channel:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), CONNECT_TIMEOUT_S)
+        channel = cls(reader, writer, client_id)
+        versions = await channel.request(ApiVersionsRequest(), API_VERSIONS_VERSION, ApiVersionsResponse, 0.0)
+        channel.offset_for_leader_epoch = any(api.api_key == OFFSET_FOR_LEADER_EPOCH_KEY for api in versions.api_keys)
+        return channel
+
+    async def request(self, body: Message, version: int, response_type: type[_M], wait_s: float) -> _M:
+        correlation = next(self._correlation)
+        self._writer.write(encode_request(body, version, correlation, self._client_id))
+        await self._writer.drain()
+        frame = await asyncio.wait_for(self._read_frame(), wait_s + SOCKET_TIMEOUT_S)
+        answered, response = decode_response(memoryview(frame), body.API_KEY, version)  # type: ignore[arg-type]
+        if answered != correlation or not isinstance(response, response_type):
+            raise ConnectionError(f"answer {answered} to request {correlation}")
+        return response
+
+    async def _read_frame(self) -> bytes:
+        (size,) = _SIZE.unpack(await self._reader.readexactly(4))
+        return await self._reader.readexactly(size)
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+class ReplicaFetcher:
+    """Fetches, for this broker (``node_id``), every partition that broker ``leader_id`` leads."""
+
+    def __init__(self, node_id: int, leader_id: int, address_of: AddressOf, config: BrokerConfig) -> None:
+        self.node_id = node_id
+        self.leader_id = leader_id
+        self._address_of = address_of
+        self._max_bytes = config.replica_fetch_max_bytes
+        self._wait_ms = config.replica_fetch_wait_max_ms
+        self._backoff_s = config.replica_fetch_backoff_ms / 1000
+        self._states: dict[PartitionKey, FollowState] = {}
+        self._changed = asyncio.Event()
+        self._channel: _Channel | None = None
+        self._task: asyncio.Task[None] | None = None
+        # Checked by the loop: on Python 3.11 asyncio.wait_for may swallow a cancellation that arrives as
+        # its inner future completes, and a fetcher that missed its cancel must still end.
+        self._stopping = False
+
+    # -- what the replica manager calls ---------------------------------------------------------
+
+    def add(self, partition: Partition) -> None:
+        """Follow ``partition`` from its current leader epoch; it is truncated before its first fetch."""
+        state = FollowState(partition, partition.leader_epoch, partition.log_end_offset)
+        self._states[state.key] = state
+        self._changed.set()
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name=f"replica-fetcher-{self.leader_id}")
+
+    def remove(self, partition: Partition) -> None:
+        key = (partition.topic, partition.index)
+        state = self._states.get(key)
+        if state is not None and state.partition is partition:
+            del self._states[key]
+            self._changed.set()
+
+    def follows(self, partition: Partition) -> bool:
+        state = self._states.get((partition.topic, partition.index))
+        return state is not None and state.partition is partition
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    async def stop(self) -> None:
+        self._stopping = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        self._disconnect()
+
+    # -- the loop ---------------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while not self._stopping:
+            try:
+                await self._turn()
+            except asyncio.CancelledError:
+                raise
+            except (OSError, EOFError, TimeoutError, ConnectionError) as exc:
+                logger.info("fetching from broker %d: %s; retrying", self.leader_id, exc or type(exc).__name__)
+                self._disconnect()
+                await asyncio.sleep(self._backoff_s)
+            except Exception:
+                logger.exception("fetcher for broker %d failed; retrying", self.leader_id)
+                self._disconnect()
+                await asyncio.sleep(self._backoff_s)
+
+    async def _turn(self) -> None:
+        now = time.monotonic()
+        ready = [state for state in self._states.values() if state.retry_at <= now]
+        if not ready:
+            await self._wait_for_work(now)
+            return
+        channel = await self._connect()
+        truncating = [state for state in ready if state.needs_truncation]
+        if truncating:
+            await self._truncate(channel, truncating)
+        else:
+            await self._fetch(channel, ready)
+
+    async def _wait_for_work(self, now: float) -> None:
+        if not self._states:
+            self._disconnect()  # nothing to follow here: do not hold the leader's connection
+        retries = [state.retry_at for state in self._states.values()]
+        timeout = max(0.0, min(retries) - now) if retries else None
+        self._changed.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), timeout)
+
+    async def _connect(self) -> _Channel:
+        if self._channel is None:
+            address = self._address_of(self.leader_id)
+            if address is None:
+                raise ConnectionError(f"no address known for broker {self.leader_id}")
+            self._channel = await _Channel.open(*address, client_id=f"kafkette-replica-{self.node_id}")
+        return self._channel
+
+    def _disconnect(self) -> None:
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
+
+    def _current(self, state: FollowState) -> bool:
+        """Whether ``state`` still describes what we follow (an image may have changed it meanwhile)."""
+        return self._states.get(state.key) is state
+
+    def _back_off(self, state: FollowState, reason: str) -> None:
+        logger.info("%s from broker %d: %s; retrying later", state.partition, self.leader_id, reason)
+        state.retry_at = time.monotonic() + self._backoff_s
+
+    # -- truncation -------------------------------------------------------------------------------
+
+    async def _truncate(self, channel: _Channel, states: list[FollowState]) -> None:
+        asking = [state for state in states if channel.offset_for_leader_epoch and _latest_epoch(state.partition) >= 0]
+        for state in states:
+            if state not in asking:
+                # No epochs to compare: Kafka's rule before KIP-101, keep only what was committed.
+                self._truncate_to(state, min(state.partition.high_watermark, state.partition.log_end_offset))
+        if not asking:
+            return
+        response = await channel.request(
+            self._epoch_request(asking), OFFSET_FOR_LEADER_EPOCH_VERSION, OffsetForLeaderEpochResponse, 0.0
+        )
+        answers = {(topic.topic, answer.partition): answer for topic in response.topics for answer in topic.partitions}
+        for state in asking:
+            answer = answers.get(state.key)
+            if not self._current(state):
+                continue
+            if answer is None or answer.error_code != ErrorCode.NONE:
+                code = ErrorCode(answer.error_code).name if answer is not None else "no answer"
+                self._back_off(state, f"OffsetForLeaderEpoch: {code}")
+                continue
+            self._apply_epoch_answer(state, answer)
+
+    def _epoch_request(self, states: list[FollowState]) -> OffsetForLeaderEpochRequest:
+        by_topic: dict[str, list[OffsetForLeaderPartition]] = {}
+        for state in states:
+            by_topic.setdefault(state.partition.topic, []).append(
+                OffsetForLeaderPartition(
+                    partition=state.partition.index,
+                    current_leader_epoch=state.leader_epoch,
+                    leader_epoch=_latest_epoch(state.partition),
+                )
+            )
+        return OffsetForLeaderEpochRequest(
+            replica_id=self.node_id,
+            topics=[OffsetForLeaderTopic(topic=topic, partitions=parts) for topic, parts in by_topic.items()],
+        )
+
+    def _apply_epoch_answer(self, state: FollowState, answer: EpochEndOffset) -> None:
+        partition = state.partition
+        log_end = partition.log_end_offset
+
+        def local_end_for(epoch: int) -> tuple[int, int]:
+            return partition.log.leader_epochs.end_offset_for(epoch, log_end)
+
+        point = truncation_point(
+            log_end, partition.high_watermark, local_end_for, answer.leader_epoch, answer.end_offset
+        )
+        self._truncate_to(state, point.offset)
+        state.needs_truncation = not point.done
+
+    def _truncate_to(self, state: FollowState, offset: int) -> None:
+        partition = state.partition
+        if offset < partition.log_end_offset:
+            logger.info("%s: truncating from %d to %d", partition, partition.log_end_offset, offset)
+            try:
+                partition.log.truncate_to(offset)
+            except LogStorageError as exc:
+                self._back_off(state, str(exc))
+                return
+            partition.truncated()
+        state.fetch_offset = partition.log_end_offset
+        state.needs_truncation = False
+
+    # -- fetching ---------------------------------------------------------------------------------
+
+    async def _fetch(self, channel: _Channel, states: list[FollowState]) -> None:
+        request = self._fetch_request(states)
+        response = await channel.request(request, FETCH_VERSION, FetchResponse, self._wait_ms / 1000)
+        sent = {state.key: state for state in states}
+        if response.error_code != ErrorCode.NONE:
+            for state in states:
+                self._back_off(state, f"fetch: {ErrorCode(response.error_code).name}")
+            return
+        for topic in response.responses:
+            for data in topic.partitions:
+                state = sent.get((topic.topic, data.partition_index))
+                if state is not None and self._current(state):
+                    self._apply_fetched(state, data)
+
+    def _fetch_request(self, states: Iterable[FollowState]) -> FetchRequest:
+        by_topic: dict[str, list[FetchPartition]] = {}
+        for state in states:
+            partition = state.partition
+            by_topic.setdefault(partition.topic, []).append(
+                FetchPartition(
+                    partition=partition.index,
+                    current_leader_epoch=state.leader_epoch,
+                    fetch_offset=state.fetch_offset,
+                    last_fetched_epoch=_latest_epoch(partition),
+                    log_start_offset=partition.log_start_offset,
+                    partition_max_bytes=self._max_bytes,
+                )
+            )
+        return FetchRequest(
+            replica_id=self.node_id,
+            max_wait_ms=self._wait_ms,
+            min_bytes=1,
+            max_bytes=FETCH_RESPONSE_MAX_BYTES,
+            topics=[FetchTopic(topic=topic, partitions=parts) for topic, parts in by_topic.items()],
+        )
+
+    def _apply_fetched(self, state: FollowState, data: PartitionData) -> None:
+        code = data.error_code
+        if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            self._out_of_range(state, data)
+        elif code != ErrorCode.NONE:
+            self._back_off(state, ErrorCode(code).name)
+        elif data.diverging_epoch.epoch >= 0 or data.diverging_epoch.end_offset >= 0:
+            state.needs_truncation = True
+        else:
+            self._append(state, data)
+
+    def _out_of_range(self, state: FollowState, data: PartitionData) -> None:
+        partition = state.partition
+        if data.log_start_offset > partition.log_end_offset:
+            # The leader deleted what we miss: go on from its log start (the gap is below our new log start).
+            state.fetch_offset = data.log_start_offset
+        else:
+            state.needs_truncation = True
+
+    def _append(self, state: FollowState, data: PartitionData) -> None:
+        partition = state.partition
+        log = partition.log
+        records = data.records
+        try:
+            if records is not None and len(records) > 0:  # type: ignore[arg-type]
+                log.append_as_follower(records)  # type: ignore[arg-type]
+                partition.appended_as_follower()
+            if data.log_start_offset > log.log_start_offset:
+                log.delete_records_before(min(data.log_start_offset, log.log_end_offset))
+        except (InvalidAppendOffsetError, OffsetOutOfRangeError) as exc:
+            state.needs_truncation = True
+            self._back_off(state, str(exc))
+            return
+        except (LogStorageError, CorruptBatchError) as exc:
+            self._back_off(state, str(exc))
+            return
+        state.fetch_offset = max(state.fetch_offset, log.log_end_offset)
+        partition.update_follower_high_watermark(data.high_watermark)

@@ -1,0 +1,278 @@
+"""This broker's partition replicas, kept in line with the metadata image.
+
+Each new image opens the logs of partitions assigned here, deletes those of
+partitions no longer assigned, and on a leader epoch change makes the
+partition leader, follower (handed to the fetcher of its leader's broker) or
+offline. Leaders' ISR changes go to the controller as AlterPartition requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+
+from kafkette.broker.config import BrokerConfig, effective_topic_config
+from kafkette.broker.controller.image import MetadataImage, PartitionImage, TopicImage
+from kafkette.broker.metadata import topics as topic_configs
+from kafkette.broker.protocol.errors import ErrorCode
+from kafkette.broker.protocol.messages.alter_partition_request import (
+    AlterPartitionRequest,
+    BrokerState,
+    TopicData,
+)
+from kafkette.broker.protocol.messages.alter_partition_request import (
+    PartitionData as AlterPartitionData,
+)
+from kafkette.broker.protocol.messages.alter_partition_response import AlterPartitionResponse
+from kafkette.broker.replication.fetcher import ReplicaFetcher
+from kafkette.broker.replication.partition import Partition, PartitionSettings, monotonic_ms
+from kafkette.broker.storage import LogConfig, LogManager
+
+logger = logging.getLogger(__name__)
+
+TOPIC_RESOURCE = 2
+NO_LEADER = -1
+
+AlterPartition = Callable[[AlterPartitionRequest], Awaitable[AlterPartitionResponse]]
+PartitionKey = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class _TopicSettings:
+    overrides: dict[str, str]
+    log_config: LogConfig
+    settings: PartitionSettings
+    min_insync_replicas: int
+
+
+class ReplicaManager:
+    def __init__(
+        self,
+        node_id: int,
+        config: BrokerConfig,
+        logs: LogManager,
+        alter_partition: AlterPartition,
+        broker_epoch: Callable[[], int],
+        *,
+        clock: Callable[[], int] = monotonic_ms,
+    ) -> None:
+        self.node_id = node_id
+        self.config = config
+        self._logs = logs
+        self._alter_partition = alter_partition
+        self._broker_epoch = broker_epoch
+        self._clock = clock
+        self._image = MetadataImage()
+        self._partitions: dict[PartitionKey, Partition] = {}
+        self._fetchers: dict[int, ReplicaFetcher] = {}
+        self._topic_settings: dict[str, _TopicSettings] = {}
+        self._isr_checker: asyncio.Task[None] | None = None
+        self._requests: set[asyncio.Task[None]] = set()
+        self._stopped = False
+
+    # -- what the broker reads ---------------------------------------------------------------------
+
+    def partition(self, topic: str, index: int) -> Partition | None:
+        return self._partitions.get((topic, index))
+
+    def partitions(self) -> Iterator[Partition]:
+        return iter(list(self._partitions.values()))
+
+    def fetcher(self, leader_id: int) -> ReplicaFetcher | None:
+        return self._fetchers.get(leader_id)
+
+    # -- images ------------------------------------------------------------------------------------
+
+    def apply(self, image: MetadataImage) -> None:
+        """Bring the replicas in line with ``image`` (called on the event loop for every new image)."""
+        if self._stopped:
+            return  # images still arriving during shutdown must not restart fetchers
+        self._image = image
+        assigned: set[PartitionKey] = set()
+        for topic in image.topics.values():
+            settings: _TopicSettings | None = None
+            for index, state in topic.partitions.items():
+                if self.node_id not in state.replicas:
+                    continue
+                settings = settings or self._settings_of(image, topic.name)
+                assigned.add((topic.name, index))
+                self._apply_partition(topic, index, state, settings)
+        for key in [key for key in self._partitions if key not in assigned]:
+            self._remove(key)
+        for name in [name for name in self._topic_settings if image.topic_by_name(name) is None]:
+            del self._topic_settings[name]
+        self._start_isr_checker()
+
+    def _settings_of(self, image: MetadataImage, topic: str) -> _TopicSettings:
+        overrides = dict(image.configs.get((TOPIC_RESOURCE, topic), {}))
+        cached = self._topic_settings.get(topic)
+        if cached is not None and cached.overrides == overrides:
+            return cached
+        effective = effective_topic_config(self.config, overrides)
+        settings = _TopicSettings(
+            overrides,
+            topic_configs.log_config_of(effective),
+            topic_configs.partition_settings_of(effective),
+            effective.min_insync_replicas,
+        )
+        self._topic_settings[topic] = settings
+        return settings
+
+    def _apply_partition(self, topic: TopicImage, index: int, state: PartitionImage, settings: _TopicSettings) -> None:
+        key = (topic.name, index)
+        partition = self._partitions.get(key)
+        if partition is not None and partition.topic_id != topic.topic_id:
+            self._remove(key)  # the topic was deleted and created again under the same name
+            partition = None
+        if partition is None:
+            log = self._logs.get_or_create(topic.name, index, settings.log_config)
+            partition = Partition(
+                topic.name, index, topic.topic_id, log, settings.settings, node_id=self.node_id, clock=self._clock
+            )
+            partition.on_isr_proposal = self._propose_isr
+            self._partitions[key] = partition
+            self._configure(partition, settings)
+            self._change_leadership(partition, state)
+            return
+        self._configure(partition, settings)
+        if state.leader_epoch > partition.leader_epoch:
+            self._change_leadership(partition, state)
+        else:
+            partition.update_assignment(state.partition_epoch, state.replicas, state.isr)
+
+    @staticmethod
+    def _configure(partition: Partition, settings: _TopicSettings) -> None:
+        partition.settings = settings.settings
+        if partition.log.config != settings.log_config:
+            partition.log.config = settings.log_config
+        partition.min_insync_replicas = settings.min_insync_replicas
+
+    def _change_leadership(self, partition: Partition, state: PartitionImage) -> None:
+        self._unfollow(partition)
+        if state.leader == self.node_id:
+            partition.become_leader(state.leader_epoch, state.partition_epoch, state.replicas, state.isr)
+            logger.info("%s: leader at epoch %d, ISR %s", partition, state.leader_epoch, list(state.isr))
+            return
+        partition.become_follower(state.leader, state.leader_epoch, state.partition_epoch, state.replicas, state.isr)
+        if state.leader == NO_LEADER:
+            logger.info("%s: offline at epoch %d", partition, state.leader_epoch)
+            return
+        fetcher = self._fetchers.get(state.leader)
+        if fetcher is None:
+            fetcher = ReplicaFetcher(self.node_id, state.leader, self._address_of, self.config)
+            self._fetchers[state.leader] = fetcher
+        fetcher.add(partition)
+        logger.info("%s: following broker %d at epoch %d", partition, state.leader, state.leader_epoch)
+
+    def _address_of(self, broker_id: int) -> tuple[str, int] | None:
+        """The leader's address in the newest image: a broker that re-registered is found at its new one."""
+        broker = self._image.brokers.get(broker_id)
+        if broker is None or not broker.endpoints:
+            return None
+        endpoint = broker.endpoints[0]
+        return endpoint.host, endpoint.port
+
+    def _unfollow(self, partition: Partition) -> None:
+        for fetcher in self._fetchers.values():
+            fetcher.remove(partition)
+
+    def _remove(self, key: PartitionKey) -> None:
+        partition = self._partitions.pop(key)
+        self._unfollow(partition)
+        partition.close()
+        self._logs.delete(*key)
+        logger.info("%s: no longer replicated here; log deleted", partition)
+
+    # -- ISR changes -------------------------------------------------------------------------------
+
+    def _start_isr_checker(self) -> None:
+        if self._isr_checker is not None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # applied outside the loop (tests): the first apply on the loop starts it
+        self._isr_checker = loop.create_task(self._check_isr_periodically(), name="isr-shrink-check")
+
+    async def _check_isr_periodically(self) -> None:
+        lag_ms = self.config.replica_lag_time_max_ms
+        while True:
+            await asyncio.sleep(lag_ms / 2000)
+            self.shrink_lagging_isrs()
+
+    def shrink_lagging_isrs(self) -> None:
+        """Propose ISRs without the followers that did not catch up within replica.lag.time.max.ms."""
+        lag_ms = self.config.replica_lag_time_max_ms
+        for partition in list(self._partitions.values()):
+            if partition.is_leader:
+                partition.maybe_shrink_isr(lag_ms)
+
+    def _propose_isr(self, partition: Partition, isr: tuple[int, ...], token: int) -> None:
+        task = asyncio.get_running_loop().create_task(self._send_isr(partition, isr, token))
+        self._requests.add(task)
+        task.add_done_callback(self._requests.discard)
+
+    async def _send_isr(self, partition: Partition, isr: tuple[int, ...], token: int) -> None:
+        leader_epoch = partition.leader_epoch
+        request = AlterPartitionRequest(
+            broker_id=self.node_id,
+            broker_epoch=self._broker_epoch(),
+            topics=[
+                TopicData(
+                    topic_name=partition.topic,
+                    topic_id=partition.topic_id,
+                    partitions=[
+                        AlterPartitionData(
+                            partition_index=partition.index,
+                            leader_epoch=leader_epoch,
+                            new_isr=list(isr),
+                            new_isr_with_epochs=[BrokerState(broker_id=replica) for replica in isr],
+                            partition_epoch=partition.partition_epoch,
+                        )
+                    ],
+                )
+            ],
+        )
+        try:
+            response = await self._alter_partition(request)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            logger.warning("%s: AlterPartition to ISR %s failed: %s", partition, list(isr), exc)
+            partition.isr_change_done(token, leader_epoch, None, -1)
+            return
+        self._isr_answered(partition, isr, token, response)
+
+    @staticmethod
+    def _isr_answered(partition: Partition, isr: tuple[int, ...], token: int, response: AlterPartitionResponse) -> None:
+        answer = next(
+            (p for topic in response.topics for p in topic.partitions if p.partition_index == partition.index), None
+        )
+        code = response.error_code or (answer.error_code if answer is not None else ErrorCode.UNKNOWN_SERVER_ERROR)
+        if code != ErrorCode.NONE or answer is None:
+            logger.warning("%s: AlterPartition to ISR %s refused: %s", partition, list(isr), ErrorCode(code).name)
+            partition.isr_change_done(token, partition.leader_epoch, None, -1)
+            return
+        logger.info("%s: ISR now %s (partition epoch %d)", partition, answer.isr, answer.partition_epoch)
+        partition.isr_change_done(token, answer.leader_epoch, answer.isr, answer.partition_epoch)
+
+    # -- shutdown ----------------------------------------------------------------------------------
+
+    async def stop(self) -> None:
+        """Stop fetching and ISR upkeep; produces still waiting get NOT_LEADER_OR_FOLLOWER."""
+        self._stopped = True
+        tasks = [task for task in (self._isr_checker, *self._requests) if task is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._isr_checker = None
+        for fetcher in self._fetchers.values():
+            await fetcher.stop()
+        self._fetchers.clear()
+        for partition in self._partitions.values():
+            partition.close()

@@ -1,0 +1,203 @@
+"""The leader-epoch cache: where each leader epoch's records start in one partition's log.
+
+Kafka's ``LeaderEpochFileCache``. A leader answers OffsetForLeaderEpoch from it,
+so a follower (or a consumer after a leader change) can find where its log
+diverges from the leader's. Kept in ``leader-epoch-checkpoint`` beside the
+segments, in Kafka's checkpoint text format: a version line ``0``, a count line,
+then one ``epoch start_offset`` line per entry, oldest first.
+
+The file is rewritten (atomically) only when the entries change: on a new epoch,
+a truncation or a log start move, never on an ordinary append.
+"""
+
+from __future__ import annotations
+
+import logging
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable
+from itertools import pairwise
+from pathlib import Path
+from typing import NamedTuple
+
+from .errors import CorruptLogError
+from .files import atomic_write
+
+logger = logging.getLogger(__name__)
+
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+# Kafka's UNDEFINED_EPOCH and UNDEFINED_EPOCH_OFFSET: the answer when no epoch qualifies.
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+
+_VERSION = 0
+
+
+class EpochEntry(NamedTuple):
+    epoch: int
+    start_offset: int
+
+
+def _epoch_of(entry: EpochEntry) -> int:
+    return entry.epoch
+
+
+def _start_of(entry: EpochEntry) -> int:
+    return entry.start_offset
+
+
+def write_leader_epoch_checkpoint(path: Path, entries: Iterable[EpochEntry]) -> None:
+    rows = [f"{entry.epoch} {entry.start_offset}" for entry in entries]
+    atomic_write(path, ("\n".join([str(_VERSION), str(len(rows)), *rows]) + "\n").encode())
+
+
+def read_leader_epoch_checkpoint(path: Path) -> list[EpochEntry] | None:
+    """The entries in ``path``; None when it does not exist; CorruptLogError when malformed."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    except UnicodeDecodeError as exc:
+        raise CorruptLogError(f"malformed leader epoch checkpoint {path}: {exc}") from exc
+    lines = text.splitlines()
+    try:
+        version, count = int(lines[0]), int(lines[1])
+        if version != _VERSION:
+            raise ValueError(f"unknown version {version}")
+        rows = lines[2:]
+        if len(rows) != count:
+            raise ValueError(f"{count} entries declared, {len(rows)} present")
+        # Kafka splits on any whitespace.
+        entries = [EpochEntry(*map(int, row.split())) for row in rows]
+        _check_monotonic(entries)
+    except (IndexError, ValueError, TypeError) as exc:
+        raise CorruptLogError(f"malformed leader epoch checkpoint {path}: {exc}") from exc
+    return entries
+
+
+def _check_monotonic(entries: list[EpochEntry]) -> None:
+    for entry in entries:
+        if entry.epoch < 0 or entry.start_offset < 0:
+            raise ValueError(f"negative entry {entry}")
+    for before, after in pairwise(entries):
+        if after.epoch <= before.epoch or after.start_offset < before.start_offset:
+            raise ValueError(f"entries out of order: {before} then {after}")
+
+
+class LeaderEpochCache:
+    """(epoch, start offset) entries, both increasing; the latest epoch is the one still being written."""
+
+    def __init__(self, path: Path, entries: Iterable[EpochEntry] = ()) -> None:
+        self.path = path
+        self._entries: list[EpochEntry] = list(entries)
+
+    @property
+    def entries(self) -> tuple[EpochEntry, ...]:
+        return tuple(self._entries)
+
+    @property
+    def latest_epoch(self) -> int:
+        return self._entries[-1].epoch if self._entries else UNDEFINED_EPOCH
+
+    def flush(self) -> None:
+        """Write the file; callers normally rely on the mutators, which write when something changed."""
+        write_leader_epoch_checkpoint(self.path, self._entries)
+
+    # --- mutators: each writes the file when, and only when, it changed the entries -----------
+
+    def assign(self, epoch: int, start_offset: int) -> bool:
+        """Record that ``epoch`` starts at ``start_offset``; whether the entries changed.
+
+        Kafka's rule: a no-op for the latest epoch at or after its start; otherwise
+        entries that would break monotonicity (epoch or start offset not below the
+        new one) go first, so the newest entry always describes the log's tail.
+        """
+        if not self._assign(epoch, start_offset):
+            return False
+        self.flush()
+        return True
+
+    def assign_all(self, entries: Iterable[tuple[int, int]]) -> bool:
+        """``assign`` each (epoch, start offset) in order, writing the file at most once."""
+        changed = False
+        for epoch, start_offset in entries:
+            changed |= self._assign(epoch, start_offset)
+        if changed:
+            self.flush()
+        return changed
+
+    def truncate_from_end(self, end_offset: int) -> bool:
+        """Drop the entries starting at or after ``end_offset`` (the log was truncated there)."""
+        entries = self._entries
+        if end_offset < 0 or not entries or entries[-1].start_offset < end_offset:
+            return False
+        del entries[bisect_left(entries, end_offset, key=_start_of) :]
+        self.flush()
+        return True
+
+    def truncate_from_start(self, start_offset: int) -> bool:
+        """The log now starts at ``start_offset``: older entries go, the one in force there starts there."""
+        entries = self._entries
+        covered = bisect_right(entries, start_offset, key=_start_of)
+        if covered == 0 or (covered == 1 and entries[0].start_offset == start_offset):
+            return False
+        entries[:covered] = [EpochEntry(entries[covered - 1].epoch, start_offset)]
+        self.flush()
+        return True
+
+    def clear(self) -> bool:
+        """Forget every entry (the log was emptied)."""
+        if not self._entries:
+            return False
+        self._entries.clear()
+        self.flush()
+        return True
+
+    # --- queries -----------------------------------------------------------------------------
+
+    def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """(epoch, end offset) for OffsetForLeaderEpoch, as Kafka's ``endOffsetFor``.
+
+        The largest known epoch at or below ``requested_epoch`` and the start offset
+        of the next higher epoch; the log end offset for the latest epoch, which is
+        still being written. An epoch below every known one answers itself and the
+        first entry's start (older entries were removed with the log's head).
+        (-1, -1) when the cache is empty or the epoch is undefined or above the latest.
+        """
+        entries = self._entries
+        if requested_epoch == UNDEFINED_EPOCH or not entries:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if requested_epoch == entries[-1].epoch:
+            return requested_epoch, log_end_offset
+        floor_count = bisect_right(entries, requested_epoch, key=_epoch_of)
+        if floor_count == len(entries):
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        higher = entries[floor_count]
+        if floor_count == 0:
+            return requested_epoch, higher.start_offset
+        return entries[floor_count - 1].epoch, higher.start_offset
+
+    def epoch_for_offset(self, offset: int) -> int:
+        """The epoch in force at ``offset`` (-1 before the first entry)."""
+        found = bisect_right(self._entries, offset, key=_start_of)
+        return self._entries[found - 1].epoch if found else UNDEFINED_EPOCH
+
+    # --- internals ---------------------------------------------------------------------------
+
+    def _assign(self, epoch: int, start_offset: int) -> bool:
+        if epoch < 0 or start_offset < 0:
+            raise ValueError(f"invalid leader epoch entry ({epoch}, {start_offset})")
+        entries = self._entries
+        if entries:
+            latest = entries[-1]
+            # The hot path: every append of the current epoch lands here and changes nothing.
+            if epoch == latest.epoch and start_offset >= latest.start_offset:
+                return False
+        removed: list[EpochEntry] = []
+        while entries and (entries[-1].epoch >= epoch or entries[-1].start_offset >= start_offset):
+            removed.append(entries.pop())
+        if len(removed) > 1 or (removed and removed[0].start_offset != start_offset):
+            logger.warning(
+                "%s: new epoch entry (%d, %d) replaced conflicting entries %s", self.path, epoch, start_offset, removed
+            )
+        entries.append(EpochEntry(epoch, start_offset))
+        return True

@@ -1,0 +1,479 @@
+"""A reusable chaos harness: producers with acks=all write while brokers are killed, paused and stopped.
+
+`run_chaos` drives a local cluster (kafkette.operator.local) and returns a ChaosReport; the checks on what
+was acknowledged, read back and stored on disk are pure functions so they can be tested on their own.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import threading
+import time
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+from kafkette.broker.protocol.batch import parse_header, peek_length
+from kafkette.operator.local import plan, runtime
+from kafkette.operator.local.plan import ClusterState, ClusterView
+
+HOST = plan.HOST
+
+
+class Ack(NamedTuple):
+    partition: int
+    offset: int
+    value: bytes
+
+
+@dataclass(frozen=True)
+class ChaosConfig:
+    seconds: float = 45.0
+    brokers: int = 3
+    partitions: int = 6
+    replication_factor: int = 3
+    min_insync_replicas: int = 2
+    producers: int = 2
+    # Per producer; a 2-core machine shared with other tests must keep some CPU for the brokers.
+    messages_per_second: int = 300
+    topic: str = "chaos"
+    seed: int = field(default_factory=lambda: random.SystemRandom().randrange(2**32))
+    heal_timeout: float = 90.0
+    ready_timeout: float = 90.0
+    # Seconds a killed or stopped broker stays down, and a paused one stays paused (SIGSTOP).
+    down_seconds: tuple[float, float] = (0.5, 3.0)
+    pause_seconds: tuple[float, float] = (1.0, 6.0)
+    # Chance that a fault targets the active controller rather than a random broker.
+    controller_bias: float = 0.35
+
+
+@dataclass
+class ChaosReport:
+    seed: int
+    acked: int = 0
+    delivery_errors: int = 0
+    fatal_producer_errors: int = 0
+    lost: list[bytes] = field(default_factory=list)
+    duplicates: list[bytes] = field(default_factory=list)
+    misplaced: list[tuple[Ack, list[tuple[int, int]]]] = field(default_factory=list)
+    reused_offsets: list[tuple[int, int]] = field(default_factory=list)
+    divergent_replicas: list[str] = field(default_factory=list)
+    faults: list[tuple[float, str, int]] = field(default_factory=list)
+    leader_changes: int = 0
+    controller_changes: int = 0
+    offline_partition_seconds: float = 0.0
+    longest_ack_gap_seconds: float = 0.0
+    heal_seconds: float = 0.0
+    high_watermarks: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not (self.lost or self.duplicates or self.misplaced or self.reused_offsets or self.divergent_replicas)
+
+    def summary(self) -> str:
+        kinds = Counter(action for _, action, _ in self.faults)
+        return (
+            f"seed={self.seed} acked={self.acked} lost={len(self.lost)} duplicates={len(self.duplicates)} "
+            f"misplaced={len(self.misplaced)} reused_offsets={len(self.reused_offsets)} "
+            f"divergent_replicas={len(self.divergent_replicas)} delivery_errors={self.delivery_errors} "
+            f"fatal_producer_errors={self.fatal_producer_errors} faults={dict(kinds)} "
+            f"leader_changes={self.leader_changes} controller_changes={self.controller_changes} "
+            f"offline_partition_seconds={self.offline_partition_seconds:.1f} "
+            f"longest_ack_gap_seconds={self.longest_ack_gap_seconds:.1f} heal_seconds={self.heal_seconds:.1f}"
+        )
+
+
+# --- pure checks ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AckCheck:
+    lost: list[bytes]
+    duplicates: list[bytes]
+    misplaced: list[tuple[Ack, list[tuple[int, int]]]]
+    reused_offsets: list[tuple[int, int]]
+
+
+def check_acks(acked: Iterable[Ack], consumed: Mapping[int, Sequence[tuple[int, bytes]]]) -> AckCheck:
+    """Every acknowledged value read back exactly once, at the offset its acknowledgement named.
+
+    Being at the acknowledged offset implies the per-partition order of acknowledged values is kept.
+    """
+    by_slot: dict[tuple[int, int], set[bytes]] = defaultdict(set)
+    acked_values: dict[bytes, Ack] = {}
+    for ack in acked:
+        by_slot[(ack.partition, ack.offset)].add(ack.value)
+        acked_values[ack.value] = ack
+    found: dict[bytes, list[tuple[int, int]]] = defaultdict(list)
+    for partition, records in consumed.items():
+        for offset, value in records:
+            if value in acked_values:
+                found[value].append((partition, offset))
+    lost = sorted(v for v in acked_values if not found[v])
+    duplicates = sorted(v for v in acked_values if len(found[v]) > 1)
+    misplaced = [
+        (ack, found[value])
+        for value, ack in acked_values.items()
+        if len(found[value]) == 1 and found[value][0] != (ack.partition, ack.offset)
+    ]
+    reused = sorted(slot for slot, values in by_slot.items() if len(values) > 1)
+    return AckCheck(lost, duplicates, misplaced, reused)
+
+
+def log_prefix(partition_dir: Path, high_watermark: int) -> list[bytes]:
+    """The batches of a replica's log below the high watermark, as stored, segment after segment.
+
+    Walks batch lengths rather than iter_batches: a follower killed mid-write may end in a partial batch,
+    which lies above the high watermark and must not stop the walk.
+    """
+    batches: list[bytes] = []
+    for segment in sorted(partition_dir.glob("*.log")):
+        data = segment.read_bytes()
+        pos = 0
+        while (peeked := peek_length(data, pos)) is not None:
+            base_offset, size = peeked
+            if base_offset >= high_watermark or pos + size > len(data):
+                break
+            parse_header(data, pos)  # a wrong magic or length means the walk went astray: fail loudly
+            batches.append(data[pos : pos + size])
+            pos += size
+    return batches
+
+
+def divergence(prefixes: Mapping[int, Sequence[bytes]], high_watermark: int) -> str | None:
+    """None when every replica holds the same bytes up to the high watermark, else what differs."""
+    reference_id = min(prefixes)
+    reference = list(prefixes[reference_id])
+    for node_id, batches in sorted(prefixes.items()):
+        if list(batches) == reference:
+            continue
+        for index, (mine, theirs) in enumerate(zip(batches, reference, strict=False)):
+            if mine != theirs:
+                offset = parse_header(theirs).base_offset
+                return f"broker {node_id} differs from broker {reference_id} at batch {index} (offset {offset})"
+        counts = f"{len(batches)} batches below HW {high_watermark}, broker {reference_id} has {len(reference)}"
+        return f"broker {node_id} has {counts}"
+    return None
+
+
+def leader_changes(before: Mapping[int, int], after: Mapping[int, int]) -> int:
+    return sum(1 for partition, leader in after.items() if partition in before and before[partition] != leader)
+
+
+# --- the I/O shell --------------------------------------------------------------------------------------
+
+
+class Producers:
+    """Threads producing unique values round-robin over the partitions, recording every acknowledgement."""
+
+    def __init__(self, bootstrap: str, config: ChaosConfig) -> None:
+        self.bootstrap = bootstrap
+        self.config = config
+        self.acks: list[Ack] = []
+        self.errors = 0
+        self.fatal = 0
+        self.last_ack = time.monotonic()
+        self.longest_gap = 0.0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._run, args=(i,), daemon=True) for i in range(config.producers)]
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=90)
+
+    def _new_producer(self, fatal: threading.Event):  # type: ignore[no-untyped-def]
+        from confluent_kafka import Producer
+
+        def on_error(err) -> None:  # type: ignore[no-untyped-def]
+            # An idempotent producer that lost its sequence state cannot go on; a new one takes over.
+            if err.fatal():
+                fatal.set()
+
+        return Producer(
+            {
+                "error_cb": on_error,
+                # Refused connections to a downed broker are the point of the exercise, not news.
+                "log_level": 2,
+                "bootstrap.servers": self.bootstrap,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 5,
+                "retry.backoff.ms": 100,
+                "retry.backoff.max.ms": 1000,
+                "message.timeout.ms": 60000,
+                "request.timeout.ms": 10000,
+                "socket.connection.setup.timeout.ms": 5000,
+                "reconnect.backoff.max.ms": 1000,
+                "topic.metadata.refresh.interval.ms": 2000,
+            }
+        )
+
+    def _delivered(self, err, message) -> None:  # type: ignore[no-untyped-def]
+        now = time.monotonic()
+        with self._lock:
+            if err is not None:
+                self.errors += 1
+                return
+            self.acks.append(Ack(message.partition(), message.offset(), message.value()))
+            self.longest_gap = max(self.longest_gap, now - self.last_ack)
+            self.last_ack = now
+
+    def _run(self, index: int) -> None:
+        fatal = threading.Event()
+        producer = self._new_producer(fatal)
+        interval = 1.0 / self.config.messages_per_second
+        seq = 0
+        next_send = time.monotonic()
+        while not self._stop.is_set():
+            value = f"p{index}-{seq:09d}".encode()
+            try:
+                producer.produce(
+                    self.config.topic, value, partition=seq % self.config.partitions, on_delivery=self._delivered
+                )
+                seq += 1
+            except BufferError:
+                producer.poll(0.1)
+                continue
+            producer.poll(0)
+            if fatal.is_set():
+                with self._lock:
+                    self.fatal += 1
+                producer.flush(10)
+                fatal = threading.Event()
+                producer = self._new_producer(fatal)
+            next_send += interval
+            delay = next_send - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            else:
+                next_send = time.monotonic()
+        producer.flush(60)
+
+
+class Monitor:
+    """Samples Metadata twice a second: leader and controller changes, partition-seconds offline."""
+
+    def __init__(self, state: ClusterState, cluster_dir: Path, topic: str, partitions: int) -> None:
+        self.state = state
+        self.cluster_dir = cluster_dir
+        self.topic = topic
+        self.partitions = partitions
+        self.leader_changes = 0
+        self.controller_changes = 0
+        self.offline_seconds = 0.0
+        self.controller: int | None = None
+        self._leaders: dict[int, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _view(self) -> ClusterView | None:
+        for node_id in random.sample(self.state.ids, len(self.state.ids)):
+            answer = runtime.views(self.state, [node_id], timeout=1.0)[node_id]
+            if isinstance(answer, ClusterView):
+                return answer
+        return None
+
+    def _run(self) -> None:
+        last = time.monotonic()
+        while not self._stop.wait(0.5):
+            view = self._view()
+            now = time.monotonic()
+            elapsed, last = now - last, now
+            if view is None:
+                self.offline_seconds += elapsed * self.partitions
+                continue
+            leaders = {p.partition: p.leader for p in view.partitions if p.topic == self.topic}
+            self.offline_seconds += elapsed * sum(1 for p in range(self.partitions) if leaders.get(p, -1) < 0)
+            self.leader_changes += leader_changes(self._leaders, leaders)
+            self._leaders.update(leaders)
+            if view.controller_id >= 0:
+                if self.controller is not None and view.controller_id != self.controller:
+                    self.controller_changes += 1
+                self.controller = view.controller_id
+
+
+def healthy(state: ClusterState, cluster_dir: Path, topic: str | None) -> bool:
+    """Every broker alive and listed by every broker; every partition (of `topic`) led, with a full ISR."""
+    if runtime.alive_ids(cluster_dir, state) != list(state.ids):
+        return False
+    answers = runtime.views(state, state.ids, timeout=2.0)
+    if plan.unready(state.ids, answers):
+        return False
+    topics = None if topic is None else [topic]
+    return all(isinstance(v, ClusterView) and plan.fully_replicated(v.partitions, topics) for v in answers.values())
+
+
+def wait_healthy(state: ClusterState, cluster_dir: Path, topic: str | None, timeout: float) -> float:
+    """Seconds it took; raises TimeoutError with the cluster's status when it did not heal in time."""
+    start = time.monotonic()
+    while not healthy(state, cluster_dir, topic):
+        if time.monotonic() - start > timeout:
+            status = runtime.status(cluster_dir)
+            from kafkette.broker.cli.cluster_cmd import status_lines
+
+            raise TimeoutError(f"cluster not healthy within {timeout:g} s:\n" + "\n".join(status_lines(status)))
+        time.sleep(0.5)
+    return time.monotonic() - start
+
+
+def inject_faults(
+    cluster_dir: Path, state: ClusterState, config: ChaosConfig, monitor: Monitor, report: ChaosReport
+) -> None:
+    """Fault after fault until the deadline; one broker down at most, healed before the next fault."""
+    rng = random.Random(config.seed)
+    began = time.monotonic()
+    deadline = began + config.seconds
+    while time.monotonic() < deadline:
+        wait_healthy(state, cluster_dir, config.topic, config.heal_timeout)
+        action = rng.choice(["kill", "pause", "terminate"])
+        controller = monitor.controller
+        if controller in state.ids and rng.random() < config.controller_bias:
+            target = controller
+        else:
+            target = rng.choice(state.ids)
+        report.faults.append((round(time.monotonic() - began, 2), action, target))
+        state = runtime.require_state(cluster_dir)
+        if action == "kill":
+            runtime.kill(cluster_dir, target)
+            time.sleep(rng.uniform(*config.down_seconds))
+            state = runtime.start(cluster_dir, target, timeout=config.ready_timeout)
+        elif action == "terminate":
+            runtime.stop(cluster_dir, target, timeout=30, kill_after=True)
+            time.sleep(rng.uniform(*config.down_seconds))
+            state = runtime.start(cluster_dir, target, timeout=config.ready_timeout)
+        else:
+            runtime.signal_broker(cluster_dir, state, target, signal.SIGSTOP)
+            try:
+                time.sleep(rng.uniform(*config.pause_seconds))
+            finally:
+                runtime.signal_broker(cluster_dir, state, target, signal.SIGCONT)
+        time.sleep(rng.uniform(0.5, 2.0))
+
+
+def create_topic(bootstrap: str, config: ChaosConfig) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topic = NewTopic(
+        config.topic,
+        num_partitions=config.partitions,
+        replication_factor=config.replication_factor,
+        config={"min.insync.replicas": str(config.min_insync_replicas)},
+    )
+    admin.create_topics([topic], operation_timeout=30, request_timeout=30)[config.topic].result(timeout=60)
+
+
+def consume_all(bootstrap: str, topic: str, partitions: int, timeout: float = 120.0) -> tuple[dict, dict]:
+    """(partition -> [(offset, value)], partition -> high watermark), reading from the start to the HW."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"chaos-check-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "log_level": 2,
+        }
+    )
+    try:
+        marks = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(partitions)}
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        records: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
+        position = dict.fromkeys(range(partitions), 0)
+        deadline = time.monotonic() + timeout
+        while any(position[p] < marks[p] for p in range(partitions)):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"read {position} of {marks} within {timeout:g} s")
+            message = consumer.poll(1.0)
+            if message is None or message.error():
+                continue
+            p = message.partition()
+            if message.offset() < marks[p]:
+                records[p].append((message.offset(), message.value()))
+            position[p] = max(position[p], message.offset() + 1)
+        return records, marks
+    finally:
+        consumer.close()
+
+
+def compare_replicas(
+    cluster_dir: Path, state: ClusterState, topic: str, marks: Mapping[int, int], replicas: int
+) -> list[str]:
+    problems = []
+    for partition, high_watermark in sorted(marks.items()):
+        prefixes = {}
+        for node_id in state.ids:
+            partition_dir = cluster_dir / plan.broker_dir_name(node_id) / f"{topic}-{partition}"
+            if partition_dir.is_dir():
+                prefixes[node_id] = log_prefix(partition_dir, high_watermark)
+        if len(prefixes) < replicas:
+            problems.append(f"{topic}-{partition}: replicas found only on brokers {sorted(prefixes)}")
+        elif len(prefixes) > 1 and (problem := divergence(prefixes, high_watermark)):
+            problems.append(f"{topic}-{partition}: {problem}")
+    return problems
+
+
+def run_chaos(cluster_dir: Path, config: ChaosConfig) -> ChaosReport:
+    """Start a cluster in `cluster_dir`, inject faults for `config.seconds` under load, heal, check; then down."""
+    report = ChaosReport(seed=config.seed)
+    first_port = runtime.first_free_port(config.brokers)
+    state = runtime.up(cluster_dir, brokers=config.brokers, first_port=first_port, timeout=config.ready_timeout)
+    try:
+        bootstrap = plan.bootstrap_servers(state)
+        create_topic(bootstrap, config)
+        wait_healthy(state, cluster_dir, config.topic, config.heal_timeout)
+        producers = Producers(bootstrap, config)
+        monitor = Monitor(state, cluster_dir, config.topic, config.partitions)
+        monitor.start()
+        producers.start()
+        try:
+            inject_faults(cluster_dir, state, config, monitor, report)
+        finally:
+            producers.stop()
+            monitor.stop()
+        state = runtime.require_state(cluster_dir)
+        report.heal_seconds = wait_healthy(state, cluster_dir, config.topic, config.heal_timeout)
+        records, marks = consume_all(bootstrap, config.topic, config.partitions)
+        check = check_acks(producers.acks, records)
+        report.acked = len(producers.acks)
+        report.delivery_errors = producers.errors
+        report.fatal_producer_errors = producers.fatal
+        report.lost, report.duplicates = check.lost, check.duplicates
+        report.misplaced, report.reused_offsets = check.misplaced, check.reused_offsets
+        report.divergent_replicas = compare_replicas(cluster_dir, state, config.topic, marks, config.replication_factor)
+        report.leader_changes = monitor.leader_changes
+        report.controller_changes = monitor.controller_changes
+        report.offline_partition_seconds = monitor.offline_seconds
+        report.longest_ack_gap_seconds = producers.longest_gap
+        report.high_watermarks = dict(marks)
+        return report
+    finally:
+        # Leave no paused broker behind, whatever failed.
+        for node_id in runtime.alive_ids(cluster_dir, state):
+            runtime.signal_broker(cluster_dir, state, node_id, signal.SIGCONT)
+        runtime.down(cluster_dir, timeout=20)
+
+
+def config_from_env() -> ChaosConfig:
+    seconds = float(os.environ.get("KAFKETTE_CHAOS_SECONDS", "45"))
+    seed = os.environ.get("KAFKETTE_CHAOS_SEED")
+    return ChaosConfig(seconds=seconds, **({"seed": int(seed)} if seed else {}))

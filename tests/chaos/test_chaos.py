@@ -1,0 +1,73 @@
+"""The chaos run and the harness's own checks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from harness import Ack, ChaosConfig, check_acks, config_from_env, divergence, leader_changes, log_prefix, run_chaos
+
+from kafkette.broker.protocol.records import Record, encode_batch
+
+CONFIG = config_from_env()
+
+
+def batch(base_offset: int, count: int, tag: bytes = b"v") -> bytes:
+    records = [
+        Record(offset=base_offset + i, timestamp=1, key=None, value=tag + bytes([i]), headers=[]) for i in range(count)
+    ]
+    return encode_batch(records, base_offset=base_offset)
+
+
+@pytest.mark.timeout(int(CONFIG.seconds) + 420)
+def test_no_acknowledged_write_is_lost_under_chaos(tmp_path: Path) -> None:
+    report = run_chaos(tmp_path / "cluster", CONFIG)
+    print(report.summary())
+    assert report.acked > 0, report.summary()
+    assert report.faults, report.summary()
+    assert report.ok, (
+        f"{report.summary()}\nlost {report.lost[:10]}\nduplicates {report.duplicates[:10]}\n"
+        f"misplaced {report.misplaced[:10]}\nreused {report.reused_offsets[:10]}\n"
+        f"divergent {report.divergent_replicas}"
+    )
+
+
+def test_check_acks_finds_each_kind_of_failure() -> None:
+    acked = [Ack(0, 0, b"a"), Ack(0, 1, b"b"), Ack(1, 0, b"c"), Ack(1, 1, b"d"), Ack(1, 1, b"e"), Ack(0, 2, b"f")]
+    consumed = {0: [(0, b"a"), (1, b"f"), (2, b"b")], 1: [(0, b"c"), (1, b"d"), (2, b"c")]}
+    check = check_acks(acked, consumed)
+    assert check.lost == [b"e"]
+    assert check.duplicates == [b"c"]
+    assert [(ack.value, where) for ack, where in check.misplaced] == [(b"b", [(0, 2)]), (b"f", [(0, 1)])]
+    assert check.reused_offsets == [(1, 1)]
+    clean = check_acks(acked[:4], {0: [(0, b"a"), (1, b"b"), (2, b"x")], 1: [(0, b"c"), (1, b"d")]})
+    assert clean == type(clean)([], [], [], [])
+
+
+def test_log_prefix_stops_at_the_high_watermark_and_a_torn_tail(tmp_path: Path) -> None:
+    first, second, third = batch(0, 3), batch(3, 2), batch(5, 4)
+    (tmp_path / "00000000000000000000.log").write_bytes(first + second)
+    (tmp_path / "00000000000000000005.log").write_bytes(third + third[:20])
+    assert log_prefix(tmp_path, 5) == [first, second]
+    assert log_prefix(tmp_path, 9) == [first, second, third]
+    assert log_prefix(tmp_path, 100) == [first, second, third]
+    assert log_prefix(tmp_path, 0) == []
+
+
+def test_divergence() -> None:
+    same = [batch(0, 2), batch(2, 2)]
+    assert divergence({0: same, 1: list(same), 2: list(same)}, 4) is None
+    other = [same[0], batch(2, 2, tag=b"w")]
+    assert "broker 2 differs from broker 0 at batch 1 (offset 2)" in str(divergence({0: same, 1: same, 2: other}, 4))
+    assert "broker 1 has 1 batches" in str(divergence({0: same, 1: same[:1]}, 4))
+
+
+def test_leader_changes() -> None:
+    assert leader_changes({}, {0: 1, 1: 2}) == 0
+    assert leader_changes({0: 1, 1: 2}, {0: 1, 1: 0, 2: 1}) == 1
+
+
+def test_config_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KAFKETTE_CHAOS_SECONDS", "600")
+    monkeypatch.setenv("KAFKETTE_CHAOS_SEED", "7")
+    assert config_from_env() == ChaosConfig(seconds=600.0, seed=7)

@@ -1,0 +1,186 @@
+"""confluent-kafka producers and readers for the cluster tests: one-shot batches and a steady background writer."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Producer, TopicPartition
+
+# Refused connections to a killed broker are expected here, not news for the test output.
+QUIET = {"log_level": 2}
+RELIABLE: Mapping[str, Any] = {"acks": "all", "enable.idempotence": True}
+
+
+@dataclass(frozen=True)
+class Ack:
+    partition: int
+    offset: int
+    value: bytes
+
+
+def produce_all(
+    bootstrap: str,
+    topic: str,
+    values: list[bytes],
+    config: Mapping[str, Any] | None = None,
+    partitions: int | None = None,
+    timeout: float = 60.0,
+) -> tuple[list[Ack], list[str]]:
+    """Produce every value (round-robin over `partitions` if given) and flush; (acks, delivery errors)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **QUIET, **(config or {})})
+    acks: list[Ack] = []
+    errors: list[str] = []
+
+    def on_delivery(error: KafkaError | None, message: Message) -> None:
+        if error is not None:
+            errors.append(error.name())
+        else:
+            acks.append(Ack(message.partition(), message.offset(), message.value()))
+
+    for index, value in enumerate(values):
+        extra = {} if partitions is None else {"partition": index % partitions}
+        while True:
+            try:
+                producer.produce(topic, value, key=value, on_delivery=on_delivery, **extra)
+                break
+            except BufferError:
+                producer.poll(0.1)
+        producer.poll(0)
+    left = producer.flush(timeout)
+    assert left == 0, f"{left} records neither delivered nor failed within {timeout:g} s"
+    return acks, errors
+
+
+def read_all(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0) -> dict[int, list[tuple[int, bytes]]]:
+    """Every record below each partition's high watermark, read without a group, as (offset, value)."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "cluster-tests-unused", "enable.auto.commit": False, **QUIET}
+    )
+    try:
+        marks = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(partitions)}
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        records: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
+        position = dict.fromkeys(range(partitions), 0)
+        deadline = time.monotonic() + timeout
+        while any(position[p] < marks[p] for p in range(partitions)):
+            assert time.monotonic() < deadline, f"read up to {position} of {marks} within {timeout:g} s"
+            for message in consumer.consume(num_messages=1000, timeout=0.5):
+                if message.error() is not None:
+                    continue
+                p = message.partition()
+                if message.offset() < marks[p]:
+                    records[p].append((message.offset(), message.value()))
+                position[p] = max(position[p], message.offset() + 1)
+        return records
+    finally:
+        consumer.close()
+
+
+def check_read_back(acks: list[Ack], records: Mapping[int, list[tuple[int, bytes]]]) -> None:
+    """Every acknowledged value read back exactly once, at its acknowledged offset."""
+    where = {(p, offset): value for p, found in records.items() for offset, value in found}
+    values = [value for found in records.values() for _, value in found]
+    assert len(values) == len(set(values)), "a value was stored twice"
+    wrong = [ack for ack in acks if where.get((ack.partition, ack.offset)) != ack.value]
+    assert not wrong, f"{len(wrong)} of {len(acks)} acknowledged records not read back where acknowledged: {wrong[:5]}"
+
+
+@dataclass
+class SteadyProducer:
+    """A background thread producing `rate` records/s round-robin over the partitions (acks=all, idempotent)."""
+
+    bootstrap: str
+    topic: str
+    partitions: int
+    rate: int = 200
+    acks: list[tuple[float, Ack]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._sent_acks: list[tuple[float, Ack, float]] = []
+
+    def __enter__(self) -> SteadyProducer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=90)
+        assert not self._thread.is_alive(), "the producer thread did not finish"
+
+    def acked_since(self, moment: float, partitions: set[int] | None = None) -> list[tuple[float, Ack]]:
+        with self._lock:
+            return [(t, a) for t, a in self.acks if t >= moment and (partitions is None or a.partition in partitions)]
+
+    def first_ack_after(self, moment: float, partitions: set[int] | None = None) -> float | None:
+        """When the first record produced after `moment` (to one of `partitions`) was acknowledged."""
+        with self._lock:
+            times = [
+                t
+                for t, a, sent in self._sent_acks
+                if sent >= moment and (partitions is None or a.partition in partitions)
+            ]
+        return min(times) if times else None
+
+    def _run(self) -> None:
+        producer = Producer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "linger.ms": 5,
+                "message.timeout.ms": 60000,
+                "topic.metadata.refresh.interval.ms": 1000,
+                "reconnect.backoff.max.ms": 500,
+                "retry.backoff.max.ms": 500,
+                **RELIABLE,
+                **QUIET,
+            }
+        )
+
+        def on_delivery(sent: float, error: KafkaError | None, message: Message) -> None:
+            now = time.monotonic()
+            with self._lock:
+                if error is not None:
+                    self.errors.append(error.name())
+                    return
+                ack = Ack(message.partition(), message.offset(), message.value())
+                self.acks.append((now, ack))
+                self._sent_acks.append((now, ack, sent))
+
+        interval = 1.0 / self.rate
+        seq = 0
+        next_send = time.monotonic()
+        while not self._stop.is_set():
+            value = f"{self.topic}-{seq:08d}".encode()
+            sent = time.monotonic()
+            try:
+                producer.produce(
+                    self.topic,
+                    value,
+                    partition=seq % self.partitions,
+                    on_delivery=lambda e, m, s=sent: on_delivery(s, e, m),
+                )
+                seq += 1
+            except BufferError:
+                producer.poll(0.1)
+                continue
+            producer.poll(0)
+            next_send += interval
+            delay = next_send - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            else:
+                next_send = time.monotonic()
+        left = producer.flush(60)
+        if left:
+            with self._lock:
+                self.errors.append(f"{left} records unflushed")

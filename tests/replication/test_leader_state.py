@@ -1,0 +1,243 @@
+"""The leader side of a partition: high watermark, ISR changes, acks=all, on real logs."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kafkette.broker.protocol.errors import ErrorCode, KafkaError
+from kafkette.broker.replication.partition import ISR_RETRY_BACKOFF_MS, Partition
+
+from .helpers import Clock, Proposals, batch, new_partition
+
+LAG_MS = 30_000
+
+
+def run(coroutine: Coroutine[Any, Any, None]) -> None:
+    asyncio.run(coroutine)
+
+
+def leader(tmp_path: Path, clock: Clock, isr: tuple[int, ...] = (1, 2, 3)) -> tuple[Partition, Proposals]:
+    partition = new_partition(tmp_path, clock)
+    proposals = Proposals()
+    partition.on_isr_proposal = proposals
+    partition.become_leader(leader_epoch=1, partition_epoch=1, replicas=(1, 2, 3), isr=isr)
+    return partition, proposals
+
+
+def test_a_lone_replica_commits_at_once(tmp_path: Path) -> None:
+    partition = new_partition(tmp_path, Clock())
+    outcome = partition.append_from_producer(batch(3), required_acks=-1)
+    assert (outcome.base_offset, outcome.last_offset) == (0, 2)
+    assert partition.high_watermark == partition.log_end_offset == 3
+
+    async def body() -> None:
+        assert partition.wait_for_acks(outcome.last_offset) is None
+
+    run(body())
+
+
+def test_high_watermark_is_the_smallest_log_end_in_the_isr(tmp_path: Path) -> None:
+    partition, _ = leader(tmp_path, Clock())
+    partition.append_from_producer(batch(3))
+    partition.append_from_producer(batch(2))
+    assert partition.high_watermark == 0  # followers' offsets are unknown until they fetch
+    assert partition.follower_fetched(2, 5) == ErrorCode.NONE
+    assert partition.high_watermark == 0
+    partition.follower_fetched(3, 3)
+    assert partition.high_watermark == 3
+    partition.follower_fetched(3, 5)
+    assert partition.high_watermark == 5
+
+
+def test_high_watermark_never_moves_back_on_the_leader(tmp_path: Path) -> None:
+    partition, _ = leader(tmp_path, Clock())
+    partition.append_from_producer(batch(4))
+    partition.follower_fetched(2, 4)
+    partition.follower_fetched(3, 4)
+    assert partition.high_watermark == 4
+    partition.follower_fetched(3, 0)  # a follower that truncated and starts over
+    assert partition.high_watermark == 4
+
+
+def test_followers_fetching_unknown_or_past_the_log_end_are_refused(tmp_path: Path) -> None:
+    partition, _ = leader(tmp_path, Clock())
+    partition.append_from_producer(batch(2))
+    assert partition.follower_fetched(9, 0) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert partition.follower_fetched(2, 3) == ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+def test_consumers_wake_when_the_high_watermark_moves_and_followers_on_appends(tmp_path: Path) -> None:
+    async def body() -> None:
+        partition, _ = leader(tmp_path, Clock(), isr=(1, 2))
+        committed = partition.data_arrived()
+        appended = partition.data_arrived(up_to_log_end=True)
+        partition.append_from_producer(batch(2))
+        assert appended.done() and not committed.done()
+        partition.follower_fetched(2, 2)
+        assert committed.done()
+
+    run(body())
+
+
+def test_isr_shrinks_to_the_followers_caught_up_within_the_lag_time(tmp_path: Path) -> None:
+    clock = Clock()
+    start = clock.now
+    partition, proposals = leader(tmp_path, clock)
+    partition.append_from_producer(batch(3))
+    clock.now = start + 5_000
+    partition.follower_fetched(2, 3)  # caught up at +5s; follower 3 never fetches
+    clock.now = start + LAG_MS
+    partition.maybe_shrink_isr(LAG_MS)
+    assert proposals.sent == []  # 3 was caught up when this leadership began, exactly LAG_MS ago
+    clock.now = start + LAG_MS + 1
+    partition.maybe_shrink_isr(LAG_MS)
+    assert [isr for isr, _ in proposals.sent] == [(1, 2)]
+    assert partition.high_watermark == 0  # still waits for 3 until the controller commits the change
+    partition.maybe_shrink_isr(LAG_MS)
+    assert len(proposals.sent) == 1  # one change in flight per partition
+    partition.isr_change_done(proposals.sent[0][1], 1, [1, 2], 2)
+    assert (partition.isr, partition.partition_epoch) == ((1, 2), 2)
+    assert partition.high_watermark == 3
+
+
+def test_a_follower_at_the_log_end_is_never_lagging(tmp_path: Path) -> None:
+    clock = Clock()
+    partition, proposals = leader(tmp_path, clock, isr=(1, 2))
+    partition.follower_fetched(2, 0)
+    clock.now += 10 * LAG_MS
+    partition.maybe_shrink_isr(LAG_MS)
+    assert proposals.sent == []
+
+
+def test_caught_up_counts_from_the_previous_fetch_when_the_follower_reaches_its_log_end(tmp_path: Path) -> None:
+    clock = Clock()
+    start = clock.now
+    partition, proposals = leader(tmp_path, clock, isr=(1, 2))
+    partition.append_from_producer(batch(3))
+    clock.now = start + 20_000
+    partition.follower_fetched(2, 0)  # behind: the leader's end was 3
+    partition.append_from_producer(batch(3))
+    clock.now = start + 40_000
+    partition.follower_fetched(2, 3)  # reached the end as of its previous fetch, not today's 6
+    state = partition.follower_state(2)
+    assert state is not None and state.last_caught_up_ms == start + 20_000
+    clock.now = start + 20_000 + LAG_MS + 1
+    partition.maybe_shrink_isr(LAG_MS)
+    assert [isr for isr, _ in proposals.sent] == [(1,)]
+
+
+def test_isr_expands_once_the_follower_reaches_the_high_watermark(tmp_path: Path) -> None:
+    partition, proposals = leader(tmp_path, Clock(), isr=(1, 2))
+    partition.append_from_producer(batch(4))
+    partition.follower_fetched(2, 4)
+    assert partition.high_watermark == 4
+    partition.follower_fetched(3, 2)
+    assert proposals.sent == []
+    partition.follower_fetched(3, 4)
+    assert [isr for isr, _ in proposals.sent] == [(1, 2, 3)]
+    # While the expansion is in flight the new member already counts for the high watermark.
+    partition.append_from_producer(batch(1))
+    partition.follower_fetched(2, 5)
+    assert partition.high_watermark == 4
+    partition.isr_change_done(proposals.sent[0][1], 1, [1, 2, 3], 2)
+    assert partition.isr == (1, 2, 3)
+
+
+def test_isr_does_not_expand_below_the_start_of_the_leader_epoch(tmp_path: Path) -> None:
+    clock = Clock()
+    partition = new_partition(tmp_path, clock)
+    partition.append_from_producer(batch(3))  # written as the single-node leader
+    proposals = Proposals()
+    partition.on_isr_proposal = proposals
+    partition.become_leader(leader_epoch=2, partition_epoch=5, replicas=(1, 2), isr=(1,))
+    assert partition.high_watermark == 3
+    partition.follower_fetched(2, 3)
+    assert [isr for isr, _ in proposals.sent] == [(1, 2)]
+
+
+def test_a_refused_isr_change_is_retried_after_a_backoff(tmp_path: Path) -> None:
+    clock = Clock()
+    partition, proposals = leader(tmp_path, clock, isr=(1, 2))
+    partition.follower_fetched(3, 0)
+    partition.isr_change_done(proposals.sent[0][1], 1, None, -1)
+    assert partition.isr == (1, 2) and partition.pending_isr is None
+    partition.follower_fetched(3, 0)
+    assert len(proposals.sent) == 1
+    clock.now += ISR_RETRY_BACKOFF_MS
+    partition.follower_fetched(3, 0)
+    assert len(proposals.sent) == 2
+
+
+def test_an_answer_to_an_older_leadership_is_ignored(tmp_path: Path) -> None:
+    partition, proposals = leader(tmp_path, Clock(), isr=(1, 2))
+    partition.follower_fetched(3, 0)
+    partition.become_leader(leader_epoch=2, partition_epoch=3, replicas=(1, 2, 3), isr=(1, 2))
+    partition.isr_change_done(proposals.sent[0][1], 1, [1, 2, 3], 9)
+    assert (partition.isr, partition.partition_epoch) == ((1, 2), 3)
+
+
+def test_acks_all_is_refused_before_appending_when_the_isr_is_too_small(tmp_path: Path) -> None:
+    partition, _ = leader(tmp_path, Clock(), isr=(1,))
+    partition.min_insync_replicas = 2
+    with pytest.raises(KafkaError) as refused:
+        partition.append_from_producer(batch(2), required_acks=-1)
+    assert refused.value.code == ErrorCode.NOT_ENOUGH_REPLICAS
+    assert partition.log_end_offset == 0
+    partition.append_from_producer(batch(2), required_acks=1)
+    assert partition.log_end_offset == 2
+
+
+def test_acks_all_waits_for_the_isr(tmp_path: Path) -> None:
+    async def body() -> None:
+        partition, _ = leader(tmp_path, Clock(), isr=(1, 2, 3))
+        first = partition.wait_for_acks(partition.append_from_producer(batch(2), -1).last_offset)
+        second = partition.wait_for_acks(partition.append_from_producer(batch(2), -1).last_offset)
+        assert first is not None and second is not None
+        partition.follower_fetched(2, 4)
+        partition.follower_fetched(3, 2)
+        assert first.done() and first.result() == ErrorCode.NONE
+        assert not second.done()
+        partition.follower_fetched(3, 4)
+        assert second.result() == ErrorCode.NONE
+
+    run(body())
+
+
+def test_acks_all_fails_when_the_isr_shrinks_below_min_insync(tmp_path: Path) -> None:
+    async def body() -> None:
+        partition, proposals = leader(tmp_path, Clock(), isr=(1, 2))
+        partition.min_insync_replicas = 2
+        waiting = partition.wait_for_acks(partition.append_from_producer(batch(2), -1).last_offset)
+        assert waiting is not None
+        partition.follower_fetched(3, 0)  # proposes (1, 2, 3); the answer shrinks instead
+        partition.isr_change_done(proposals.sent[0][1], 1, [1], 2)
+        assert waiting.result() == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+
+    run(body())
+
+
+def test_acks_all_fails_when_leadership_goes(tmp_path: Path) -> None:
+    async def body() -> None:
+        partition, _ = leader(tmp_path, Clock())
+        waiting = partition.wait_for_acks(partition.append_from_producer(batch(1), -1).last_offset)
+        assert waiting is not None
+        partition.become_follower(2, 2, 2, (1, 2, 3), (2, 3))
+        assert waiting.result() == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        with pytest.raises(KafkaError) as refused:
+            partition.append_from_producer(batch(1))
+        assert refused.value.code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+    run(body())
+
+
+def test_a_follower_high_watermark_is_capped_by_its_log_end(tmp_path: Path) -> None:
+    partition = new_partition(tmp_path, Clock())
+    partition.become_follower(2, 1, 1, (1, 2), (1, 2))
+    partition.log.append_as_follower(bytes(batch(2)))
+    partition.update_follower_high_watermark(10)
+    assert partition.high_watermark == 2

@@ -1,0 +1,169 @@
+"""Two replicas over real sockets: the follower fetches from the leader through the real handlers."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from kafkette.broker.protocol.errors import ErrorCode
+from kafkette.broker.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
+from kafkette.broker.protocol.messages.fetch_response import FetchResponse
+from kafkette.broker.protocol.messages.produce_request import PartitionProduceData, ProduceRequest, TopicProduceData
+from kafkette.broker.protocol.messages.produce_response import PartitionProduceResponse, ProduceResponse
+from kafkette.broker.server.handlers.fetch import handle_fetch
+from kafkette.broker.server.handlers.produce import handle_produce
+
+from .cluster import TOPIC, Cluster, Node, eventually
+from .helpers import batch
+
+
+def with_cluster(
+    tmp_path: Path, body: Callable[[Cluster], Awaitable[None]], node_ids: tuple[int, ...] = (1, 2)
+) -> None:
+    async def run() -> None:
+        cluster = Cluster(tmp_path, node_ids)
+        try:
+            await asyncio.wait_for(body(cluster), 60)
+        finally:
+            await cluster.stop()
+
+    asyncio.run(run())
+
+
+async def produce(node: Node, acks: int = -1, count: int = 3, timeout_ms: int = 15_000) -> PartitionProduceResponse:
+    request = ProduceRequest(
+        acks=acks,
+        timeout_ms=timeout_ms,
+        topic_data=[TopicProduceData(name=TOPIC, partition_data=[PartitionProduceData(index=0, records=batch(count))])],
+    )
+    answer = handle_produce(node.context(0, 9), request)
+    response = answer if isinstance(answer, ProduceResponse) else await answer  # type: ignore[misc]
+    assert isinstance(response, ProduceResponse)
+    return response.responses[0].partition_responses[0]
+
+
+async def consume(node: Node, offset: int = 0) -> Any:
+    request = FetchRequest(
+        replica_id=-1,
+        max_wait_ms=0,
+        topics=[
+            FetchTopic(
+                topic=TOPIC, partitions=[FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)]
+            )
+        ],
+    )
+    answer = handle_fetch(node.context(1, 12), request)
+    response = answer if isinstance(answer, FetchResponse) else await answer
+    return response.responses[0].partitions[0]
+
+
+def partition_of(node: Node) -> Any:
+    partition = node.replicas.partition(TOPIC, 0)
+    assert partition is not None
+    return partition
+
+
+def test_the_follower_copies_the_log_and_acks_all_waits_for_it(tmp_path: Path) -> None:
+    async def body(cluster: Cluster) -> None:
+        await cluster.start(leader=1, isr=(1, 2))
+        leader, follower = cluster.nodes[1], cluster.nodes[2]
+        first = await produce(leader)
+        assert (first.error_code, first.base_offset) == (ErrorCode.NONE, 0)
+        # acks=all answered: the follower has the batch and the leader's high watermark covers it.
+        assert partition_of(leader).high_watermark == 3
+        assert partition_of(follower).log_end_offset == 3
+        second = await produce(leader, count=2)
+        assert (second.error_code, second.base_offset) == (ErrorCode.NONE, 3)
+        await eventually(lambda: partition_of(follower).high_watermark == 5)
+        assert follower.log_bytes() == leader.log_bytes()
+        read = await consume(leader)
+        assert read.error_code == ErrorCode.NONE and read.high_watermark == 5
+        assert (await consume(follower)).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert (await produce(follower, acks=1)).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+    with_cluster(tmp_path, body)
+
+
+def test_a_diverged_follower_truncates_to_the_leaders_log(tmp_path: Path) -> None:
+    async def body(cluster: Cluster) -> None:
+        leader, follower = cluster.nodes[1], cluster.nodes[2]
+        common = bytes(batch(2, "common"))
+        for node in (leader, follower):
+            node.logs.get_or_create(TOPIC, 0).append(bytearray(common), 0)
+        # Node 2 led epoch 1 alone for a moment and wrote what nobody else has.
+        follower.logs.get_or_create(TOPIC, 0).append(batch(3, "lost"), 1)
+        await cluster.start(leader=1, isr=(1, 2), leader_epoch=2)
+        assert (await produce(leader, count=4)).base_offset == 2
+        await eventually(lambda: partition_of(follower).log_end_offset == 6)
+        assert follower.log_bytes() == leader.log_bytes()
+        assert b"lost" not in follower.log_bytes()
+
+    with_cluster(tmp_path, body)
+
+
+def test_the_isr_shrinks_without_the_dead_follower_and_acks_all_completes(tmp_path: Path) -> None:
+    async def body(cluster: Cluster) -> None:
+        await cluster.start(leader=1, isr=(1, 2))
+        leader = cluster.nodes[1]
+        assert (await produce(leader)).error_code == ErrorCode.NONE
+        await cluster.kill(2)
+        answer = await produce(leader)  # waits until the lag check drops node 2
+        assert (answer.error_code, answer.base_offset) == (ErrorCode.NONE, 3)
+        assert cluster.state()[1] == (1,)
+        assert partition_of(leader).isr == (1,)
+
+    with_cluster(tmp_path, body)
+
+
+def test_min_insync_replicas_refuses_acks_all_once_the_isr_is_too_small(tmp_path: Path) -> None:
+    async def body(cluster: Cluster) -> None:
+        await cluster.start(leader=1, isr=(1, 2), configs={"min.insync.replicas": "2"})
+        leader = cluster.nodes[1]
+        assert (await produce(leader)).error_code == ErrorCode.NONE
+        await cluster.kill(2)
+        after = await produce(leader)
+        assert after.error_code == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        assert (await produce(leader)).error_code == ErrorCode.NOT_ENOUGH_REPLICAS
+        assert partition_of(leader).log_end_offset == 6  # the refused batch was not written
+        assert (await produce(leader, acks=1)).error_code == ErrorCode.NONE
+
+    with_cluster(tmp_path, body)
+
+
+def test_acks_all_times_out_while_the_follower_is_in_the_isr(tmp_path: Path) -> None:
+    async def body(cluster: Cluster) -> None:
+        await cluster.start(leader=1, isr=(1, 2))
+        await cluster.kill(2)
+        answer = await produce(cluster.nodes[1], timeout_ms=50)
+        assert answer.error_code == ErrorCode.REQUEST_TIMED_OUT
+
+    with_cluster(tmp_path, body)
+
+
+def test_a_follower_outside_the_isr_joins_it_once_caught_up(tmp_path: Path) -> None:
+    async def body(cluster: Cluster) -> None:
+        await cluster.start(leader=1, isr=(1,))
+        leader = cluster.nodes[1]
+        assert (await produce(leader, count=5)).error_code == ErrorCode.NONE
+        await eventually(lambda: cluster.state()[1] == (1, 2))
+        assert partition_of(leader).isr == (1, 2)
+        assert cluster.nodes[2].log_bytes() == leader.log_bytes()
+
+    with_cluster(tmp_path, body)
+
+
+def test_leadership_moves_and_the_old_leader_follows(tmp_path: Path) -> None:
+    async def body(cluster: Cluster) -> None:
+        await cluster.start(leader=1, isr=(1, 2))
+        old, new = cluster.nodes[1], cluster.nodes[2]
+        assert (await produce(old)).error_code == ErrorCode.NONE
+        cluster.elect(2)
+        assert not partition_of(old).is_leader and partition_of(new).is_leader
+        answer = await produce(new, count=2)
+        assert (answer.error_code, answer.base_offset) == (ErrorCode.NONE, 3)
+        await eventually(lambda: old.log_bytes() == new.log_bytes())
+        assert partition_of(new).leader_epoch == 2
+
+    with_cluster(tmp_path, body)
