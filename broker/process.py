@@ -26,12 +26,13 @@ class BrokerStartupError(RuntimeError):
     """The broker did not report ready; the message carries the end of its log."""
 
 
-def _port_is_free(port: int) -> bool:
+def port_free(host: str, port: int) -> bool:
+    """Whether a broker could listen on the port now."""
     with socket.socket() as probe:
         # As the broker's listener will: sockets of the previous run in TIME_WAIT do not count.
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            probe.bind((HOST, port))
+            probe.bind((host, port))
         except OSError:
             return False
         return True
@@ -100,7 +101,7 @@ class BrokerProcess:
             raise RuntimeError(f"the broker is already running as pid {self.pid}")
         # Reusing the previous port keeps the bootstrap address clients already hold valid;
         # if something else took it meanwhile, any free port will do.
-        port = self._address[1] if self._address and _port_is_free(self._address[1]) else 0
+        port = self._address[1] if self._address and port_free(HOST, self._address[1]) else 0
         self._launch(port)
         return self
 

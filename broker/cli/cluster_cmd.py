@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from kafkette.broker.cli.common import CommandError, key_value
@@ -109,20 +110,19 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _stop(args: argparse.Namespace) -> int:
-    from kafkette.operator.local import runtime
-
-    with _errors():
-        stopped = runtime.stop(args.dir, args.broker, args.timeout)
-    print(f"broker {args.broker} {'stopped' if stopped else 'was not running'}")
-    return 0
+    return _signal_broker(args, "stopped", lambda runtime: runtime.stop(args.dir, args.broker, args.timeout))
 
 
 def _kill(args: argparse.Namespace) -> int:
+    return _signal_broker(args, "killed", lambda runtime: runtime.kill(args.dir, args.broker))
+
+
+def _signal_broker(args: argparse.Namespace, done: str, signal: Callable[[ModuleType], bool]) -> int:
     from kafkette.operator.local import runtime
 
     with _errors():
-        killed = runtime.kill(args.dir, args.broker)
-    print(f"broker {args.broker} {'killed' if killed else 'was not running'}")
+        signalled = signal(runtime)
+    print(f"broker {args.broker} {done if signalled else 'was not running'}")
     return 0
 
 

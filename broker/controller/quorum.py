@@ -107,6 +107,7 @@ class QuorumController:
         self._replies: dict[tuple[int, type], asyncio.Future[m.Response]] = {}
         self._commit_waiters: list[tuple[int, asyncio.Future[int]]] = []
         self._timer: asyncio.TimerHandle | None = None
+        self._seen_role: tuple[object, int, int | None] | None = None
         self._server: asyncio.Server | None = None
         self._load_snapshot()
 
@@ -157,7 +158,22 @@ class QuorumController:
                 if reply is not None and not reply.done():
                     reply.set_result(message)  # type: ignore[arg-type]
         self._apply_committed()
+        self._log_role_change()
         self._schedule()
+
+    def _log_role_change(self) -> None:
+        raft = self.raft
+        seen = (raft.role, raft.epoch, raft.leader_id)
+        if seen != self._seen_role:
+            self._seen_role = seen
+            logger.info(
+                "quorum: %s at epoch %d, leader %s, log end %d, high watermark %d",
+                raft.role.value,
+                raft.epoch,
+                raft.leader_id,
+                self.log.end_offset,
+                raft.high_watermark,
+            )
 
     def _send_request(self, destination: int, request: m.Request) -> None:
         peer = self._peers.get(destination)
@@ -191,6 +207,12 @@ class QuorumController:
             return encode_later(self.serve_rpc(request), api_key, version, correlation)
         source, core_request = request_from_wire(request.body)
         reply: asyncio.Future[m.Response] = asyncio.get_running_loop().create_future()
+        superseded = self._replies.get((source, type(core_request)))
+        if superseded is not None and not superseded.done():
+            # The state machine keeps one request per peer and kind (a resent fetch replaces the parked
+            # one), so the older one would never be answered and its connection would wait forever for
+            # that slot: drop that connection instead; the peer reconnects and asks again.
+            superseded.set_exception(ConnectionAbort(f"superseded by a newer request from {source}"))
         self._replies[(source, type(core_request))] = reply
         self._run(self.raft.handle(_monotonic_ms(), source, core_request))
         return self._answer(reply, api_key, version, correlation)

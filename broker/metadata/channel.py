@@ -13,6 +13,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from typing import TypeVar
 
 from kafkette.broker.config import Voter
 from kafkette.broker.controller.peers import PeerClient
@@ -31,6 +32,7 @@ RETRY_BACKOFF_S = 0.05
 # One attempt's wait for an answer; a lost connection drops the request silently (PeerClient).
 ATTEMPT_TIMEOUT_S = 2.0
 LocalHandler = Callable[[Message, int], Awaitable[Message]]
+T = TypeVar("T")
 
 
 class NotControllerError(Exception):
@@ -61,6 +63,13 @@ class ControllerChannel:
             if time.monotonic() >= deadline:
                 raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, "no active controller answered in time")
             await asyncio.sleep(RETRY_BACKOFF_S)
+
+    async def forward(self, request: Message, response_type: type[T]) -> T:
+        """A client's admin request, decided by the active controller (sent in the newest version: fields the
+        client's version lacks keep their defaults, and the answer is encoded in the client's version)."""
+        response = await self.call(request)
+        assert isinstance(response, response_type)
+        return response
 
     async def close(self) -> None:
         for peer in self._peers.values():

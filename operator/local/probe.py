@@ -1,4 +1,4 @@
-"""Ask one particular broker for its Metadata, over the repository's own protocol code.
+"""Ask one particular broker (its Metadata, or any request), over the repository's own protocol code.
 
 A client library (librdkafka) sends Metadata to whichever broker it likes once it knows several; readiness
 needs the answer of each broker in turn, so this opens a socket to exactly the one asked.
@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import socket
 import struct
+from typing import TYPE_CHECKING
 
 from kafkette.operator.local.plan import ClusterView, PartitionView
+
+if TYPE_CHECKING:
+    from kafkette.broker.protocol.types import Message
 
 METADATA_VERSION = 12
 _SIZE = struct.Struct(">i")
@@ -25,18 +29,26 @@ def _exactly(sock: socket.socket, n: int) -> bytes:
     return bytes(chunks)
 
 
-def cluster_view(host: str, port: int, timeout: float) -> ClusterView:
-    """The broker's Metadata for all topics; OSError (refused, timed out, closed) when it does not answer."""
+def request_once(host: str, port: int, body: Message, version: int, timeout: float, client_id: str) -> Message:
+    """One request on a fresh connection; OSError (refused, timed out, closed) when the broker does not answer."""
     # Imported here: the codec loads every message module, which `kafkette stop/kill` do not need.
     from kafkette.broker.protocol.framing import decode_response, encode_request
-    from kafkette.broker.protocol.messages.metadata_request import MetadataRequest
 
-    request = MetadataRequest(topics=None, allow_auto_topic_creation=False)
     with socket.create_connection((host, port), timeout=timeout) as sock:
         sock.settimeout(timeout)
-        sock.sendall(encode_request(request, METADATA_VERSION, 1, "kafkette-local"))
+        sock.sendall(encode_request(body, version, 1, client_id))
         size = _SIZE.unpack(_exactly(sock, 4))[0]
-        _, response = decode_response(memoryview(_exactly(sock, size)), MetadataRequest.API_KEY, METADATA_VERSION)
+        return decode_response(memoryview(_exactly(sock, size)), body.API_KEY, version)[1]  # type: ignore[arg-type]
+
+
+def cluster_view(host: str, port: int, timeout: float) -> ClusterView:
+    """The broker's Metadata for all topics; OSError (refused, timed out, closed) when it does not answer."""
+    from kafkette.broker.protocol.messages.metadata_request import MetadataRequest
+    from kafkette.broker.protocol.messages.metadata_response import MetadataResponse
+
+    request = MetadataRequest(topics=None, allow_auto_topic_creation=False)
+    response = request_once(host, port, request, METADATA_VERSION, timeout, "kafkette-local")
+    assert isinstance(response, MetadataResponse)
     partitions = tuple(
         PartitionView(
             topic=topic.name or "",

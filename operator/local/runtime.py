@@ -12,7 +12,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from kafkette.broker.process import port_free
 from kafkette.broker.storage.files import atomic_write
 from kafkette.operator.local import plan
 from kafkette.operator.local.plan import ClusterState, ClusterView
@@ -74,19 +74,25 @@ def log_tail(path: Path, lines: int = 30) -> str:
 # --- processes ------------------------------------------------------------------------------------------
 
 
-def _reap(pid: int) -> bool:
-    """True if `pid` was our child and has exited (it is reaped now); False otherwise."""
+def _our_child(pid: int) -> bool | None:
+    """Whether `pid` is a child of this process that still runs (an exited one is reaped now); None when
+    it is not our child."""
     try:
         done, _ = os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:
-        return False
-    return done == pid
+        return None
+    return done != pid
 
 
 def broker_alive(cluster_dir: Path, node_id: int, pid: int | None) -> bool:
-    """The pid runs (or is stopped) and is this broker: /proc's command line names its data directory."""
-    if pid is None or _reap(pid):
+    """The pid runs (or is stopped) and is this broker: our own child, or a process whose command line
+    (in /proc) names its data directory."""
+    if pid is None:
         return False
+    child = _our_child(pid)
+    if child is not None:
+        # Trusted as is: just after exec, /proc may not show the new command line yet.
+        return child
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         status = Path(f"/proc/{pid}/stat").read_bytes()
@@ -97,17 +103,6 @@ def broker_alive(cluster_dir: Path, node_id: int, pid: int | None) -> bool:
         return False
     data_dir = str(cluster_dir.resolve() / plan.broker_dir_name(node_id)).encode()
     return b"kafkette.broker" in cmdline and data_dir in cmdline
-
-
-def port_free(host: str, port: int) -> bool:
-    with socket.socket() as probe:
-        # As the broker's listener will: sockets of the previous run in TIME_WAIT do not count.
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host, port))
-        except OSError:
-            return False
-        return True
 
 
 def check_ports(state: ClusterState, node_ids: Iterable[int]) -> None:

@@ -310,26 +310,29 @@ class Monitor:
                 self.controller = view.controller_id
 
 
-def healthy(state: ClusterState, cluster_dir: Path, topic: str | None) -> bool:
-    """Every broker alive and listed by every broker; every partition (of `topic`) led, with a full ISR."""
-    if runtime.alive_ids(cluster_dir, state) != list(state.ids):
-        return False
+def sickness(state: ClusterState, cluster_dir: Path, topic: str | None) -> str | None:
+    """Why the cluster is not healthy, or None: every broker alive and listed by every broker, every
+    partition (of `topic`) led with a full ISR in every broker's view."""
+    if (alive := runtime.alive_ids(cluster_dir, state)) != list(state.ids):
+        return f"alive brokers {alive}"
     answers = runtime.views(state, state.ids, timeout=2.0)
-    if plan.unready(state.ids, answers):
-        return False
+    if unready := plan.unready(state.ids, answers):
+        return f"not ready: {unready}"
     topics = None if topic is None else [topic]
-    return all(isinstance(v, ClusterView) and plan.fully_replicated(v.partitions, topics) for v in answers.values())
+    for node_id, view in answers.items():
+        assert isinstance(view, ClusterView)
+        if not plan.fully_replicated(view.partitions, topics):
+            wanted = [p for p in view.partitions if topic is None or p.topic == topic]
+            return f"broker {node_id} sees {[p for p in wanted if p.offline or p.under_replicated]}"
+    return None
 
 
 def wait_healthy(state: ClusterState, cluster_dir: Path, topic: str | None, timeout: float) -> float:
-    """Seconds it took; raises TimeoutError with the cluster's status when it did not heal in time."""
+    """Seconds it took; raises TimeoutError saying what stayed wrong when it did not heal in time."""
     start = time.monotonic()
-    while not healthy(state, cluster_dir, topic):
+    while (problem := sickness(state, cluster_dir, topic)) is not None:
         if time.monotonic() - start > timeout:
-            status = runtime.status(cluster_dir)
-            from kafkette.broker.cli.cluster_cmd import status_lines
-
-            raise TimeoutError(f"cluster not healthy within {timeout:g} s:\n" + "\n".join(status_lines(status)))
+            raise TimeoutError(f"cluster not healthy within {timeout:g} s: {problem}")
         time.sleep(0.5)
     return time.monotonic() - start
 
@@ -447,6 +450,8 @@ def run_chaos(cluster_dir: Path, config: ChaosConfig) -> ChaosReport:
         producers.start()
         try:
             inject_faults(cluster_dir, state, config, monitor, report)
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc} (seed {config.seed}, faults so far {report.faults})") from exc
         finally:
             producers.stop()
             monitor.stop()

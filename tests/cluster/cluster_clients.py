@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import KafkaError, Message, Producer
+from harness import consume_all
 
 # Refused connections to a killed broker are expected here, not news for the test output.
 QUIET = {"log_level": 2}
@@ -57,27 +58,7 @@ def produce_all(
 
 def read_all(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0) -> dict[int, list[tuple[int, bytes]]]:
     """Every record below each partition's high watermark, read without a group, as (offset, value)."""
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "cluster-tests-unused", "enable.auto.commit": False, **QUIET}
-    )
-    try:
-        marks = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(partitions)}
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-        records: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
-        position = dict.fromkeys(range(partitions), 0)
-        deadline = time.monotonic() + timeout
-        while any(position[p] < marks[p] for p in range(partitions)):
-            assert time.monotonic() < deadline, f"read up to {position} of {marks} within {timeout:g} s"
-            for message in consumer.consume(num_messages=1000, timeout=0.5):
-                if message.error() is not None:
-                    continue
-                p = message.partition()
-                if message.offset() < marks[p]:
-                    records[p].append((message.offset(), message.value()))
-                position[p] = max(position[p], message.offset() + 1)
-        return records
-    finally:
-        consumer.close()
+    return consume_all(bootstrap, topic, partitions, timeout)[0]
 
 
 def check_read_back(acks: list[Ack], records: Mapping[int, list[tuple[int, bytes]]]) -> None:

@@ -5,17 +5,13 @@ Everything listens on 127.0.0.1 on free ports; every wait is bounded and fails w
 
 from __future__ import annotations
 
-import socket
-import struct
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from itertools import count
 from pathlib import Path
 from typing import Any, TypeVar
 
 from kafkette.broker.protocol.errors import ErrorCode
-from kafkette.broker.protocol.framing import decode_response, encode_request
 from kafkette.broker.protocol.messages.describe_cluster_request import DescribeClusterRequest
 from kafkette.broker.protocol.messages.describe_cluster_response import DescribeClusterResponse
 from kafkette.broker.protocol.messages.describe_quorum_request import DescribeQuorumRequest, PartitionData, TopicData
@@ -40,12 +36,11 @@ from kafkette.broker.protocol.records import Record, encode_batch
 from kafkette.broker.protocol.types import Message
 from kafkette.operator.local import plan, runtime
 from kafkette.operator.local.plan import ClusterState, ClusterView, PartitionView
+from kafkette.operator.local.probe import request_once
 
 HOST = plan.HOST
 READY_TIMEOUT_S = 60.0
 T = TypeVar("T")
-_SIZE = struct.Struct(">i")
-_correlation = count(1)
 
 
 class Numbers:
@@ -62,27 +57,9 @@ class Numbers:
 # --- exact requests -------------------------------------------------------------------------------------
 
 
-def _exactly(sock: socket.socket, n: int) -> bytes:
-    chunks = bytearray()
-    while len(chunks) < n:
-        chunk = sock.recv(n - len(chunks))
-        if not chunk:
-            raise ConnectionError(f"connection closed after {len(chunks)} of {n} bytes")
-        chunks += chunk
-    return bytes(chunks)
-
-
 def request(port: int, body: Message, version: int, timeout: float = 5.0) -> Any:
     """One request on a fresh connection to 127.0.0.1:`port`; OSError when the broker does not answer."""
-    assert body.API_KEY is not None
-    correlation_id = next(_correlation)
-    with socket.create_connection((HOST, port), timeout=timeout) as sock:
-        sock.settimeout(timeout)
-        sock.sendall(encode_request(body, version, correlation_id, "cluster-tests"))
-        size = _SIZE.unpack(_exactly(sock, 4))[0]
-        answered, response = decode_response(memoryview(_exactly(sock, size)), body.API_KEY, version)
-    assert answered == correlation_id
-    return response
+    return request_once(HOST, port, body, version, timeout, "cluster-tests")
 
 
 def metadata(port: int, topics: Iterable[str] | None = None) -> MetadataResponse:

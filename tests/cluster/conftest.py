@@ -8,11 +8,16 @@ Numbers a test measures (`numbers["name"] = seconds`) are printed and saved to t
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
+
+# The chaos harness (tests/chaos/harness.py) reads topics and walks logs for these tests too.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "chaos"))
+
 from cluster_kit import Cluster, MakeCluster, Numbers
 
 from kafkette.operator.local import runtime

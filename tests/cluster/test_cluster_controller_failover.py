@@ -13,8 +13,9 @@ import pytest
 from cluster_clients import SteadyProducer, check_read_back, read_all
 from cluster_kit import Cluster, MakeCluster, Numbers, create_topic, describe_quorum, wait_for
 from confluent_kafka.admin import AdminClient, NewTopic
+from harness import log_prefix
 
-from kafkette.broker.protocol.batch import parse_header, peek_length
+from kafkette.broker.protocol.batch import parse_header
 from kafkette.operator.local import plan
 
 pytestmark = pytest.mark.timeout(180)
@@ -26,18 +27,7 @@ FAILOVER_LIMIT_S = 15.0
 def metadata_batches(cluster: Cluster, node_id: int, below: int) -> dict[int, bytes]:
     """The voter's metadata log batches with base offset below `below`, by base offset, as stored."""
     log_dir = cluster.directory / plan.broker_dir_name(node_id) / "__cluster_metadata-0" / "__cluster_metadata-0"
-    batches: dict[int, bytes] = {}
-    for segment in sorted(log_dir.glob("*.log")):
-        data = segment.read_bytes()
-        pos = 0
-        while (peeked := peek_length(data, pos)) is not None:
-            base_offset, size = peeked
-            if base_offset >= below or pos + size > len(data):
-                break
-            parse_header(data, pos)  # a bad magic means the walk went astray: fail loudly
-            batches[base_offset] = data[pos : pos + size]
-            pos += size
-    return batches
+    return {parse_header(batch, 0).base_offset: batch for batch in log_prefix(log_dir, below)}
 
 
 def create_topic_now(cluster: Cluster, name: str) -> bool:

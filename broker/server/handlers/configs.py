@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from kafkette.broker.config import BrokerConfig, ConfigType, topic_config_defaults
 from kafkette.broker.protocol.errors import ErrorCode
@@ -20,13 +20,11 @@ from kafkette.broker.protocol.messages.describe_configs_response import (
 )
 from kafkette.broker.protocol.messages.incremental_alter_configs_request import IncrementalAlterConfigsRequest
 from kafkette.broker.protocol.messages.incremental_alter_configs_response import IncrementalAlterConfigsResponse
-from kafkette.broker.protocol.types import Message
 from kafkette.broker.server.context import RequestContext
 
 if TYPE_CHECKING:
     from kafkette.broker.server.app import Broker
 
-T = TypeVar("T")
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
@@ -153,18 +151,11 @@ def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsRequest
     return DescribeConfigsResponse(results=results)
 
 
-async def _forward(ctx: RequestContext, request: Message, response_type: type[T]) -> T:
-    # Topic configs are metadata: the active controller validates and commits them.
-    response = await ctx.broker.controller.call(request)
-    assert isinstance(response, response_type)
-    return response
-
-
 def handle_incremental_alter_configs(
     ctx: RequestContext, request: IncrementalAlterConfigsRequest
 ) -> Awaitable[IncrementalAlterConfigsResponse]:
-    return _forward(ctx, request, IncrementalAlterConfigsResponse)
+    return ctx.broker.controller.forward(request, IncrementalAlterConfigsResponse)
 
 
 def handle_alter_configs(ctx: RequestContext, request: AlterConfigsRequest) -> Awaitable[AlterConfigsResponse]:
-    return _forward(ctx, request, AlterConfigsResponse)
+    return ctx.broker.controller.forward(request, AlterConfigsResponse)

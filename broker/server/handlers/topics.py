@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import TypeVar
 
 from kafkette.broker.protocol.errors import ErrorCode, KafkaError
 from kafkette.broker.protocol.messages.create_partitions_request import CreatePartitionsRequest
@@ -18,11 +17,9 @@ from kafkette.broker.protocol.messages.delete_topics_request import DeleteTopics
 from kafkette.broker.protocol.messages.delete_topics_response import DeleteTopicsResponse
 from kafkette.broker.protocol.messages.elect_leaders_request import ElectLeadersRequest
 from kafkette.broker.protocol.messages.elect_leaders_response import ElectLeadersResponse
-from kafkette.broker.protocol.types import Message
 from kafkette.broker.server.context import RequestContext
 from kafkette.broker.server.handlers.configs import describe_topic_configs
 
-T = TypeVar("T")
 # CreateTopics v5+ returns the new topic's configs.
 CONFIGS_IN_RESPONSE_FROM_VERSION = 5
 # How long a broker waits for its own metadata to show topics the controller just created.
@@ -75,22 +72,15 @@ def handle_create_topics(ctx: RequestContext, request: CreateTopicsRequest) -> A
     return _create_topics(ctx, request)
 
 
-async def _forward(ctx: RequestContext, request: Message, response_type: type[T]) -> T:
-    # Forwarded in the newest version: fields the client's version lacks keep their defaults.
-    response = await ctx.broker.controller.call(request)
-    assert isinstance(response, response_type)
-    return response
-
-
 def handle_delete_topics(ctx: RequestContext, request: DeleteTopicsRequest) -> Awaitable[DeleteTopicsResponse]:
-    return _forward(ctx, request, DeleteTopicsResponse)
+    return ctx.broker.controller.forward(request, DeleteTopicsResponse)
 
 
 def handle_create_partitions(
     ctx: RequestContext, request: CreatePartitionsRequest
 ) -> Awaitable[CreatePartitionsResponse]:
-    return _forward(ctx, request, CreatePartitionsResponse)
+    return ctx.broker.controller.forward(request, CreatePartitionsResponse)
 
 
 def handle_elect_leaders(ctx: RequestContext, request: ElectLeadersRequest) -> Awaitable[ElectLeadersResponse]:
-    return _forward(ctx, request, ElectLeadersResponse)
+    return ctx.broker.controller.forward(request, ElectLeadersResponse)
