@@ -356,6 +356,11 @@ class Log:
         """
         self._check_open()
         if offset >= self._log_end_offset:
+            # No data to drop, but an epoch this replica started as leader without appending anything
+            # (start offset == log end) must go: a follower announcing it as its latest epoch would be
+            # told it diverged, truncate nothing, and ask again forever (Kafka trims here too).
+            with disk_errors("truncating", self.directory):
+                self.leader_epochs.truncate_from_end(self._log_end_offset)
             return
         with disk_errors("truncating", self.directory):
             if offset <= self._segments[0].base_offset:

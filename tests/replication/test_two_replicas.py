@@ -167,3 +167,20 @@ def test_leadership_moves_and_the_old_leader_follows(tmp_path: Path) -> None:
         assert partition_of(new).leader_epoch == 2
 
     with_cluster(tmp_path, body)
+
+
+def test_a_follower_drops_an_epoch_it_led_without_writing_and_catches_up(tmp_path: Path) -> None:
+    # Node 2 leads epoch 1 without appending, then follows node 1 at epoch 2, whose log never saw epoch 1:
+    # its record-less epoch must go, or every fetch is answered "diverged" and it never catches up.
+    async def body(cluster: Cluster) -> None:
+        await cluster.start(leader=1, isr=(1, 2))
+        first, second = cluster.nodes[1], cluster.nodes[2]
+        assert (await produce(first)).error_code == ErrorCode.NONE
+        await eventually(lambda: first.log_bytes() == second.log_bytes())
+        cluster.elect(2)
+        cluster.elect(1)
+        assert (await produce(first, acks=1, count=2)).error_code == ErrorCode.NONE
+        await eventually(lambda: first.log_bytes() == second.log_bytes())
+        assert partition_of(second).log.leader_epochs.entries == partition_of(first).log.leader_epochs.entries
+
+    with_cluster(tmp_path, body)

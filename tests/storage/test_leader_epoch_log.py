@@ -137,6 +137,17 @@ def test_appending_after_truncation_reuses_the_offsets(log_0013: Log, make_batch
     assert log_0013.leader_epochs.entries == (E(0, 0), E(4, 5))
 
 
+def test_truncating_at_the_log_end_drops_an_epoch_that_has_no_records(log_0013: Log) -> None:
+    # A replica that became leader at epoch 5 and appended nothing, then follows again: the leader's
+    # OffsetForLeaderEpoch answer is the log end, and epoch 5 must not outlive that truncation.
+    log_0013.assign_leader_epoch(5, log_0013.log_end_offset)
+    assert log_0013.leader_epochs.latest_epoch == 5
+    log_0013.truncate_to(log_0013.log_end_offset)
+    assert log_0013.log_end_offset == 8
+    assert log_0013.leader_epochs.entries == (E(0, 0), E(1, 5), E(3, 6))
+    assert checkpoint(log_0013) == [E(0, 0), E(1, 5), E(3, 6)]
+
+
 def test_delete_records_moves_the_first_epoch_start(log_0013: Log) -> None:
     log_0013.delete_records_before(5)
     assert log_0013.leader_epochs.entries == (E(1, 5), E(3, 6))
