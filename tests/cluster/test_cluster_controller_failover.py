@@ -53,8 +53,9 @@ def test_controller_failover(make_cluster: MakeCluster, numbers: Numbers) -> Non
         killed_at = time.monotonic()
         cluster.kill(controller)
 
-        new_controller = wait_for(
-            lambda: (c := cluster.controller(exclude=[controller])) not in (-1, controller) and c,
+        # Wrapped in a tuple: broker 0 may win, and a bare 0 would read as "not yet" to wait_for.
+        (new_controller,) = wait_for(
+            lambda: (c,) if (c := cluster.controller(exclude=[controller])) not in (-1, controller) else None,
             FAILOVER_LIMIT_S,
             "another broker reports a new controller",
             interval=0.05,

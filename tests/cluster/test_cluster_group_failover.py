@@ -88,8 +88,9 @@ def test_group_survives_coordinator_failover(make_cluster: MakeCluster, numbers:
         cluster.kill(coordinator)
         killed_at = time.monotonic()
         survivor = next(n for n in cluster.ids if n != coordinator)
-        new_coordinator = wait_for(
-            lambda: (c := find_coordinator(cluster.port(survivor), GROUP)) not in (-1, coordinator) and c,
+        # Wrapped in a tuple: broker 0 may take over, and a bare 0 would read as "not yet" to wait_for.
+        (new_coordinator,) = wait_for(
+            lambda: (c,) if (c := find_coordinator(cluster.port(survivor), GROUP)) not in (-1, coordinator) else None,
             30,
             "a new coordinator",
             interval=0.2,
