@@ -277,6 +277,11 @@ def leader_failover(results: Results, cluster: KafketteCluster, round_index: int
     topic = "failover"
     cluster.wait_fully_replicated()
     view = cluster.view(cluster.ids())
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    # A topic just created reaches each broker's metadata a moment after the one that forwarded it.
+    while sum(p.topic == topic for p in view.partitions) < PARTITIONS and time.monotonic() < deadline:
+        time.sleep(POLL_S)
+        view = cluster.view(cluster.ids())
     # Prefer a leader that is not the active controller, so that only the partition fails over.
     candidates = sorted(
         (p for p in view.partitions if p.topic == topic),
