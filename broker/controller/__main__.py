@@ -18,13 +18,13 @@ import time
 from pathlib import Path
 
 from kafkette.broker.config import parse_voters
+from kafkette.broker.controller.image import ConfigResourceType
 from kafkette.broker.controller.quorum import NotLeaderError, QuorumController
 from kafkette.broker.controller.raft import Timing
 from kafkette.broker.controller.records.config_record import ConfigRecord
 from kafkette.broker.storage.files import atomic_write
 
-# ConfigResource type TOPIC; the runner's records configure a topic nobody creates.
-_TOPIC_RESOURCE = 2
+# The runner's records configure a topic nobody creates.
 STATUS_EVERY_S = 0.1
 
 
@@ -43,7 +43,7 @@ def _args(argv: list[str]) -> argparse.Namespace:
 
 def _status(controller: QuorumController, commit_ms: list[float]) -> dict[str, object]:
     raft = controller.raft
-    configs = controller.image.configs.get((_TOPIC_RESOURCE, "runner"), {})
+    configs = controller.image.topic_configs("runner")
     return {
         "node_id": controller.node_id,
         "role": raft.role.value,
@@ -67,7 +67,10 @@ async def _writer(controller: QuorumController, every_ms: int, commit_ms: list[f
         if not controller.raft.is_leader:
             continue
         record = ConfigRecord(
-            resource_type=_TOPIC_RESOURCE, resource_name="runner", name=f"r{time.time_ns()}", value=str(sequence)
+            resource_type=ConfigResourceType.TOPIC,
+            resource_name="runner",
+            name=f"r{time.time_ns()}",
+            value=str(sequence),
         )
         started = time.perf_counter()
         with contextlib.suppress(NotLeaderError):

@@ -58,10 +58,6 @@ def _monotonic_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
-class NotActiveControllerError(Exception):
-    pass
-
-
 class ClusterController:
     def __init__(self, quorum: QuorumController, config: BrokerConfig, cluster_id: str) -> None:
         self.quorum = quorum
@@ -100,7 +96,7 @@ class ClusterController:
                     await self.quorum.propose(records)
                 self._after_commit(body, now)
                 return response
-        except (NotLeaderError, NotActiveControllerError) as exc:
+        except NotLeaderError as exc:
             raise NotControllerError() from exc
 
     async def serve_rpc(self, request: Request) -> Message:
@@ -118,11 +114,11 @@ class ClusterController:
     async def _caught_up(self) -> None:
         """Decide only on an image holding everything committed before this controller became active."""
         if not self.quorum.raft.is_leader:
-            raise NotActiveControllerError()
+            raise NotControllerError()
         deadline = time.monotonic() + CATCH_UP_TIMEOUT_S
         while self.quorum.applied < self.quorum.log.end_offset:
             if time.monotonic() > deadline or not self.quorum.raft.is_leader:
-                raise NotActiveControllerError()
+                raise NotControllerError()
             await asyncio.sleep(0.005)
 
     def _decide(self, image: MetadataImage, body: Message, now: int) -> Decision:
@@ -196,5 +192,5 @@ class ClusterController:
 
     async def _guarded(self, decide: Callable[[MetadataImage], list[Message]]) -> None:
         # Leadership moved on: the next active controller does its own checks.
-        with contextlib.suppress(NotLeaderError, NotActiveControllerError):
+        with contextlib.suppress(NotLeaderError, NotControllerError):
             await self._propose_decided(decide)

@@ -14,8 +14,8 @@ from enum import IntEnum
 from functools import reduce
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from kafkette.broker.controller.election import RESOURCE_BROKER, RESOURCE_TOPIC, elect_offline, unclean_enabled
-from kafkette.broker.controller.image import MetadataImage, replay
+from kafkette.broker.controller.election import elect_offline, unclean_enabled
+from kafkette.broker.controller.image import ConfigResourceType, MetadataImage, replay
 from kafkette.broker.controller.records.config_record import ConfigRecord
 from kafkette.broker.metadata.topics import checked_configs
 from kafkette.broker.protocol.errors import ErrorCode, KafkaError
@@ -76,20 +76,20 @@ def config_changes(name: str, before: Mapping[str, str], after: Mapping[str, str
     """One ConfigRecord per key whose override differs; None removes it."""
     keys = sorted(set(before) | set(after))
     return [
-        ConfigRecord(resource_type=RESOURCE_TOPIC, resource_name=name, name=key, value=after.get(key))
+        ConfigRecord(resource_type=ConfigResourceType.TOPIC, resource_name=name, name=key, value=after.get(key))
         for key in keys
         if before.get(key) != after.get(key)
     ]
 
 
 def _topic_overrides(image: MetadataImage, resource_type: int, name: str) -> dict[str, str]:
-    if resource_type == RESOURCE_BROKER:
+    if resource_type == ConfigResourceType.BROKER:
         raise KafkaError(ErrorCode.INVALID_REQUEST, "broker configs are static; they cannot be altered in a cluster")
-    if resource_type != RESOURCE_TOPIC:
+    if resource_type != ConfigResourceType.TOPIC:
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"configs of resource type {resource_type} cannot be altered")
     if image.topic_by_name(name) is None:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic '{name}' does not exist")
-    return dict(image.configs.get((RESOURCE_TOPIC, name), {}))
+    return dict(image.topic_configs(name))
 
 
 def _elections_after(image: MetadataImage, name: str, settings: ControllerSettings) -> list[Message]:

@@ -12,8 +12,7 @@ from functools import reduce
 from typing import TYPE_CHECKING
 from uuid import UUID, uuid4
 
-from kafkette.broker.controller.election import RESOURCE_TOPIC
-from kafkette.broker.controller.image import MetadataImage, replay
+from kafkette.broker.controller.image import ConfigResourceType, MetadataImage, replay
 from kafkette.broker.controller.placement import BrokerSlot, place_replicas
 from kafkette.broker.controller.records.config_record import ConfigRecord
 from kafkette.broker.controller.records.partition_record import PartitionRecord
@@ -106,7 +105,7 @@ def _topic_records(
     records: list[Message] = [TopicRecord(name=name, topic_id=topic_id)]
     records += [partition_record(topic_id, i, replicas, live) for i, replicas in enumerate(assignment)]
     records += [
-        ConfigRecord(resource_type=RESOURCE_TOPIC, resource_name=name, name=key, value=value)
+        ConfigRecord(resource_type=ConfigResourceType.TOPIC, resource_name=name, name=key, value=value)
         for key, value in sorted(configs.items())
     ]
     return records
@@ -167,10 +166,10 @@ def _topic_to_delete(image: MetadataImage, name: str | None, topic_id: UUID) -> 
 def _removal_records(image: MetadataImage, topic_id: UUID) -> list[Message]:
     """The topic's RemoveTopicRecord, then a null ConfigRecord per override so no config outlives it."""
     name = image.topics[topic_id].name
-    overrides = image.configs.get((RESOURCE_TOPIC, name), {})
+    overrides = image.topic_configs(name)
     records: list[Message] = [RemoveTopicRecord(topic_id=topic_id)]
     records += [
-        ConfigRecord(resource_type=RESOURCE_TOPIC, resource_name=name, name=key, value=None)
+        ConfigRecord(resource_type=ConfigResourceType.TOPIC, resource_name=name, name=key, value=None)
         for key in sorted(overrides)
     ]
     return records

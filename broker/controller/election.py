@@ -13,15 +13,13 @@ from uuid import UUID
 from kafkette.broker.controller.image import NO_LEADER_CHANGE, MetadataImage, PartitionImage
 from kafkette.broker.controller.records.partition_change_record import PartitionChangeRecord
 
-RESOURCE_TOPIC = 2
-RESOURCE_BROKER = 4
 NO_LEADER = -1
 UNCLEAN_KEY = "unclean.leader.election.enable"
 
 
 def unclean_enabled(image: MetadataImage, topic_name: str, default: bool) -> bool:
     """The topic's unclean.leader.election.enable: its override if any, else the broker default."""
-    value = image.configs.get((RESOURCE_TOPIC, topic_name), {}).get(UNCLEAN_KEY)
+    value = image.topic_configs(topic_name).get(UNCLEAN_KEY)
     return default if value is None else value.strip().lower() == "true"
 
 

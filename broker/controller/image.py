@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from enum import IntEnum
 from types import MappingProxyType
 from uuid import UUID
 
@@ -30,8 +31,18 @@ from kafkette.broker.protocol.types import Message
 NO_LEADER_CHANGE = -2
 
 
+class ConfigResourceType(IntEnum):
+    """ConfigResource types as ConfigRecord and the config APIs number them."""
+
+    TOPIC = 2
+    BROKER = 4
+
+
 def _frozen(mapping: dict) -> Mapping:  # type: ignore[type-arg]
     return MappingProxyType(mapping)
+
+
+_NO_CONFIGS: Mapping[str, str] = _frozen({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +94,10 @@ class MetadataImage:
     configs: Mapping[tuple[int, str], Mapping[str, str]] = field(default_factory=lambda: _frozen({}))
     next_producer_id: int = 0
     features: Mapping[str, int] = field(default_factory=lambda: _frozen({}))
+
+    def topic_configs(self, name: str) -> Mapping[str, str]:
+        """The topic's config overrides (not the broker defaults)."""
+        return self.configs.get((ConfigResourceType.TOPIC, name), _NO_CONFIGS)
 
     def topic_by_name(self, name: str) -> TopicImage | None:
         return next((t for t in self.topics.values() if t.name == name), None)

@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import TYPE_CHECKING
 from uuid import UUID
 
@@ -22,10 +21,6 @@ from kafkette.broker.storage import LogManager
 if TYPE_CHECKING:
     from kafkette.broker.replication.replica_manager import ReplicaManager
 
-# ConfigResource type of topics, as DescribeConfigs and ConfigRecord spell it.
-TOPIC_RESOURCE = 2
-_NO_CONFIGS: Mapping[str, str] = MappingProxyType({})
-
 
 @dataclass(frozen=True, slots=True)
 class TopicInfo:
@@ -36,8 +31,7 @@ class TopicInfo:
 
 
 def _info(image: MetadataImage, topic: TopicImage) -> TopicInfo:
-    configs = image.configs.get((TOPIC_RESOURCE, topic.name), _NO_CONFIGS)
-    return TopicInfo(topic.name, topic.topic_id, len(topic.partitions), configs)
+    return TopicInfo(topic.name, topic.topic_id, len(topic.partitions), image.topic_configs(topic.name))
 
 
 class TopicCatalog:

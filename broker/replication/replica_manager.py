@@ -33,7 +33,6 @@ from kafkette.broker.storage import LogConfig, LogManager
 
 logger = logging.getLogger(__name__)
 
-TOPIC_RESOURCE = 2
 NO_LEADER = -1
 
 AlterPartition = Callable[[AlterPartitionRequest], Awaitable[AlterPartitionResponse]]
@@ -107,7 +106,7 @@ class ReplicaManager:
         self._start_isr_checker()
 
     def _settings_of(self, image: MetadataImage, topic: str) -> _TopicSettings:
-        overrides = dict(image.configs.get((TOPIC_RESOURCE, topic), {}))
+        overrides = dict(image.topic_configs(topic))
         cached = self._topic_settings.get(topic)
         if cached is not None and cached.overrides == overrides:
             return cached

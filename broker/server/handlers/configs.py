@@ -8,6 +8,7 @@ from enum import IntEnum
 from typing import TYPE_CHECKING
 
 from kafkette.broker.config import BrokerConfig, ConfigType, topic_config_defaults
+from kafkette.broker.controller.image import ConfigResourceType
 from kafkette.broker.protocol.errors import ErrorCode
 from kafkette.broker.protocol.messages.alter_configs_request import AlterConfigsRequest
 from kafkette.broker.protocol.messages.alter_configs_response import AlterConfigsResponse
@@ -26,8 +27,6 @@ if TYPE_CHECKING:
     from kafkette.broker.server.app import Broker
 
 
-RESOURCE_TOPIC = 2
-RESOURCE_BROKER = 4
 # DescribeConfigs v0 has is_default instead of config_source.
 CONFIG_SOURCE_FROM_VERSION = 1
 
@@ -127,7 +126,7 @@ def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsRequest
         result = DescribeConfigsResult(
             resource_type=resource.resource_type, resource_name=resource.resource_name, error_message=None
         )
-        if resource.resource_type == RESOURCE_TOPIC:
+        if resource.resource_type == ConfigResourceType.TOPIC:
             topic = ctx.broker.topics.topic(resource.resource_name)
             if topic is None:
                 result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -137,7 +136,7 @@ def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsRequest
                 entries = describe_topic_configs(
                     ctx.broker.config, topic.configs, resource.configuration_keys, request.include_synonyms
                 )
-        elif resource.resource_type == RESOURCE_BROKER and resource.resource_name in (
+        elif resource.resource_type == ConfigResourceType.BROKER and resource.resource_name in (
             "",
             str(ctx.broker.node_id),
         ):
