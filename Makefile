@@ -16,10 +16,10 @@ JAVA_SOURCES := $(JAVA_DIR)/pom.xml $(shell find $(JAVA_DIR)/src -name '*.java' 
 MVN := mvn -B -q -Dstyle.color=never -Dmaven.repo.local=$(CURDIR)/.cache/m2 -Dmaven.wagon.http.retryHandler.count=5
 
 .PHONY: venv test lint run codegen java-client kcat-check clean bench-recovery fuzz-storage bench bench-quick bench-micro
-.PHONY: bench-cluster bench-cluster-quick
+.PHONY: bench-cluster bench-cluster-quick bench-loops
 .PHONY: crds crds-check helm chart-lint kube-bins
 .PHONY: spark-kafka
-.PHONY: chaos
+.PHONY: chaos bytecode
 
 venv: $(VENV_STAMP)
 
@@ -28,14 +28,19 @@ $(VENV_STAMP): pyproject.toml setup.py
 	$(BIN)/python -m pip install -q -e '.[test]'
 	touch $@
 
+# Byte-compile the packages as `pip install` does, so every broker process the tests and benchmarks start skips
+# compiling ~300 modules (about 0.35 s each) even where PYTHONDONTWRITEBYTECODE is set. Up-to-date files are skipped.
+bytecode: venv
+	$(BIN)/python -m compileall -q -j 0 broker operator pipeline >/dev/null
+
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: venv java-client kcat-check lint helm spark-kafka
+test: bytecode java-client kcat-check lint helm spark-kafka
 	$(BIN)/pytest
 
-run: venv
+run: bytecode
 	$(BIN)/kafkette demo
 
 # Regenerate the protocol messages from Kafka's JSON definitions in ../shared/kafka-protocol.
@@ -115,20 +120,25 @@ clean:
 
 # Side by side with Apache Kafka and Tansu (downloaded into ~/.cache/kafkette on first use).
 # The script's own folder is on its path, so the repository root (and its operator/ folder) is not.
-bench: venv
+bench: bytecode
 	$(BIN)/python bench/compare.py
 
-bench-quick: venv
+bench-quick: bytecode
 	$(BIN)/python bench/compare.py --quick
 
 # The replicated cluster (issue 5): a local 3-broker Kafkette cluster, RF 3, acks=1 vs acks=all, latency, leader and
 # controller failover, beside a 3-node Apache Kafka cluster -> bench/results/cluster.md. The quick one: Kafkette
 # only, one round, under three minutes -> bench/results/cluster-quick.md.
-bench-cluster: venv
+bench-cluster: bytecode
 	$(BIN)/python bench/cluster.py
 
-bench-cluster-quick: venv
+bench-cluster-quick: bytecode
 	$(BIN)/python bench/cluster.py --quick
+
+# Kafkette on asyncio beside Kafkette on uvloop, librdkafka workloads, 5 interleaved rounds (about 5 minutes)
+# -> bench/results/event-loops.md.
+bench-loops: bytecode
+	$(BIN)/python bench/event_loops.py
 
 # Codec and log hot paths, operations per second.
 bench-micro: venv
@@ -137,5 +147,5 @@ bench-micro: venv
 
 # The chaos harness for ten minutes (`make test` runs 45 s of it): brokers of a local 3-broker cluster are
 # killed, paused and stopped under acks=all load; no acknowledged write may be lost. Set the seed to replay.
-chaos: venv
+chaos: bytecode
 	KAFKETTE_CHAOS_SECONDS=$${KAFKETTE_CHAOS_SECONDS:-600} $(BIN)/pytest -q -s tests/chaos

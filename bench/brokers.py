@@ -69,6 +69,20 @@ def tansu_binary() -> Path:
     return binary
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of one process, all its threads included."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def status_mb(pid: int, key: str) -> float:
+    """A /proc/PID/status memory line (VmRSS:, VmHWM: for peak RSS) in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key):
+            return float(line.split()[1]) / 1024
+    return 0.0
+
+
 @dataclass
 class RunningBroker:
     name: str
@@ -81,20 +95,13 @@ class RunningBroker:
 
     def cpu_seconds(self) -> float:
         """User + system CPU time of the broker process (Kafka's JVM threads included)."""
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-
-    def _status_kb(self, key: str) -> float:
-        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
-            if line.startswith(key):
-                return float(line.split()[1])
-        return 0.0
+        return cpu_seconds(self.process.pid)
 
     def rss_mb(self) -> float:
-        return self._status_kb("VmRSS:") / 1024
+        return status_mb(self.process.pid, "VmRSS:")
 
     def peak_rss_mb(self) -> float:
-        return self._status_kb("VmHWM:") / 1024
+        return status_mb(self.process.pid, "VmHWM:")
 
     def stop(self) -> None:
         self.process.terminate()
@@ -106,14 +113,29 @@ class RunningBroker:
         shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
+def _wait_for_port(bootstrap: str, deadline: float, process: subprocess.Popen[bytes]) -> None:
+    """Poll the listener every 5 ms, so librdkafka's growing reconnect backoff is not part of start-up time."""
+    host, port = bootstrap.split(",")[0].rsplit(":", 1)
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"broker exited with {process.returncode} before it listened")
+        with contextlib.suppress(OSError), socket.create_connection((host, int(port)), timeout=0.5):
+            return
+        time.sleep(0.005)
+    raise RuntimeError(f"nothing listened on {bootstrap} within {READY_TIMEOUT_S} s")
+
+
 def _first_produce(bootstrap: str, started: float, process: subprocess.Popen[bytes]) -> float:
-    """Seconds from process start until a record is acknowledged."""
+    """Seconds from process start until a record (to a topic auto-created on the way) is acknowledged."""
     deadline = started + READY_TIMEOUT_S
+    _wait_for_port(bootstrap, deadline, process)
     delivered: list[bool] = []
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"broker exited with {process.returncode} before it served a produce")
-        producer = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 2000, "log_level": 0})
+        producer = Producer(
+            {"bootstrap.servers": bootstrap, "message.timeout.ms": 2000, "log_level": 0, "reconnect.backoff.ms": 10}
+        )
         delivered.clear()
         with contextlib.suppress(KafkaException):
             producer.produce("startup-probe", b"x", on_delivery=lambda error, _m: delivered.append(error is None))
@@ -211,6 +233,9 @@ class KafkaCluster:
     @property
     def bootstrap(self) -> str:
         return ",".join(node.bootstrap for node in self.nodes)
+
+    def pids(self) -> list[int]:
+        return [node.process.pid for node in self.nodes]
 
     def stop(self) -> None:
         for node in self.nodes:

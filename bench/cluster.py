@@ -27,10 +27,10 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import confluent_kafka
-from brokers import BENCH_DIR, KAFKA_VERSION, KafkaCluster, start_kafka_cluster
+from brokers import BENCH_DIR, KAFKA_VERSION, cpu_seconds, start_kafka_cluster, status_mb
 from compare import LATENCY_RATE
 from confluent_kafka import Producer
 from workloads import Bootstrapped, Scenario, confluent, create_topic
@@ -85,6 +85,9 @@ class KafketteCluster:
 
     def ids(self) -> tuple[int, ...]:
         return self.state.ids
+
+    def pids(self) -> list[int]:
+        return [pid for node_id in self.ids() if (pid := self.state.broker(node_id).pid) is not None]
 
     def address(self, node_id: int) -> tuple[str, int]:
         return self.state.host, self.state.broker(node_id).port
@@ -157,9 +160,27 @@ class Results:
     failover: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     failover_detail: list[dict[str, Any]] = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)
+    # (target, metric) -> per-round CPU seconds of all its broker processes per million records
+    cpu: dict[tuple[str, str], list[float]] = field(default_factory=lambda: defaultdict(list))
+    # target -> (idle RSS after start-up, peak RSS after the throughput and latency rounds), MB summed over brokers
+    memory: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
-def throughput_round(results: Results, name: str, target: Bootstrapped, settings: Settings, round_index: int) -> None:
+class Target(Bootstrapped, Protocol):
+    startup_s: float
+
+    def pids(self) -> list[int]: ...
+
+
+def _cpu_seconds(target: Target) -> float:
+    return sum(cpu_seconds(pid) for pid in target.pids())
+
+
+def _rss_mb(target: Target, key: str) -> float:
+    return sum(status_mb(pid, key) for pid in target.pids())
+
+
+def throughput_round(results: Results, name: str, target: Target, settings: Settings, round_index: int) -> None:
     order = ("1", "all") if round_index % 2 == 0 else ("all", "1")
     for acks in order:
         topic = f"tp-{round_index}-{acks}"
@@ -167,6 +188,7 @@ def throughput_round(results: Results, name: str, target: Bootstrapped, settings
         create_topic(target.bootstrap, topic, PARTITIONS, REPLICATION, TOPIC_CONFIG)
         for operation in ("produce", "consume"):
             key = f"{operation} acks={acks}"
+            before = _cpu_seconds(target)
             try:
                 result = confluent(operation, target, topic, scenario)
             except Exception as exc:  # reported, not fatal
@@ -174,6 +196,7 @@ def throughput_round(results: Results, name: str, target: Bootstrapped, settings
                 break
             rate = result["records"] / result["seconds"]
             results.rates[(name, key)].append(rate)
+            results.cpu[(name, key)].append((_cpu_seconds(target) - before) / result["records"] * 1_000_000)
             print(f"  {name:8} {key:18} {rate:>10,.0f} msg/s", flush=True)
 
 
@@ -442,8 +465,11 @@ def report(results: Results, settings: Settings, targets: dict[str, Any], load: 
         + ", ".join(f"{n} {t.startup_s:.1f} s" for n, t in targets.items())
         + ".",
         "",
-        "| workload | " + " | ".join(f"{n} msg/s (MB/s)" for n in names) + (" | Kafkette/Kafka |" if kafka else " |"),
-        "| --- | " + " | ".join("---:" for _ in names) + (" | ---: |" if kafka else " |"),
+        "| workload | "
+        + " | ".join(f"{n} msg/s (MB/s)" for n in names)
+        + (" | Kafkette/Kafka" if kafka else "")
+        + f" | CPU s per M records ({' / '.join(names)}) |",
+        "| --- | " + " | ".join("---:" for _ in names) + (" | ---:" if kafka else "") + " | --- |",
     ]
     for key, label in (
         ("produce acks=1", "produce, acks=1"),
@@ -459,7 +485,18 @@ def report(results: Results, settings: Settings, targets: dict[str, Any], load: 
                 median(results.rates.get(("kafka", key), [])),
             )
             row += f" {ours / theirs:.2f} |" if theirs == theirs and ours == ours and theirs else " n/a |"
+        row += " " + " / ".join(f"{median(results.cpu.get((n, key), [])):.1f}" for n in names) + " |"
         lines.append(row)
+    lines += [
+        "",
+        "CPU: user + system seconds of all the target's broker processes while the workload ran, per million "
+        "records (replication included). Memory, summed over the brokers: "
+        + "; ".join(
+            f"{n} idle RSS {idle:.0f} MB after start-up, peak RSS {peak:.0f} MB"
+            for n, (idle, peak) in results.memory.items()
+        )
+        + ".",
+    ]
     lines += [
         "",
         f"Latency at {LATENCY_RATE} msg/s (chosen below throughput saturation; acks=1 without idempotence and "
@@ -528,7 +565,7 @@ def main() -> None:
         settings = replace(settings, with_kafka=False)
     load_before = os.getloadavg()[0]
     results = Results()
-    targets: dict[str, KafketteCluster | KafkaCluster] = {}
+    targets: dict[str, Target] = {}
     try:
         print("starting a 3-broker Kafkette cluster", flush=True)
         kafkette = targets["kafkette"] = start_kafkette()
@@ -537,6 +574,8 @@ def main() -> None:
             print("starting a 3-node Apache Kafka cluster", flush=True)
             targets["kafka"] = start_kafka_cluster(BROKERS)
             print(f"  ready in {targets['kafka'].startup_s:.1f} s: {targets['kafka'].bootstrap}", flush=True)
+        time.sleep(1)
+        idle = {name: _rss_mb(target, "VmRSS:") for name, target in targets.items()}
         names = list(targets)
         for round_index in range(settings.rounds):
             order = names[round_index % len(names) :] + names[: round_index % len(names)]
@@ -546,6 +585,7 @@ def main() -> None:
             print(f"round {round_index + 1}/{settings.rounds}: latency", flush=True)
             for name in order:
                 latency_round(results, name, targets[name], settings, round_index)
+        results.memory = {name: (idle[name], _rss_mb(target, "VmHWM:")) for name, target in targets.items()}
         if "kafka" in targets:
             targets["kafka"].stop()  # the failover rounds are Kafkette's alone; give them the cores
         create_topic(kafkette.bootstrap, "failover", PARTITIONS, REPLICATION, TOPIC_CONFIG)
@@ -571,6 +611,8 @@ def main() -> None:
         "failover": results.failover,
         "failover_detail": results.failover_detail,
         "errors": results.errors,
+        "cpu_s_per_million": {" | ".join(k): v for k, v in results.cpu.items()},
+        "memory_mb": results.memory,
         "cores": os.cpu_count(),
         "load_average": [load_before, os.getloadavg()[0]],
     }

@@ -15,7 +15,7 @@ import platform
 import statistics
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from brokers import BENCH_DIR, STARTERS, RunningBroker
@@ -68,8 +68,15 @@ CLIENTS: dict[str, tuple[Callable[..., Measurement], Callable[..., Measurement]]
 }
 
 
-def run_scenario(results: Results, broker: RunningBroker, scenario: Scenario, round_index: int, index: int) -> None:
-    for client, (produce, consume) in CLIENTS.items():
+def run_scenario(
+    results: Results,
+    broker: RunningBroker,
+    scenario: Scenario,
+    round_index: int,
+    index: int,
+    clients: Mapping[str, tuple[Callable[..., Measurement], Callable[..., Measurement]]] = CLIENTS,
+) -> None:
+    for client, (produce, consume) in clients.items():
         topic = f"bench-{round_index}-{index}-{client}"
         create_topic(broker.bootstrap, topic, scenario.partitions)
         for operation, measure in (("produce", produce), ("consume", consume)):
