@@ -26,6 +26,7 @@ from workloads import (
     confluent,
     create_topic,
     java_consume,
+    java_latency,
     java_produce,
 )
 
@@ -40,6 +41,7 @@ FULL = [
 ]
 QUICK = [Scenario(100, 1, "1", "none", 200_000)]
 LATENCY_RATE = 2000
+JAVA_LATENCY_RECORDS = 2000
 
 
 @dataclass
@@ -48,6 +50,7 @@ class Results:
     cpu: dict[tuple[str, str, str, str], list[float]] = field(default_factory=lambda: defaultdict(list))
     errors: dict[tuple[str, str, str, str], str] = field(default_factory=dict)
     latency: dict[str, list[dict[str, float]]] = field(default_factory=lambda: defaultdict(list))
+    java_latency: dict[str, list[dict[str, float]]] = field(default_factory=lambda: defaultdict(list))
 
     def add(self, key: tuple[str, str, str, str], measurement: Measurement, cpu_seconds: float) -> None:
         self.rates[key].append(measurement.rate)
@@ -151,6 +154,18 @@ def report(results: Results, brokers: dict[str, RunningBroker], scenarios: list[
         samples = results.latency.get(name, [])
         cells = [f"{median([s[q] for s in samples if q in s]):.1f}" for q in quantiles]
         lines.append(f"| {name} | {' | '.join(cells)} |")
+    lines += [
+        "",
+        f"Java client, Kafka's EndToEndLatency: one 100 B record at a time (acks=1), sent once the previous one was "
+        f"consumed, {JAVA_LATENCY_RECORDS:,} records per round; ms, the percentiles in whole ms as the tool prints.",
+        "",
+        "| broker | avg | p50 | p99 | p99.9 |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for name in BROKERS:
+        samples = results.java_latency.get(name, [])
+        cells = [f"{median([s[q] for s in samples]):.2f}" for q in ("avg_ms", "p50_ms", "p99_ms", "p999_ms")]
+        lines.append(f"| {name} | {' | '.join(cells)} |")
     lines += ["", "| broker | start to first produce (s) | idle RSS (MB) | peak RSS (MB) | notes |"]
     lines += ["| --- | ---: | ---: | ---: | --- |"]
     for name, broker in brokers.items():
@@ -198,6 +213,9 @@ def main() -> None:
                 results.latency[name].append(
                     confluent("latency", brokers[name], topic, latency_scenario, rate=LATENCY_RATE)
                 )
+                create_topic(brokers[name].bootstrap, f"java-{topic}", 1)
+                records = JAVA_LATENCY_RECORDS // (5 if args.quick else 1)
+                results.java_latency[name].append(java_latency(brokers[name], f"java-{topic}", records, 100))
         text = report(results, brokers, scenarios, rounds)
     finally:
         for broker in brokers.values():
@@ -211,6 +229,7 @@ def main() -> None:
         "cpu_s_per_million": {" | ".join(k): v for k, v in results.cpu.items()},
         "errors": {" | ".join(k): v for k, v in results.errors.items()},
         "latency": results.latency,
+        "java_latency": results.java_latency,
     }
     (out_dir / f"{stem}.json").write_text(json.dumps(raw, indent=1))
     print(text)

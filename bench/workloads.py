@@ -19,6 +19,8 @@ CLIENT_TIMEOUT_S = 300
 # Identical for every broker and written into the report.
 JAVA_CONSUMER_SETTINGS = {"fetch.max.wait.ms": "100"}
 _JAVA_PRODUCE_LINE = re.compile(r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\)")
+_JAVA_LATENCY_AVERAGE = re.compile(r"Avg latency: ([\d.]+) ms")
+_JAVA_LATENCY_PERCENTILES = re.compile(r"Percentiles: 50th = (\d+), 99th = (\d+), 99.9th = (\d+)")
 
 
 @dataclass(frozen=True)
@@ -122,3 +124,19 @@ def java_consume(broker: RunningBroker, topic: str, scenario: Scenario) -> Measu
     columns = [column.strip() for column in lines[-1].split(",")]
     records, fetch_ms = int(float(columns[4])), float(columns[7])
     return Measurement(records, fetch_ms / 1000)
+
+
+def java_latency(broker: Bootstrapped, topic: str, records: int, size: int) -> dict[str, float]:
+    """Kafka's EndToEndLatency: send one record (acks=1), wait until its consumer has it, then the next.
+
+    The tool prints whole milliseconds for its percentiles; the average has four decimals.
+    """
+    command = ["java", "-Xmx256m", "-cp", f"{kafka_libs()}/*", "org.apache.kafka.tools.EndToEndLatency"]
+    command += ["--bootstrap-server", broker.bootstrap, "--topic", topic, "--num-records", str(records)]
+    command += ["--producer-acks", "1", "--record-size", str(size)]
+    output = _run(command)
+    average, percentiles = _JAVA_LATENCY_AVERAGE.search(output), _JAVA_LATENCY_PERCENTILES.search(output)
+    if average is None or percentiles is None:
+        raise RuntimeError(f"no summary in EndToEndLatency output: {output[-500:]}")
+    p50, p99, p999 = (float(value) for value in percentiles.groups())
+    return {"avg_ms": float(average.group(1)), "p50_ms": p50, "p99_ms": p99, "p999_ms": p999}

@@ -311,17 +311,15 @@ class ReplicaFetcher:
 
     def _truncate_to(self, state: FollowState, offset: int) -> None:
         partition = state.partition
-        dropping = offset < partition.log_end_offset
-        if dropping:
+        if offset < partition.log_end_offset:
             logger.info("%s: truncating from %d to %d", partition, partition.log_end_offset, offset)
         try:
             # Also at the log end: the log then drops a record-less epoch of ours that the leader never had.
+            # The log keeps its high watermark at or below its new end.
             partition.log.truncate_to(offset)
         except LogStorageError as exc:
             self._back_off(state, str(exc))
             return
-        if dropping:
-            partition.truncated()
         state.fetch_offset = partition.log_end_offset
         state.needs_truncation = False
 

@@ -166,8 +166,8 @@ class Partition:
         self._next_proposal_ms = 0
         # Remote members of the maximal ISR (current and pending): the ones the high watermark waits for.
         self._hw_followers: tuple[int, ...] = ()
-        # Not persisted: a restarted leader waits for its ISR again (alone, it is at once the log end).
-        self._high_watermark = log.log_start_offset
+        # The high watermark itself lives on the log, which checkpoints it: after a restart this replica
+        # serves what was committed at the last checkpoint at once, instead of waiting for its ISR again.
         self._epoch_start_offset = log.log_end_offset
         self.producers = ProducerStateTable()
         self.producers.rebuild(log.tail_batch_headers(PRODUCER_STATE_SEGMENTS))
@@ -175,14 +175,13 @@ class Partition:
         self._append_waiters: list[asyncio.Future[None]] = []
         self._ack_waiters: list[tuple[int, int, asyncio.Future[ErrorCode]]] = []
         self._ack_sequence = itertools.count()
-        self._maybe_advance_high_watermark()
 
     # -- offsets ------------------------------------------------------------
 
     @property
     def high_watermark(self) -> int:
         # Retention or DeleteRecords on a follower may move the log start past the leader's last HW.
-        return max(self._high_watermark, self.log.log_start_offset)
+        return max(self.log.high_watermark, self.log.log_start_offset)
 
     @property
     def log_start_offset(self) -> int:
@@ -242,7 +241,7 @@ class Partition:
         self._pending_isr = None
         self._followers = {}
         self._hw_followers = ()
-        self._high_watermark = min(self._high_watermark, self.log.log_end_offset)
+        self.log.high_watermark = min(self.log.high_watermark, self.log.log_end_offset)
         self._fail_ack_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         # Long-polls re-run and answer NOT_LEADER_OR_FOLLOWER instead of waiting out their time.
         self._wake(self._data_waiters)
@@ -313,7 +312,7 @@ class Partition:
             future = asyncio.get_running_loop().create_future()
             future.set_result(ErrorCode.NOT_LEADER_OR_FOLLOWER)
             return future
-        if self._high_watermark > last_offset:
+        if self.log.high_watermark > last_offset:
             return None
         future = asyncio.get_running_loop().create_future()
         if len(self._ack_waiters) >= ACK_WAITERS_PRUNE_AT:
@@ -343,7 +342,7 @@ class Partition:
     def _may_join_isr(self, state: FollowerState) -> bool:
         # At the HW, and past this epoch's start: a follower still holding an older epoch's
         # tail may yet truncate, so it cannot count towards the HW.
-        return state.log_end_offset >= self._high_watermark and state.log_end_offset >= self._epoch_start_offset
+        return state.log_end_offset >= self.log.high_watermark and state.log_end_offset >= self._epoch_start_offset
 
     def maybe_shrink_isr(self, lag_time_max_ms: int) -> None:
         """Propose dropping followers that have not caught up within ``lag_time_max_ms``."""
@@ -393,11 +392,7 @@ class Partition:
 
     def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
         """A follower's HW is the leader's, capped by its own log end."""
-        self._high_watermark = min(leader_high_watermark, self.log.log_end_offset)
-
-    def truncated(self) -> None:
-        """After the follower truncated its log: the HW cannot stay above the log end."""
-        self._high_watermark = min(self._high_watermark, self.log.log_end_offset)
+        self.log.high_watermark = min(leader_high_watermark, self.log.log_end_offset)
 
     def appended_as_follower(self) -> None:
         self._wake(self._append_waiters)
@@ -442,7 +437,7 @@ class Partition:
         self._maybe_advance_high_watermark()
         # The HW may not move while the ISR fell below min.insync.replicas: answer those waiters now.
         if len(self.isr) < self.min_insync_replicas and self._pending_isr is None:
-            self._complete_ack_waiters(self._high_watermark)
+            self._complete_ack_waiters(self.log.high_watermark)
 
     def _recompute_hw_followers(self) -> None:
         maximal = set(self.isr) | set(self._pending_isr or ())
@@ -455,8 +450,8 @@ class Partition:
         for replica in self._hw_followers:
             state = self._followers.get(replica)
             candidate = min(candidate, state.log_end_offset if state is not None else -1)
-        if candidate > self._high_watermark:
-            self._high_watermark = candidate
+        if candidate > self.log.high_watermark:
+            self.log.high_watermark = candidate
             self._wake(self._data_waiters)
             self._data_waiters = []
             self._complete_ack_waiters(candidate)

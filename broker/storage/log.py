@@ -68,6 +68,7 @@ class Log:
         log_start_offset: int,
         clock: Callable[[], int],
         leader_epochs: LeaderEpochCache,
+        high_watermark: int = 0,
     ) -> None:
         self.directory = directory
         self.config = config
@@ -78,6 +79,9 @@ class Log:
         self._log_start_offset = min(max(log_start_offset, segments[0].base_offset), self._log_end_offset)
         # Everything on disk was flushed (or just recovered and flushed) when open returns.
         self._recovery_point = self._log_end_offset
+        # The replication layer's high watermark, kept with the log so that the log manager checkpoints it
+        # (Kafka's replication-offset-checkpoint) and a restarted replica starts from it, not from zero.
+        self.high_watermark = min(max(high_watermark, self._log_start_offset), self._log_end_offset)
         self._last_flush_ms = clock()
         self._closed = False
         # Set when the disk failed under this log: it then refuses reads and writes until a restart.
@@ -92,6 +96,7 @@ class Log:
         clean_shutdown: bool = False,
         log_start_offset: int = 0,
         clock: Callable[[], int] = wall_clock_ms,
+        high_watermark: int = 0,
     ) -> Log:
         """Load a partition directory, creating it when absent.
 
@@ -121,7 +126,8 @@ class Log:
             if recovered or overlapping:
                 # Rebuilding may have created index files; their names must survive a crash too.
                 fsync_dir(directory)
-            log = cls(directory, config, segments, log_start_offset, clock, _load_leader_epochs(directory, segments))
+            leader_epochs = _load_leader_epochs(directory, segments)
+            log = cls(directory, config, segments, log_start_offset, clock, leader_epochs, high_watermark)
             # The file is written before the data it describes, so after a crash it may run past the log.
             log.leader_epochs.truncate_from_end(log.log_end_offset)
             log.leader_epochs.truncate_from_start(log.log_start_offset)
@@ -379,6 +385,7 @@ class Log:
         self._log_end_offset = self._active.next_offset
         self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
         self._recovery_point = min(self._recovery_point, self._log_end_offset)
+        self.high_watermark = min(max(self.high_watermark, self._log_start_offset), self._log_end_offset)
 
     def _truncate_fully(self, offset: int) -> None:
         for seg in self._segments:

@@ -18,6 +18,7 @@ logger = logging.getLogger(__name__)
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
+HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 
 
@@ -58,6 +59,7 @@ class LogManager:
                 log_dir.mkdir(parents=True, exist_ok=True)
                 recovery_points = _read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
                 start_offsets = _read_checkpoint(log_dir / LOG_START_CHECKPOINT)
+                high_watermarks = _read_checkpoint(log_dir / HIGH_WATERMARK_CHECKPOINT)
                 marker = log_dir / CLEAN_SHUTDOWN_MARKER
                 clean = marker.exists()
                 if clean:
@@ -83,6 +85,7 @@ class LogManager:
                         clean_shutdown=clean,
                         log_start_offset=start_offsets.get(tp, 0),
                         clock=clock,
+                        high_watermark=high_watermarks.get(tp, 0),
                     )
         manager = cls(list(log_dirs), default_config, configs, logs, clock)
         manager.checkpoint()
@@ -118,7 +121,7 @@ class LogManager:
         return dict(self._logs)
 
     def checkpoint(self) -> None:
-        """Write each directory's recovery-point and log-start-offset checkpoints."""
+        """Write each directory's recovery-point, log-start-offset and replication-offset checkpoints."""
         self.checkpoint_writer()()
 
     def checkpoint_writer(self) -> Callable[[], None]:
@@ -127,8 +130,12 @@ class LogManager:
         A directory whose disk fails keeps its old checkpoints (recovery then starts
         earlier, which is slower but safe); the others are still written.
         """
+        files = (RECOVERY_POINT_CHECKPOINT, LOG_START_CHECKPOINT, HIGH_WATERMARK_CHECKPOINT)
         contents = {
-            log_dir: {tp: (log.recovery_point, log.log_start_offset) for tp, log in self._logs_in(log_dir).items()}
+            log_dir: {
+                tp: (log.recovery_point, log.log_start_offset, log.high_watermark)
+                for tp, log in self._logs_in(log_dir).items()
+            }
             for log_dir in self.log_dirs
         }
 
@@ -136,12 +143,8 @@ class LogManager:
             for log_dir, offsets in contents.items():
                 try:
                     with disk_errors("checkpointing", log_dir):
-                        write_offset_checkpoint(
-                            log_dir / RECOVERY_POINT_CHECKPOINT, {tp: pair[0] for tp, pair in offsets.items()}
-                        )
-                        write_offset_checkpoint(
-                            log_dir / LOG_START_CHECKPOINT, {tp: pair[1] for tp, pair in offsets.items()}
-                        )
+                        for column, name in enumerate(files):
+                            write_offset_checkpoint(log_dir / name, {tp: row[column] for tp, row in offsets.items()})
                 except LogStorageError as exc:
                     logger.error("%s", exc)
 

@@ -52,8 +52,9 @@ FAST = {
 class Topics:
     """What handlers reach as ``ctx.broker.topics``: names from the image, replicas from the manager."""
 
-    def __init__(self, replicas: ReplicaManager) -> None:
+    def __init__(self, replicas: ReplicaManager, logs: LogManager) -> None:
         self.replicas = replicas
+        self.logs = logs
         self.image = MetadataImage()
 
     def partition(self, topic: str, index: int) -> object:
@@ -72,7 +73,7 @@ class Node:
         self.config = BrokerConfig.from_properties({"node.id": str(node_id), **FAST})
         self.logs = LogManager.open([data / f"node-{node_id}"], LogConfig())
         self.replicas = ReplicaManager(node_id, self.config, self.logs, alter_partition, lambda: 1)
-        self.topics = Topics(self.replicas)
+        self.topics = Topics(self.replicas, self.logs)
         self.server: asyncio.Server | None = None
         self.port = 0
 

@@ -12,7 +12,7 @@ import pytest
 from kafkette.broker.protocol.errors import ErrorCode, KafkaError
 from kafkette.broker.replication.partition import ISR_RETRY_BACKOFF_MS, Partition
 
-from .helpers import Clock, Proposals, batch, new_partition
+from .helpers import SETTINGS, TOPIC_ID, Clock, Proposals, batch, new_partition, open_log
 
 LAG_MS = 30_000
 
@@ -52,6 +52,20 @@ def test_high_watermark_is_the_smallest_log_end_in_the_isr(tmp_path: Path) -> No
     assert partition.high_watermark == 3
     partition.follower_fetched(3, 5)
     assert partition.high_watermark == 5
+
+
+def test_a_restarted_replica_starts_from_its_checkpointed_high_watermark(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    log.append(batch(5), leader_epoch=1)
+    log.high_watermark = 3  # as the log manager reads it from replication-offset-checkpoint
+    follower = Partition("t", 0, TOPIC_ID, log, SETTINGS, node_id=1, clock=Clock())
+    follower.become_follower(2, 2, 2, (1, 2), (1, 2))
+    # Not its log end: offsets 3 and 4 were never known to be committed.
+    assert follower.high_watermark == 3
+    follower.become_leader(leader_epoch=3, partition_epoch=3, replicas=(1, 2), isr=(1, 2))
+    assert follower.high_watermark == 3  # consumers read what was committed at once; the rest waits for the ISR
+    follower.follower_fetched(2, 5)
+    assert follower.high_watermark == 5
 
 
 def test_high_watermark_never_moves_back_on_the_leader(tmp_path: Path) -> None:

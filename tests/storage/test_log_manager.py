@@ -117,17 +117,43 @@ def test_crash_recovers_from_checkpointed_recovery_points(tmp_path: Path, make_b
     assert points == {TopicPartition("events", 0): flushed + 2}
 
 
-def test_log_start_offset_checkpoint_is_applied(tmp_path: Path, make_batch) -> None:
-    dirs = [tmp_path / "d1"]
-    manager = LogManager.open(dirs, CONFIG)
+def five_batches(log_dir: Path, make_batch) -> tuple[LogManager, Log]:
+    """A manager over ``log_dir`` whose partition t-0 holds five batches."""
+    manager = LogManager.open([log_dir], CONFIG)
     log = manager.get_or_create("t", 0)
     for _ in range(5):
         log.append(make_batch(), leader_epoch=0)
+    return manager, log
+
+
+def test_log_start_offset_checkpoint_is_applied(tmp_path: Path, make_batch) -> None:
+    dirs = [tmp_path / "d1"]
+    manager, _ = five_batches(dirs[0], make_batch)
     manager.close()
     write_offset_checkpoint(dirs[0] / "log-start-offset-checkpoint", {TopicPartition("t", 0): 3})
     reopened = LogManager.open(dirs, CONFIG)
     log = reopened.get("t", 0)
     assert log is not None and log.log_start_offset == 3
+
+
+def test_high_watermarks_are_checkpointed_and_kept_within_the_log(tmp_path: Path, make_batch) -> None:
+    dirs = [tmp_path / "d1"]
+    manager, log = five_batches(dirs[0], make_batch)
+    end = log.log_end_offset
+    log.high_watermark = end - 2
+    manager.close()
+    assert read_offset_checkpoint(dirs[0] / "replication-offset-checkpoint") == {TopicPartition("t", 0): end - 2}
+    reopened = LogManager.open(dirs, CONFIG)
+    log = reopened.get("t", 0)
+    assert log is not None and log.high_watermark == end - 2
+    # A follower truncating below its high watermark takes the high watermark down with it.
+    log.truncate_to(end - 4)
+    assert log.high_watermark == log.log_end_offset <= end - 4
+    reopened.close()
+    # A checkpoint written before a crash may run past what recovery kept: it is capped at the log end.
+    write_offset_checkpoint(dirs[0] / "replication-offset-checkpoint", {TopicPartition("t", 0): end + 100})
+    capped = LogManager.open(dirs, CONFIG).get("t", 0)
+    assert capped is not None and capped.high_watermark == capped.log_end_offset
 
 
 def test_corrupt_checkpoint_means_full_recovery(tmp_path: Path, make_batch) -> None:

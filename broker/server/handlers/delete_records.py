@@ -1,5 +1,9 @@
 """DeleteRecords: move partitions' log start offsets up; retention then removes whole segments below.
 
+Only a partition's leader deletes; followers follow the log start offset the leader reports in its
+fetch responses, so a request sent to a follower is refused (NOT_LEADER_OR_FOLLOWER) rather than
+letting that replica's log start run ahead of the leader's.
+
 The new log start offsets are checkpointed (on a worker thread) before the
 answer, so records a client was told are gone do not come back after a crash.
 """
@@ -27,6 +31,9 @@ def _delete(ctx: RequestContext, topic: str, wanted: DeleteRecordsPartition) -> 
     partition = ctx.broker.topics.partition(topic, wanted.partition_index)
     if partition is None:
         result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return result
+    if not partition.is_leader:
+        result.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
         return result
     offset = partition.high_watermark if wanted.offset == HIGH_WATERMARK else wanted.offset
     if offset > partition.high_watermark:
