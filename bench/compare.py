@@ -33,9 +33,9 @@ from workloads import (
 BROKERS = ("kafka", "tansu", "kafkette")
 FULL = [
     Scenario(100, 1, "1", "none", 500_000),
-    Scenario(1024, 1, "1", "none", 100_000),
+    Scenario(1024, 1, "1", "none", 200_000),
     Scenario(100, 6, "1", "none", 500_000),
-    Scenario(1024, 6, "1", "none", 100_000),
+    Scenario(1024, 6, "1", "none", 200_000),
     Scenario(100, 1, "all", "none", 300_000),
     Scenario(100, 1, "1", "lz4", 500_000),
 ]

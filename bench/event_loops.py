@@ -15,16 +15,11 @@ import platform
 import time
 
 from brokers import BENCH_DIR, RunningBroker, start_kafkette
-from compare import CLIENTS, Results, median, ratio, run_scenario
-from workloads import Scenario
+from compare import CLIENTS, FULL, Results, median, ratio, run_scenario
 
 LOOPS = ("asyncio", "uvloop")
-SCENARIOS = [
-    Scenario(100, 1, "1", "none", 500_000),
-    Scenario(1024, 1, "1", "none", 100_000),
-    Scenario(100, 6, "1", "none", 500_000),
-    Scenario(1024, 6, "1", "none", 100_000),
-]
+# The acks=1, uncompressed workloads of `make bench`.
+SCENARIOS = [scenario for scenario in FULL if scenario.acks == "1" and scenario.compression == "none"]
 
 
 def start(loop: str) -> RunningBroker:
