@@ -134,7 +134,12 @@ def java_latency(broker: Bootstrapped, topic: str, records: int, size: int) -> d
     command = ["java", "-Xmx256m", "-cp", f"{kafka_libs()}/*", "org.apache.kafka.tools.EndToEndLatency"]
     command += ["--bootstrap-server", broker.bootstrap, "--topic", topic, "--num-records", str(records)]
     command += ["--producer-acks", "1", "--record-size", str(size)]
-    output = _run(command)
+    try:
+        output = _run(command)
+    except RuntimeError as exc:
+        # The tool's own reason (its exception's message) rather than the tail of its stack trace.
+        reasons = [line.split("Exception: ", 1)[1] for line in str(exc).splitlines() if "Exception: " in line]
+        raise RuntimeError(reasons[0] if reasons else str(exc)) from exc
     average, percentiles = _JAVA_LATENCY_AVERAGE.search(output), _JAVA_LATENCY_PERCENTILES.search(output)
     if average is None or percentiles is None:
         raise RuntimeError(f"no summary in EndToEndLatency output: {output[-500:]}")

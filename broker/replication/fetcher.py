@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import itertools
 import logging
-import struct
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ from kafkette.broker.protocol.messages.offset_for_leader_epoch_response import (
 )
 from kafkette.broker.protocol.types import Message
 from kafkette.broker.replication.partition import Partition
+from kafkette.broker.server.frame_reader import FrameReader, open_frame_connection
 from kafkette.broker.storage.errors import InvalidAppendOffsetError, LogStorageError, OffsetOutOfRangeError
 
 logger = logging.getLogger(__name__)
@@ -50,7 +50,6 @@ FETCH_RESPONSE_MAX_BYTES = 10 * 1024 * 1024
 # Kafka's replica.socket.timeout.ms default: how long an answer may take beyond the long-poll.
 SOCKET_TIMEOUT_S = 30.0
 CONNECT_TIMEOUT_S = 5.0
-_SIZE = struct.Struct(">i")
 _M = TypeVar("_M", bound=Message)
 
 AddressOf = Callable[[int], "tuple[str, int] | None"]
@@ -113,37 +112,35 @@ def _latest_epoch(partition: Partition) -> int:
 class _Channel:
     """One connection to the leader with one request in flight: the fetcher's turns are sequential."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_id: str) -> None:
+    def __init__(self, reader: FrameReader, client_id: str) -> None:
         self._reader = reader
-        self._writer = writer
         self._client_id = client_id
         self._correlation = itertools.count(1)
         self.offset_for_leader_epoch = True
 
     @classmethod
     async def open(cls, host: str, port: int, client_id: str) -> _Channel:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), CONNECT_TIMEOUT_S)
-        channel = cls(reader, writer, client_id)
+        reader = await asyncio.wait_for(open_frame_connection(host, port), CONNECT_TIMEOUT_S)
+        channel = cls(reader, client_id)
         versions = await channel.request(ApiVersionsRequest(), API_VERSIONS_VERSION, ApiVersionsResponse, 0.0)
         channel.offset_for_leader_epoch = any(api.api_key == OFFSET_FOR_LEADER_EPOCH_KEY for api in versions.api_keys)
         return channel
 
     async def request(self, body: Message, version: int, response_type: type[_M], wait_s: float) -> _M:
         correlation = next(self._correlation)
-        self._writer.write(encode_request(body, version, correlation, self._client_id))
-        await self._writer.drain()
-        frame = await asyncio.wait_for(self._read_frame(), wait_s + SOCKET_TIMEOUT_S)
+        transport = self._reader.transport
+        if transport is None:
+            raise ConnectionError("connection to the leader closed")
+        transport.write(encode_request(body, version, correlation, self._client_id))
+        frame = await asyncio.wait_for(self._reader.read_frame(), wait_s + SOCKET_TIMEOUT_S)
         answered, response = decode_response(memoryview(frame), body.API_KEY, version)  # type: ignore[arg-type]
         if answered != correlation or not isinstance(response, response_type):
             raise ConnectionError(f"answer {answered} to request {correlation}")
         return response
 
-    async def _read_frame(self) -> bytes:
-        (size,) = _SIZE.unpack(await self._reader.readexactly(4))
-        return await self._reader.readexactly(size)
-
     def close(self) -> None:
-        self._writer.close()
+        if self._reader.transport is not None:
+            self._reader.transport.close()
 
 
 class ReplicaFetcher:

@@ -1,0 +1,112 @@
+"""A client connection's size-prefixed response frames, read from the socket with as few copies as possible.
+
+asyncio's StreamReader appends every chunk to one buffer and slices each frame out of it again, so a
+megabyte of fetched records is copied three times on its way in. Here small frames are cut from a fixed
+scratch buffer, and a frame too big for it gets its own buffer, which the socket then fills in place
+(``asyncio.BufferedProtocol``): the record bytes a follower fetches are copied once, by the kernel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from collections import deque
+
+_SIZE = struct.Struct(">i")
+SCRATCH_BYTES = 64 * 1024
+
+
+class FrameReader(asyncio.BufferedProtocol):
+    """Collects whole frames (without their size prefix) for ``read_frame``; one reader per connection."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self._scratch = bytearray(SCRATCH_BYTES)
+        self._scratch_used = 0
+        # A frame larger than the scratch buffer, filled straight from the socket.
+        self._frame: bytearray | None = None
+        self._frame_filled = 0
+        self._frames: deque[bytearray] = deque()
+        self._waiter: asyncio.Future[None] | None = None
+        self._lost: Exception | None = None
+
+    # -- asyncio.BufferedProtocol --------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's transports are not asyncio subclasses
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._frame is not None:
+            return memoryview(self._frame)[self._frame_filled :]
+        return memoryview(self._scratch)[self._scratch_used :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._frame is not None:
+            self._frame_filled += nbytes
+            if self._frame_filled == len(self._frame):
+                self._deliver(self._frame)
+                self._frame = None
+            return
+        self._scratch_used += nbytes
+        self._cut_frames()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost = exc or ConnectionError("connection closed")
+        self.transport = None
+        self._wake()
+
+    # -- frames ------------------------------------------------------------------------------------
+
+    def _cut_frames(self) -> None:
+        data, used, position = self._scratch, self._scratch_used, 0
+        while used - position >= 4:
+            (size,) = _SIZE.unpack_from(data, position)
+            if size < 0:
+                self._fail(ConnectionError(f"negative frame size {size}"))
+                return
+            start, end = position + 4, position + 4 + size
+            if end <= used:
+                self._deliver(data[start:end])
+                position = end
+            elif 4 + size > len(data):
+                # Too big for the scratch buffer: the rest of this frame goes straight into its own.
+                frame = bytearray(size)
+                frame[: used - start] = data[start:used]
+                self._frame, self._frame_filled = frame, used - start
+                position = used
+                break
+            else:
+                break  # fits once the rest arrives
+        left = used - position
+        if position and left:
+            data[:left] = data[position:used]
+        self._scratch_used = left
+
+    def _deliver(self, frame: bytearray) -> None:
+        self._frames.append(frame)
+        self._wake()
+
+    def _fail(self, exc: Exception) -> None:
+        self._lost = exc
+        if self.transport is not None:
+            self.transport.abort()
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def read_frame(self) -> bytearray:
+        """The next frame; ConnectionError once the connection is gone and every frame was read."""
+        while not self._frames:
+            if self._lost is not None:
+                raise ConnectionError(str(self._lost)) from self._lost
+            self._waiter = asyncio.get_running_loop().create_future()
+            await self._waiter
+        return self._frames.popleft()
+
+
+async def open_frame_connection(host: str, port: int) -> FrameReader:
+    """A connection whose responses are read with a FrameReader; write requests to ``reader.transport``."""
+    _, reader = await asyncio.get_running_loop().create_connection(FrameReader, host, port)
+    return reader
