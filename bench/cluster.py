@@ -33,7 +33,7 @@ import confluent_kafka
 from brokers import BENCH_DIR, KAFKA_VERSION, cpu_seconds, start_kafka_cluster, status_mb
 from compare import LATENCY_RATE
 from confluent_kafka import Producer
-from workloads import Bootstrapped, Scenario, confluent, create_topic
+from workloads import Bootstrapped, Scenario, confluent, create_topic, error_summary
 
 from kafkette.operator.local import plan, runtime
 from kafkette.operator.local.plan import ClusterView
@@ -192,7 +192,7 @@ def throughput_round(results: Results, name: str, target: Target, settings: Sett
             try:
                 result = confluent(operation, target, topic, scenario)
             except Exception as exc:  # reported, not fatal
-                results.errors[f"{name} {key}"] = str(exc).strip().splitlines()[-1][:160]
+                results.errors[f"{name} {key}"] = error_summary(exc, 160)
                 break
             rate = result["records"] / result["seconds"]
             results.rates[(name, key)].append(rate)
@@ -209,7 +209,7 @@ def latency_round(results: Results, name: str, target: Bootstrapped, settings: S
         try:
             result = confluent("latency", target, topic, scenario, rate=LATENCY_RATE)
         except Exception as exc:
-            results.errors[f"{name} latency acks={acks}"] = str(exc).strip().splitlines()[-1][:160]
+            results.errors[f"{name} latency acks={acks}"] = error_summary(exc, 160)
             continue
         results.latency[(name, f"acks={acks}")].append(result)
         print(

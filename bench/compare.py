@@ -25,6 +25,7 @@ from workloads import (
     Scenario,
     confluent,
     create_topic,
+    error_summary,
     java_consume,
     java_latency,
     java_produce,
@@ -88,7 +89,7 @@ def run_scenario(
             try:
                 measurement = measure(broker, topic, scenario)
             except Exception as exc:  # a peer that cannot run a workload is reported, not fatal
-                results.errors[key] = str(exc).strip().splitlines()[-1][:120]
+                results.errors[key] = error_summary(exc, 120)
                 break
             results.add(key, measurement, broker.cpu_seconds() - before)
             print(f"  {broker.name:9} {client:10} {operation:7} {measurement.rate:>12,.0f} msg/s", flush=True)
@@ -224,7 +225,7 @@ def main() -> None:
                 try:
                     results.java_latency[name].append(java_latency(brokers[name], f"java-{topic}", records, 100))
                 except Exception as exc:  # reported, not fatal: Tansu's consumer never sees the record
-                    results.errors[failed] = str(exc).strip().splitlines()[-1][:120]
+                    results.errors[failed] = error_summary(exc, 120)
         text = report(results, brokers, scenarios, rounds)
     finally:
         for broker in brokers.values():

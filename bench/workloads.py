@@ -60,6 +60,11 @@ def create_topic(
     admin.create_topics([NewTopic(topic, partitions, replication, config=dict(config or {}))])[topic].result(30)
 
 
+def error_summary(exc: BaseException, width: int) -> str:
+    """The last line of a failed workload's error, cut to ``width``: one table cell."""
+    return str(exc).strip().splitlines()[-1][:width]
+
+
 def _run(command: list[str]) -> str:
     result = subprocess.run(command, capture_output=True, text=True, timeout=CLIENT_TIMEOUT_S)
     if result.returncode != 0:

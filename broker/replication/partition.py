@@ -241,7 +241,6 @@ class Partition:
         self._pending_isr = None
         self._followers = {}
         self._hw_followers = ()
-        self.log.high_watermark = min(self.log.high_watermark, self.log.log_end_offset)
         self._fail_ack_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         # Long-polls re-run and answer NOT_LEADER_OR_FOLLOWER instead of waiting out their time.
         self._wake(self._data_waiters)

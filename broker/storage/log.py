@@ -81,7 +81,7 @@ class Log:
         self._recovery_point = self._log_end_offset
         # The replication layer's high watermark, kept with the log so that the log manager checkpoints it
         # (Kafka's replication-offset-checkpoint) and a restarted replica starts from it, not from zero.
-        self.high_watermark = min(max(high_watermark, self._log_start_offset), self._log_end_offset)
+        self.high_watermark = self._within_log(high_watermark)
         self._last_flush_ms = clock()
         self._closed = False
         # Set when the disk failed under this log: it then refuses reads and writes until a restart.
@@ -385,7 +385,10 @@ class Log:
         self._log_end_offset = self._active.next_offset
         self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
         self._recovery_point = min(self._recovery_point, self._log_end_offset)
-        self.high_watermark = min(max(self.high_watermark, self._log_start_offset), self._log_end_offset)
+        self.high_watermark = self._within_log(self.high_watermark)
+
+    def _within_log(self, offset: int) -> int:
+        return min(max(offset, self._log_start_offset), self._log_end_offset)
 
     def _truncate_fully(self, offset: int) -> None:
         for seg in self._segments:
