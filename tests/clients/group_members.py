@@ -15,7 +15,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -112,14 +113,25 @@ def seen(group: Sequence[Member]) -> set[tuple[int, int]]:
     return set().union(*(member.records for member in group))
 
 
-def committed_offsets(bootstrap: str, group: str, topic: str) -> dict[int, int]:
-    """The group's committed offset per partition (-1001 where nothing is committed)."""
+@contextmanager
+def offset_reader(bootstrap: str, group: str, topic: str) -> Iterator[Callable[[], dict[int, int]]]:
+    """Reads the group's committed offset per partition (-1001 where nothing is committed)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    try:
+
+    def read() -> dict[int, int]:
         found = consumer.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=WAIT_S)
         return {tp.partition: tp.offset for tp in found}
+
+    try:
+        yield read
     finally:
         consumer.close()
+
+
+def committed_offsets(bootstrap: str, group: str, topic: str) -> dict[int, int]:
+    """The group's committed offset per partition (-1001 where nothing is committed)."""
+    with offset_reader(bootstrap, group, topic) as read:
+        return read()
 
 
 def three_members_scenario(
@@ -146,6 +158,10 @@ def three_members_scenario(
     second = produce(bootstrap, topic, Workload(count=BATCH))
     expected = {(d.partition, d.offset) for d in first + second}
     wait_for(lambda: expected <= seen(members), "every record consumed at least once")
+    # A member reports a record before it commits it: stopping the members now could lose the last commit.
+    ends = {p: max(o for q, o in expected if q == p) + 1 for p, _ in expected}
+    with offset_reader(bootstrap, group, topic) as read:
+        wait_for(lambda: read().items() >= ends.items(), "every record committed")
 
     for member in survivors:
         member.stop()

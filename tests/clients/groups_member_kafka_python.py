@@ -40,6 +40,11 @@ def main(bootstrap: str, group: str, topic: str, assignor: str, instance_id: str
         heartbeat_interval_ms=250,
         max_poll_interval_ms=10_000,
     )
+    # kafka-python 3.0 forgets a JoinGroup in flight when poll()'s timeout ends during a rebalance that
+    # the leader started because its own topic metadata changed (the member then stops heartbeating and
+    # never rejoins; the Java client checks for a pending join, as kafka-python 2 did). Knowing the
+    # topic's partitions before the first join means the leader's metadata never changes under it.
+    consumer.partitions_for_topic(topic)
     report = Reporter()
     while True:
         batches = consumer.poll(timeout_ms=100)
