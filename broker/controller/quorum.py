@@ -1,7 +1,7 @@
 """QuorumController: the asyncio shell that runs ``RaftNode`` over TCP and folds the log into the image.
 
 Inbound requests arrive through the broker's own ``Connection`` (framing,
-pipelining, in-order answers, sendfile of log regions); each waits on a future
+pipelining, in-order answers, log regions sent from the file); each waits on a future
 until the state machine answers it (a leader parks a follower's fetch until
 there is news). Outbound requests go through one ``PeerClient`` per voter.
 """

@@ -9,7 +9,7 @@ Readers take a memoryview and return ``(object, new_position)``; the
 ``records`` type comes back as a memoryview slice of the input (no copy).
 Writers append to a bytearray; a ``records`` value that is a
 :class:`~kafkette.broker.protocol.types.FileRegion` is not copied but noted
-as a *splice* ``(position, region)`` so the server can ``sendfile`` it.
+as a *splice* ``(position, region)`` so the server sends it straight from the file.
 """
 
 from __future__ import annotations

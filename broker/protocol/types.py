@@ -62,7 +62,7 @@ class Field:
 
 @runtime_checkable
 class FileRegion(Protocol):
-    """Bytes of an open file, sent with sendfile instead of being read into memory."""
+    """Bytes of an open file, sent by the connection straight from the file instead of being decoded."""
 
     @property
     def file(self) -> Any: ...

@@ -3,7 +3,8 @@
 Clients pipeline several requests per connection and expect the responses in
 the same order. Each request takes a slot in a queue; a handler fills its slot
 at once or later (fetch long-poll), and the head of the queue is written as
-soon as it is filled. File regions in a response go out with sendfile.
+soon as it is filled. File regions in a response are read with pread and written
+in pieces, each once the transport has drained the one before.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import logging
 import os
 import struct
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from kafkette.broker.protocol.codec import Splices
@@ -25,6 +26,9 @@ log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
 # Requests read ahead of the one being answered before the connection stops reading.
 MAX_PENDING = 64
+# File regions are read and written in pieces of this size, waiting for the transport to drain in between, so a
+# connection holds at most about one piece of a fetch response in memory however large the response.
+REGION_CHUNK_BYTES = 1 << 20
 
 Response = tuple[bytearray, Splices]
 # A dispatcher turns a request frame into a response, None (no response: acks=0),
@@ -61,6 +65,7 @@ class Connection(asyncio.Protocol):
         self._reading_paused = False
         self._writing_paused = False
         self._tasks: set[asyncio.Future[Any]] = set()
+        self._drain_waiter: asyncio.Future[None] | None = None
         self.peer = "?"
 
     # -- asyncio.Protocol -------------------------------------------------
@@ -72,6 +77,7 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
+        self._wake_drain_waiter()
         for task in list(self._tasks):
             task.cancel()
         self._pending.clear()
@@ -83,6 +89,7 @@ class Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._writing_paused = False
+        self._wake_drain_waiter()
         self._update_reading()
 
     def data_received(self, data: bytes) -> None:
@@ -184,9 +191,24 @@ class Connection(asyncio.Protocol):
                 return
             transport.write(view[start:position])
             start = position
-            await send_region(transport, region)
+            for chunk in region_chunks(region):
+                if transport.is_closing():
+                    return
+                transport.write(chunk)
+                if self._writing_paused:
+                    await self._drained()
         if transport is not None and not transport.is_closing():
             transport.write(view[start:])
+
+    def _drained(self) -> asyncio.Future[None]:
+        """Resolved when the transport's buffer is back under its low-water mark (or the connection is lost)."""
+        if self._drain_waiter is None or self._drain_waiter.done():
+            self._drain_waiter = asyncio.get_running_loop().create_future()
+        return self._drain_waiter
+
+    def _wake_drain_waiter(self) -> None:
+        if self._drain_waiter is not None and not self._drain_waiter.done():
+            self._drain_waiter.set_result(None)
 
     def _update_reading(self) -> None:
         transport = self._transport
@@ -205,16 +227,9 @@ class Connection(asyncio.Protocol):
             self._transport.close()
 
 
-async def send_region(transport: asyncio.Transport, region: FileRegion) -> None:
-    """Write a file region: sendfile where the loop has it, else read and write."""
-    loop = asyncio.get_running_loop()
-    if region.size == 0:
-        return
-    try:
-        await loop.sendfile(transport, region.file, region.position, region.size, fallback=False)
-        return
-    except (NotImplementedError, AttributeError, asyncio.SendfileNotAvailableError):
-        pass
-    # uvloop and TLS transports have no native sendfile.
-    data = os.pread(region.file.fileno(), region.size, region.position)
-    transport.write(data)
+def region_chunks(region: FileRegion) -> Iterator[bytes]:
+    """The bytes of a file region, read in pieces of at most REGION_CHUNK_BYTES."""
+    fileno = region.file.fileno()
+    end = region.position + region.size
+    for position in range(region.position, end, REGION_CHUNK_BYTES):
+        yield os.pread(fileno, min(REGION_CHUNK_BYTES, end - position), position)

@@ -43,12 +43,11 @@ class OffsetAndTimestamp(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class ReadResult:
-    """Whole batches at ``[position, position + size)`` of ``file``, ready for ``sendfile``.
+    """Whole batches at ``[position, position + size)`` of ``file``, to be sent without decoding.
 
-    ``file`` is opened unbuffered and shared by every reader of the segment:
-    ``os.sendfile(out, fd, position, size)`` and ``loop.sendfile(transport, file,
-    position, size)`` ignore its seek position, but a fallback that seeks and reads
-    must use ``os.pread(fd, ...)`` instead, since concurrent readers would race.
+    ``file`` is opened unbuffered and shared by every reader of the segment, so
+    readers use ``os.pread(fd, ...)``, which ignores its seek position: seeking and
+    reading would race with concurrent readers.
     ``first_offset`` is the base offset of the first batch, which may lie below the
     offset asked for: clients skip the records they did not ask for.
     """
@@ -73,7 +72,7 @@ class SegmentInfo:
 
 
 def _open_file(path: Path, flags: int) -> FileIO:
-    # r+b without buffering: writes go straight to the kernel, so sendfile sees them at once.
+    # r+b without buffering: writes go straight to the kernel, so readers' pread sees them at once.
     return FileIO(os.open(path, os.O_RDWR | flags, 0o644), "r+", closefd=True)
 
 

@@ -1,0 +1,109 @@
+"""File regions in responses: sent whole and in order, in pieces that wait for a slow reader to catch up."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from kafkette.broker.server.connection import REGION_CHUNK_BYTES, Connection, Response
+
+HEAD, TAIL = b"HEAD", b"TAIL"
+
+
+@dataclass(frozen=True)
+class Region:
+    file: BinaryIO
+    position: int
+    size: int
+
+
+def response_with(region: Region, marker: bytes) -> Response:
+    """A frame whose body is HEAD, the region's bytes, TAIL and the request's marker."""
+    frame = bytearray(struct.pack(">i", len(HEAD) + region.size + len(TAIL) + len(marker)) + HEAD + TAIL + marker)
+    return frame, [(4 + len(HEAD), region)]
+
+
+async def serve(regions: dict[bytes, Region]) -> tuple[asyncio.Server, list[Connection]]:
+    """A listener whose connections answer a request (its bytes a key of `regions`) with that region."""
+    connections: list[Connection] = []
+
+    def dispatch(frame: bytearray, _connection: Any) -> Response:
+        key = bytes(frame)
+        return response_with(regions[key], key)
+
+    def protocol() -> Connection:
+        connection = Connection(dispatch, 1 << 20, lambda _c: None)
+        connections.append(connection)
+        return connection
+
+    server = await asyncio.get_running_loop().create_server(protocol, "127.0.0.1", 0)
+    return server, connections
+
+
+async def read_frame(reader: asyncio.StreamReader) -> bytes:
+    (size,) = struct.unpack(">i", await reader.readexactly(4))
+    return await reader.readexactly(size)
+
+
+def data_file(path: Path, size: int) -> BinaryIO:
+    path.write_bytes(os.urandom(size))
+    return path.open("rb")
+
+
+def test_pipelined_responses_carry_their_regions_whole_and_in_order(tmp_path: Path) -> None:
+    # Sizes around the piece size: empty, one byte, a piece exactly, and several pieces with a remainder.
+    sizes = {b"a": 0, b"b": 1, b"c": REGION_CHUNK_BYTES, b"d": 3 * REGION_CHUNK_BYTES + 12345}
+    with data_file(tmp_path / "segment", sum(sizes.values()) + 100) as file:
+        regions: dict[bytes, Region] = {}
+        position = 7
+        for key, size in sizes.items():
+            regions[key] = Region(file, position, size)
+            position += size
+        content = (tmp_path / "segment").read_bytes()
+
+        async def body() -> None:
+            server, _ = await serve(regions)
+            port = server.sockets[0].getsockname()[1]
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            order = [b"d", b"a", b"c", b"b", b"d"]
+            writer.write(b"".join(struct.pack(">i", 1) + key for key in order))
+            for key in order:
+                region = regions[key]
+                expected = HEAD + content[region.position : region.position + region.size] + TAIL + key
+                assert await read_frame(reader) == expected
+            writer.close()
+            server.close()
+            await server.wait_closed()
+
+        asyncio.run(asyncio.wait_for(body(), 60))
+
+
+def test_a_reader_that_stops_reading_holds_back_all_but_one_piece(tmp_path: Path) -> None:
+    # Without waiting for the transport to drain, a 24 MiB region would sit in the broker's memory, less what
+    # the kernel's socket buffers took (a few MiB on loopback).
+    size = 24 * REGION_CHUNK_BYTES
+    with data_file(tmp_path / "segment", size) as file:
+        region = Region(file, 0, size)
+
+        async def body() -> None:
+            server, connections = await serve({b"r": region})
+            port = server.sockets[0].getsockname()[1]
+            reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=1 << 16)
+            writer.write(struct.pack(">i", 1) + b"r")
+            await asyncio.sleep(0.5)  # the client reads nothing meanwhile: the socket buffers fill up
+            transport = connections[0]._transport
+            assert transport is not None
+            buffered = transport.get_write_buffer_size()
+            assert buffered <= REGION_CHUNK_BYTES + (64 << 10), buffered
+            frame = await read_frame(reader)
+            assert len(frame) == len(HEAD) + size + len(TAIL) + 1
+            assert frame[len(HEAD) : len(HEAD) + size] == (tmp_path / "segment").read_bytes()
+            writer.close()
+            server.close()
+            await server.wait_closed()
+
+        asyncio.run(asyncio.wait_for(body(), 60))
