@@ -34,8 +34,8 @@ def report(results: Results, brokers: dict[str, RunningBroker], rounds: int) -> 
         "",
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.node()}, {rounds} round(s), medians; "
         "both brokers run side by side and take turns. Client: bench/clients/confluent_perf.py (librdkafka), "
-        "settings as in latest.md. asyncio sends fetched file regions with sendfile; uvloop has no sendfile, "
-        "so it reads them (pread) and writes the bytes.",
+        "settings as in latest.md. Both send fetched file regions the same way: read with pread and written "
+        "in pieces of 1 MiB.",
         "",
         "| workload | op | asyncio msg/s | uvloop msg/s | uvloop/asyncio | CPU s per M records (asyncio / uvloop) "
         "| CPU uvloop/asyncio |",
