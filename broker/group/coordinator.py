@@ -87,6 +87,11 @@ _COMMIT_ERRORS = {
 }
 
 
+def _group_record(group: Group) -> KeyValue:
+    """The group's metadata record (members, generation, assignments) for __consumer_offsets."""
+    return record_codec.group_key(group.group_id), record_codec.group_value(group_to_value(group))
+
+
 class GroupCoordinator:
     def __init__(self, config: BrokerConfig, topics: TopicCatalog, controller: ControllerChannel) -> None:
         self.config = config
@@ -103,6 +108,8 @@ class GroupCoordinator:
         self._loading: dict[int, asyncio.Task[None]] = {}
         self._creating: asyncio.Task[None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        # Assignments waiting for the in-sync replicas before the members' SyncGroup is answered.
+        self._storing: set[asyncio.Task[None]] = set()
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -110,7 +117,8 @@ class GroupCoordinator:
         self._tasks.append(asyncio.ensure_future(self._expire_offsets_periodically()))
 
     async def stop(self) -> None:
-        for task in [*self._tasks, *self._loading.values(), *([self._creating] if self._creating else [])]:
+        running = [*self._tasks, *self._storing, *self._loading.values(), *([self._creating] if self._creating else [])]
+        for task in running:
             task.cancel()
         self._timers.cancel_all()
         for group in self.groups.values():
@@ -245,8 +253,16 @@ class GroupCoordinator:
             return ErrorCode.NOT_COORDINATOR, None
 
     def _store_group(self, group: Group) -> ErrorCode:
-        value = record_codec.group_value(group_to_value(group))
-        return self._append(group.group_id, [(record_codec.group_key(group.group_id), value)])
+        return self._append(group.group_id, [_group_record(group)])
+
+    async def _when_replicated(self, replicated: asyncio.Future[ErrorCode]) -> ErrorCode:
+        """The outcome of a write waiting for the in-sync replicas, as the coordinator's error for the client."""
+        try:
+            outcome = await asyncio.wait_for(replicated, self.config.offsets_commit_timeout_ms / 1000)
+        except TimeoutError:
+            outcome = ErrorCode.REQUEST_TIMED_OUT
+        # As Kafka's coordinator: a write the replicas did not take is retriable for the client.
+        return ErrorCode.NONE if outcome == ErrorCode.NONE else _COMMIT_ERRORS.get(outcome, ErrorCode.NOT_COORDINATOR)
 
     # -- JoinGroup --------------------------------------------------------------------------
 
@@ -594,7 +610,26 @@ class GroupCoordinator:
     def _apply_assignment(self, group: Group, assignments: Mapping[str, bytes]) -> None:
         for member in group.members.values():
             member.assignment = assignments.get(member.member_id, b"")
-        error = self._store_group(group)
+        error, replicated = self._append_replicated(group.group_id, [_group_record(group)])
+        if replicated is None:
+            self._assignment_stored(group, error)
+            return
+        # As Kafka's coordinator, the members learn their assignment once the in-sync replicas have it: a coordinator
+        # elected after a failover then knows the generation they were given.
+        task = asyncio.ensure_future(self._assignment_when_replicated(group, group.generation, replicated))
+        self._storing.add(task)
+        task.add_done_callback(self._storing.discard)
+
+    async def _assignment_when_replicated(
+        self, group: Group, generation: int, replicated: asyncio.Future[ErrorCode]
+    ) -> None:
+        error = await self._when_replicated(replicated)
+        # A member that joined or left meanwhile started another rebalance, which has answered the syncs already.
+        current = self.groups.get(group.group_id) is group and group.generation == generation
+        if current and group.state is GroupState.COMPLETING_REBALANCE:
+            self._assignment_stored(group, error)
+
+    def _assignment_stored(self, group: Group, error: ErrorCode) -> None:
         if error != ErrorCode.NONE:
             self._fail_syncs(group, error)
             self._prepare_rebalance(group, "the assignment could not be stored")
@@ -688,15 +723,7 @@ class GroupCoordinator:
         replicated: asyncio.Future[ErrorCode],
         results: dict[TopicPartition, ErrorCode],
     ) -> dict[TopicPartition, ErrorCode]:
-        try:
-            outcome = await asyncio.wait_for(replicated, self.config.offsets_commit_timeout_ms / 1000)
-        except TimeoutError:
-            outcome = ErrorCode.REQUEST_TIMED_OUT
-        # As Kafka's coordinator: a commit the replicas did not take is retriable for the client.
-        written = (
-            ErrorCode.NONE if outcome == ErrorCode.NONE else _COMMIT_ERRORS.get(outcome, ErrorCode.NOT_COORDINATOR)
-        )
-        return self._committed(group_id, accepted, written, results)
+        return self._committed(group_id, accepted, await self._when_replicated(replicated), results)
 
     def _committed(
         self,
