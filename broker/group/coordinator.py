@@ -78,8 +78,8 @@ class GroupOverview:
     protocol_type: str
 
 
-# How failed acks=all outcomes reach a committing client (Kafka's GroupMetadataManager mapping).
-_COMMIT_ERRORS = {
+# How failed acks=all outcomes of offset commits and assignments reach the client (as Kafka's GroupMetadataManager).
+_WRITE_ERRORS = {
     ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
     ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
     ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
@@ -262,7 +262,7 @@ class GroupCoordinator:
         except TimeoutError:
             outcome = ErrorCode.REQUEST_TIMED_OUT
         # As Kafka's coordinator: a write the replicas did not take is retriable for the client.
-        return ErrorCode.NONE if outcome == ErrorCode.NONE else _COMMIT_ERRORS.get(outcome, ErrorCode.NOT_COORDINATOR)
+        return ErrorCode.NONE if outcome == ErrorCode.NONE else _WRITE_ERRORS.get(outcome, ErrorCode.NOT_COORDINATOR)
 
     # -- JoinGroup --------------------------------------------------------------------------
 

@@ -277,6 +277,19 @@ class Cluster:
 MakeCluster = Callable[..., Cluster]
 
 
+def next_coordinator(cluster: Cluster, group: str, old: int, timeout: float = 30.0) -> int:
+    """The broker that coordinates `group` after `old` went down, as a surviving broker names it."""
+    survivor = next(node for node in cluster.ids if node != old)
+    # Wrapped in a tuple: broker 0 may take over, and a bare 0 would read as "not yet" to wait_for.
+    (found,) = wait_for(
+        lambda: (c,) if (c := find_coordinator(cluster.port(survivor), group)) not in (-1, old) else None,
+        timeout,
+        "a new coordinator",
+        interval=0.2,
+    )
+    return found
+
+
 def create_topic(
     cluster: Cluster,
     name: str,

@@ -10,7 +10,7 @@ import signal
 from typing import Any, TypeVar
 
 import pytest
-from cluster_kit import MakeCluster, find_coordinator, metadata, request, wait_for
+from cluster_kit import MakeCluster, find_coordinator, metadata, next_coordinator, request, wait_for
 
 from kafkette.broker.group.placement import partition_for
 from kafkette.broker.protocol.errors import ErrorCode
@@ -91,11 +91,5 @@ def test_sync_group_waits_for_the_followers_and_the_next_coordinator_knows_the_g
     assert bytes(synced.assignment) == b"assigned"
 
     cluster.kill(coordinator)
-    survivor = next(node for node in cluster.ids if node != coordinator)
-    (successor,) = wait_for(
-        lambda: (c,) if (c := find_coordinator(cluster.port(survivor), GROUP)) not in (-1, coordinator) else None,
-        30,
-        "a new coordinator",
-        interval=0.2,
-    )
+    successor = next_coordinator(cluster, GROUP, coordinator)
     assert wait_for(lambda: heartbeat(cluster.port(successor), joined), 30, "a heartbeat answered") == (ErrorCode.NONE,)
