@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import struct
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
@@ -20,10 +19,10 @@ from typing import Any
 from kafkette.broker.protocol.codec import Splices
 from kafkette.broker.protocol.framing import encode_response
 from kafkette.broker.protocol.types import FileRegion, Message
+from kafkette.broker.server.frame_reader import FrameCutter, FrameError
 
 log = logging.getLogger(__name__)
 
-_SIZE = struct.Struct(">i")
 # Requests read ahead of the one being answered before the connection stops reading.
 MAX_PENDING = 64
 # File regions are read and written in pieces of this size, waiting for the transport to drain in between, so a
@@ -53,12 +52,12 @@ class _Slot:
         self.response: Response | None = None
 
 
-class Connection(asyncio.Protocol):
+class Connection(asyncio.BufferedProtocol):
     def __init__(self, dispatch: Dispatch, max_request_bytes: int, on_close: Callable[[Connection], None]) -> None:
         self._dispatch = dispatch
         self._max_request_bytes = max_request_bytes
         self._on_close = on_close
-        self._buffer = bytearray()
+        self._frames = FrameCutter(self._handle_frame, max_request_bytes)
         self._pending: deque[_Slot] = deque()
         self._transport: asyncio.Transport | None = None
         self._sending = False
@@ -92,35 +91,21 @@ class Connection(asyncio.Protocol):
         self._wake_drain_waiter()
         self._update_reading()
 
-    def data_received(self, data: bytes) -> None:
-        buffer = self._buffer
-        buffer += data
-        pos = 0
-        length = len(buffer)
-        while length - pos >= 4:
-            size = _SIZE.unpack_from(buffer, pos)[0]
-            if size < 0 or size > self._max_request_bytes:
-                log.warning(
-                    "closing %s: request of %d bytes exceeds socket.request.max.bytes %d",
-                    self.peer,
-                    size,
-                    self._max_request_bytes,
-                )
-                self.close()
-                return
-            end = pos + 4 + size
-            if end > length:
-                break
-            self._handle_frame(buffer[pos + 4 : end])
-            pos = end
-            if self._transport is None:
-                return
-        if pos:
-            del buffer[:pos]
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._frames.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        try:
+            self._frames.buffer_updated(nbytes)
+        except FrameError as exc:
+            log.warning("closing %s: %s (socket.request.max.bytes)", self.peer, exc)
+            self.close()
 
     # -- requests and responses -------------------------------------------
 
     def _handle_frame(self, frame: bytearray) -> None:
+        if self._transport is None:
+            return  # lost while an earlier frame of the same read was handled
         try:
             result = self._dispatch(frame, self)
         except ConnectionAbort as exc:

@@ -1,9 +1,10 @@
-"""A client connection's size-prefixed response frames, read from the socket with as few copies as possible.
+"""Size-prefixed frames read from a socket with as few copies as possible: requests and responses alike.
 
 asyncio's StreamReader appends every chunk to one buffer and slices each frame out of it again, so a
 megabyte of fetched records is copied three times on its way in. Here small frames are cut from a fixed
 scratch buffer, and a frame too big for it gets its own buffer, which the socket then fills in place
-(``asyncio.BufferedProtocol``): the record bytes a follower fetches are copied once, by the kernel.
+(``asyncio.BufferedProtocol``): the record bytes a follower fetches, or a producer sends, are copied once,
+by the kernel.
 """
 
 from __future__ import annotations
@@ -11,9 +12,72 @@ from __future__ import annotations
 import asyncio
 import struct
 from collections import deque
+from collections.abc import Callable
 
 _SIZE = struct.Struct(">i")
 SCRATCH_BYTES = 64 * 1024
+
+
+class FrameError(ValueError):
+    """The stream cannot be framed any further (a negative size, or a frame over the limit)."""
+
+
+class FrameCutter:
+    """Cuts size-prefixed frames out of the bytes a ``BufferedProtocol`` reads into ``get_buffer()``.
+
+    Small frames are cut from a fixed scratch buffer; a frame too big for it gets its own buffer, which
+    the socket then fills in place. Each whole frame (without its size prefix) goes to ``deliver``.
+    """
+
+    def __init__(self, deliver: Callable[[bytearray], None], max_frame_bytes: int = 0x7FFFFFFF) -> None:
+        self._deliver = deliver
+        self._max_frame_bytes = max_frame_bytes
+        self._scratch = bytearray(SCRATCH_BYTES)
+        self._scratch_used = 0
+        # A frame larger than the scratch buffer, filled straight from the socket.
+        self._frame: bytearray | None = None
+        self._frame_filled = 0
+
+    def get_buffer(self) -> memoryview:
+        if self._frame is not None:
+            return memoryview(self._frame)[self._frame_filled :]
+        return memoryview(self._scratch)[self._scratch_used :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        """Deliver the frames ``nbytes`` more bytes complete; FrameError when the stream is unusable."""
+        if self._frame is not None:
+            self._frame_filled += nbytes
+            if self._frame_filled == len(self._frame):
+                frame, self._frame = self._frame, None
+                self._deliver(frame)
+            return
+        self._scratch_used += nbytes
+        data, used, position = self._scratch, self._scratch_used, 0
+        try:
+            while used - position >= 4:
+                (size,) = _SIZE.unpack_from(data, position)
+                if size < 0:
+                    raise FrameError(f"negative frame size {size}")
+                if size > self._max_frame_bytes:
+                    raise FrameError(f"frame of {size} bytes exceeds the limit of {self._max_frame_bytes}")
+                start, end = position + 4, position + 4 + size
+                if end <= used:
+                    position = end
+                    self._deliver(data[start:end])
+                elif 4 + size > len(data):
+                    # Too big for the scratch buffer: the rest of this frame goes straight into its own.
+                    frame = bytearray(size)
+                    frame[: used - start] = data[start:used]
+                    self._frame, self._frame_filled = frame, used - start
+                    position = used
+                    break
+                else:
+                    break  # fits once the rest arrives
+        finally:
+            left = used - position
+            if position and left:
+                data[:left] = data[position:used]
+            self._scratch_used = left
 
 
 class FrameReader(asyncio.BufferedProtocol):
@@ -21,11 +85,7 @@ class FrameReader(asyncio.BufferedProtocol):
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
-        self._scratch = bytearray(SCRATCH_BYTES)
-        self._scratch_used = 0
-        # A frame larger than the scratch buffer, filled straight from the socket.
-        self._frame: bytearray | None = None
-        self._frame_filled = 0
+        self._cutter = FrameCutter(self._deliver)
         self._frames: deque[bytearray] = deque()
         self._waiter: asyncio.Future[None] | None = None
         self._lost: Exception | None = None
@@ -36,19 +96,13 @@ class FrameReader(asyncio.BufferedProtocol):
         self.transport = transport  # type: ignore[assignment]  # uvloop's transports are not asyncio subclasses
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if self._frame is not None:
-            return memoryview(self._frame)[self._frame_filled :]
-        return memoryview(self._scratch)[self._scratch_used :]
+        return self._cutter.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
-        if self._frame is not None:
-            self._frame_filled += nbytes
-            if self._frame_filled == len(self._frame):
-                self._deliver(self._frame)
-                self._frame = None
-            return
-        self._scratch_used += nbytes
-        self._cut_frames()
+        try:
+            self._cutter.buffer_updated(nbytes)
+        except FrameError as exc:
+            self._fail(ConnectionError(str(exc)))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost = exc or ConnectionError("connection closed")
@@ -56,31 +110,6 @@ class FrameReader(asyncio.BufferedProtocol):
         self._wake()
 
     # -- frames ------------------------------------------------------------------------------------
-
-    def _cut_frames(self) -> None:
-        data, used, position = self._scratch, self._scratch_used, 0
-        while used - position >= 4:
-            (size,) = _SIZE.unpack_from(data, position)
-            if size < 0:
-                self._fail(ConnectionError(f"negative frame size {size}"))
-                return
-            start, end = position + 4, position + 4 + size
-            if end <= used:
-                self._deliver(data[start:end])
-                position = end
-            elif 4 + size > len(data):
-                # Too big for the scratch buffer: the rest of this frame goes straight into its own.
-                frame = bytearray(size)
-                frame[: used - start] = data[start:used]
-                self._frame, self._frame_filled = frame, used - start
-                position = used
-                break
-            else:
-                break  # fits once the rest arrives
-        left = used - position
-        if position and left:
-            data[:left] = data[position:used]
-        self._scratch_used = left
 
     def _deliver(self, frame: bytearray) -> None:
         self._frames.append(frame)

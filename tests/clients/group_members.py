@@ -128,12 +128,6 @@ def offset_reader(bootstrap: str, group: str, topic: str) -> Iterator[Callable[[
         consumer.close()
 
 
-def committed_offsets(bootstrap: str, group: str, topic: str) -> dict[int, int]:
-    """The group's committed offset per partition (-1001 where nothing is committed)."""
-    with offset_reader(bootstrap, group, topic) as read:
-        return read()
-
-
 def three_members_scenario(
     bootstrap: str, topic: str, group: str, start: Callable[[], Member], members: list[Member]
 ) -> tuple[float, float]:
@@ -162,10 +156,9 @@ def three_members_scenario(
     ends = {p: max(o for q, o in expected if q == p) + 1 for p, _ in expected}
     with offset_reader(bootstrap, group, topic) as read:
         wait_for(lambda: read().items() >= ends.items(), "every record committed")
-
-    for member in survivors:
-        member.stop()
-    committed = committed_offsets(bootstrap, group, topic)
+        for member in survivors:
+            member.stop()
+        committed = read()
     assert all(offset > 0 for offset in committed.values()), committed
     resumed = start()
     members.append(resumed)
