@@ -50,6 +50,7 @@ FAILOVER_TIMEOUT_S = 60.0
 READY_TIMEOUT_S = 90.0
 PROBE_TIMEOUT_S = 1.0
 POLL_S = 0.02
+SETTLE_TIMEOUT_S = 60.0  # for followers to catch up after a produce run, before the consume run
 
 
 @dataclass(frozen=True)
@@ -188,6 +189,9 @@ def throughput_round(results: Results, name: str, target: Target, settings: Sett
         create_topic(target.bootstrap, topic, PARTITIONS, REPLICATION, TOPIC_CONFIG)
         for operation in ("produce", "consume"):
             key = f"{operation} acks={acks}"
+            if operation == "consume" and not replicated(target, topic, scenario.count):
+                results.errors[f"{name} {key}"] = f"followers did not catch up within {SETTLE_TIMEOUT_S:.0f} s"
+                break
             before = _cpu_seconds(target)
             try:
                 result = confluent(operation, target, topic, scenario)
@@ -198,6 +202,24 @@ def throughput_round(results: Results, name: str, target: Target, settings: Sett
             results.rates[(name, key)].append(rate)
             results.cpu[(name, key)].append((_cpu_seconds(target) - before) / result["records"] * 1_000_000)
             print(f"  {name:8} {key:18} {rate:>10,.0f} msg/s", flush=True)
+
+
+def replicated(target: Target, topic: str, records: int) -> bool:
+    """Wait until every produced record is below its partition's high watermark, so a consume run measures
+    reading, not followers still catching up after an acks=1 produce (for both targets alike)."""
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": target.bootstrap, "group.id": "bench-settle"})
+    try:
+
+        def settled() -> float | None:
+            highs = [
+                consumer.get_watermark_offsets(confluent_kafka.TopicPartition(topic, partition), timeout=5)[1]
+                for partition in range(PARTITIONS)
+            ]
+            return 1.0 if sum(highs) >= records else None
+
+        return wait_until(settled, SETTLE_TIMEOUT_S) is not None
+    finally:
+        consumer.close()
 
 
 def latency_round(results: Results, name: str, target: Bootstrapped, settings: Settings, round_index: int) -> None:
@@ -533,7 +555,8 @@ def report(results: Results, settings: Settings, targets: dict[str, Any], load: 
         f"(librdkafka {confluent_kafka.libversion()[0]}): throughput producer linger.ms=5, "
         "queue.buffering.max.messages=1000000, compression none, enable.idempotence=false for acks=1 and "
         "true for acks=all; latency producer linger.ms=0, same acks/idempotence; consumers fetch.queue.backoff.ms=0, "
-        "queued.min.messages=100000, fetch.wait.max.ms=100, no client.rack (they read from leaders). "
+        "queued.min.messages=100000, fetch.wait.max.ms=100, no client.rack (they read from leaders); a consume run "
+        "starts once the high watermarks cover every produced record (followers caught up). "
         f"Failover producer (in-process): {FAILOVER_RATE} msg/s round robin over {PARTITIONS} partitions, "
         + ", ".join(f"{k}={v}" for k, v in FAILOVER_PRODUCER.items())
         + "; the partition whose leader is killed is one not led by the active controller. Kafkette broker "

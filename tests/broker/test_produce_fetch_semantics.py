@@ -154,6 +154,8 @@ def test_idempotent_retry_is_acknowledged_once_and_gaps_are_refused(client: RawC
 
 
 def test_list_offsets_earliest_latest_and_by_time(client: RawClient) -> None:
+    # make_batch stamps record i with its creation time + i ms: let earlier tests' records fall behind `before`.
+    time.sleep(0.02)
     before = int(time.time() * 1000)
     time.sleep(0.01)
     _, base = produce(client, make_batch(2))
