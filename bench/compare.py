@@ -2,9 +2,12 @@
 
     python bench/compare.py            # full: 5 rounds over the scenario matrix -> bench/results/latest.md
     python bench/compare.py --quick    # about two minutes: one round, one scenario -> bench/results/quick.md
+    python bench/compare.py --report   # latest.md again from latest.json (after a change to the report)
 
 Rounds interleave the brokers (A B C, B C A, …) so that machine drift hits them alike; the report
-gives medians and the ratios Kafkette/Kafka and Kafkette/Tansu per workload.
+gives medians and the ratios Kafkette/Kafka and Kafkette/Tansu per workload, and, as the rounds
+pair up, the workloads where Kafkette was slower (or faster) in every round: a ratio below 1.0 that
+the rounds do not agree on is within the machine's noise.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ import statistics
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from brokers import BENCH_DIR, STARTERS, RunningBroker
 from workloads import (
@@ -56,6 +60,42 @@ class Results:
     def add(self, key: tuple[str, str, str, str], measurement: Measurement, cpu_seconds: float) -> None:
         self.rates[key].append(measurement.rate)
         self.cpu[key].append(cpu_seconds / measurement.records * 1_000_000)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rates": {" | ".join(k): v for k, v in self.rates.items()},
+            "cpu_s_per_million": {" | ".join(k): v for k, v in self.cpu.items()},
+            "errors": {" | ".join(k): v for k, v in self.errors.items()},
+            "latency": self.latency,
+            "java_latency": self.java_latency,
+        }
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> Results:
+        def keyed(table: Mapping[str, Any]) -> dict[tuple[str, str, str, str], Any]:
+            return {tuple(key.split(" | ")): value for key, value in table.items()}  # type: ignore[misc]
+
+        results = cls()
+        results.rates.update(keyed(raw["rates"]))
+        results.cpu.update(keyed(raw["cpu_s_per_million"]))
+        results.errors.update(keyed(raw["errors"]))
+        results.latency.update(raw["latency"])
+        results.java_latency.update(raw["java_latency"])
+        return results
+
+
+@dataclass(frozen=True)
+class BrokerFacts:
+    """What the report says of a broker beside its workloads; kept in the JSON so the report can be re-rendered."""
+
+    startup_s: float
+    idle_rss_mb: float
+    peak_rss_mb: float
+    notes: list[str]
+
+    @classmethod
+    def of(cls, broker: RunningBroker) -> BrokerFacts:
+        return cls(broker.startup_s, broker.idle_rss_mb, broker.peak_rss_mb(), list(broker.notes))
 
 
 def _confluent_measure(mode: str) -> Callable[[RunningBroker, str, Scenario], Measurement]:
@@ -103,12 +143,25 @@ def ratio(ours: float, theirs: float) -> str:
     return f"{ours / theirs:.2f}" if theirs and theirs == theirs and ours == ours else "n/a"
 
 
-def report(results: Results, brokers: dict[str, RunningBroker], scenarios: list[Scenario], rounds: int) -> str:
+def every_round(ours: list[float], theirs: list[float], below: bool) -> bool:
+    """Kafkette below (or above) the peer in each round: a round runs every broker back to back, so rounds pair."""
+    if len(ours) != len(theirs) or len(ours) < 2:
+        return False
+    return all((a < b) if below else (a > b) for a, b in zip(ours, theirs, strict=True))
+
+
+def _listed(workloads: list[str]) -> str:
+    return f"{len(workloads)} ({'; '.join(workloads)})" if workloads else "0"
+
+
+def report(
+    results: Results, brokers: Mapping[str, BrokerFacts], scenarios: list[Scenario], rounds: int, finished: str
+) -> str:
     lines = [
         "# Kafkette vs Apache Kafka vs Tansu",
         "",
-        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.node()}, {rounds} round(s), medians; "
-        "brokers run side by side on 127.0.0.1, rounds interleave their order.",
+        f"{finished}, {rounds} round(s), medians; brokers run side by side on 127.0.0.1, rounds interleave their "
+        "order.",
         "",
         "| workload | client | op | Kafka msg/s (MB/s) | Tansu msg/s (MB/s) | Kafkette msg/s (MB/s) | Kafkette/Kafka "
         "| Kafkette/Tansu "
@@ -116,6 +169,8 @@ def report(results: Results, brokers: dict[str, RunningBroker], scenarios: list[
         "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     ratios: dict[str, list[float]] = {"kafka": [], "tansu": []}
+    # peer -> (workloads Kafkette lost in every round, the number it won in every round)
+    consistent: dict[str, tuple[list[str], list[str]]] = {peer: ([], []) for peer in ratios}
     for scenario in scenarios:
         for client in CLIENTS:
             for operation in ("produce", "consume"):
@@ -124,6 +179,11 @@ def report(results: Results, brokers: dict[str, RunningBroker], scenarios: list[
                 for peer, values in ratios.items():
                     if rate[peer] and rate[peer] == rate[peer] and rate["kafkette"] == rate["kafkette"]:
                         values.append(rate["kafkette"] / rate[peer])
+                    ours, theirs = results.rates.get(keys["kafkette"], []), results.rates.get(keys[peer], [])
+                    workload = f"{scenario.label}, {client} {operation}"
+                    for below, into in ((True, consistent[peer][0]), (False, consistent[peer][1])):
+                        if every_round(ours, theirs, below):
+                            into.append(workload)
                 cpu = " / ".join(f"{median(results.cpu.get(key, [])):.1f}" for key in keys.values())
                 cells = [
                     f"{rate[name]:,.0f} ({rate[name] * scenario.size / 1e6:.1f})"
@@ -138,7 +198,9 @@ def report(results: Results, brokers: dict[str, RunningBroker], scenarios: list[
     lines += [""] + [
         f"Kafkette/{peer.capitalize()}: at least 1.00 in {sum(r >= 1.0 for r in values)} of {len(values)} "
         f"workloads, at least 0.90 in {sum(r >= 0.9 for r in values)}; geometric mean "
-        f"{statistics.geometric_mean(values):.2f}, lowest {min(values):.2f}."
+        f"{statistics.geometric_mean(values):.2f}, lowest {min(values):.2f}. Slower in every round in "
+        f"{_listed(consistent[peer][0])}, faster in every round in {len(consistent[peer][1])}; in the others the "
+        "rounds disagree."
         for peer, values in ratios.items()
         if values
     ]
@@ -172,10 +234,10 @@ def report(results: Results, brokers: dict[str, RunningBroker], scenarios: list[
         lines.append(f"| {name} | {' | '.join(cells)} |")
     lines += ["", "| broker | start to first produce (s) | idle RSS (MB) | peak RSS (MB) | notes |"]
     lines += ["| --- | ---: | ---: | ---: | --- |"]
-    for name, broker in brokers.items():
-        notes = "; ".join(broker.notes)
+    for name, facts in brokers.items():
+        notes = "; ".join(facts.notes)
         lines.append(
-            f"| {name} | {broker.startup_s:.2f} | {broker.idle_rss_mb:.0f} | {broker.peak_rss_mb():.0f} | {notes} |"
+            f"| {name} | {facts.startup_s:.2f} | {facts.idle_rss_mb:.0f} | {facts.peak_rss_mb:.0f} | {notes} |"
         )
     lines += [
         "",
@@ -194,9 +256,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="one round of one scenario (about two minutes)")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--report", action="store_true", help="re-render the Markdown from the last run's JSON")
     args = parser.parse_args()
     scenarios = QUICK if args.quick else FULL
-    rounds = 1 if args.quick else args.rounds
+    stem = BENCH_DIR / "results" / ("quick" if args.quick else "latest")
+    json_path, markdown_path = stem.with_suffix(".json"), stem.with_suffix(".md")
+    if args.report:
+        raw = json.loads(json_path.read_text())
+    else:
+        raw = measure(scenarios, 1 if args.quick else args.rounds, args.quick)
+        json_path.parent.mkdir(exist_ok=True)
+        json_path.write_text(json.dumps(raw, indent=1))
+    facts = {name: BrokerFacts(**fields) for name, fields in raw["brokers"].items()}
+    text = report(Results.from_json(raw), facts, scenarios, raw["rounds"], raw["finished"])
+    markdown_path.write_text(text)
+    print(text)
+
+
+def measure(scenarios: list[Scenario], rounds: int, quick: bool) -> dict[str, Any]:
+    """Every workload against every broker, rounds interleaved; the raw results as JSON data."""
     brokers: dict[str, RunningBroker] = {}
     results = Results()
     try:
@@ -211,7 +289,7 @@ def main() -> None:
                 for name in order:
                     run_scenario(results, brokers[name], scenario, round_index, index)
             for name in order:
-                latency_scenario = Scenario(100, 1, "1", "none", LATENCY_RATE * (3 if args.quick else 10))
+                latency_scenario = Scenario(100, 1, "1", "none", LATENCY_RATE * (3 if quick else 10))
                 topic = f"latency-{round_index}"
                 create_topic(brokers[name].bootstrap, topic, 1)
                 results.latency[name].append(
@@ -221,28 +299,17 @@ def main() -> None:
                 if failed in results.errors:
                     continue  # the tool waits a minute before it gives up: once is enough
                 create_topic(brokers[name].bootstrap, f"java-{topic}", 1)
-                records = JAVA_LATENCY_RECORDS // (5 if args.quick else 1)
+                records = JAVA_LATENCY_RECORDS // (5 if quick else 1)
                 try:
                     results.java_latency[name].append(java_latency(brokers[name], f"java-{topic}", records, 100))
                 except Exception as exc:  # reported, not fatal: Tansu's consumer never sees the record
                     results.errors[failed] = error_summary(exc, 120)
-        text = report(results, brokers, scenarios, rounds)
+        facts = {name: asdict(BrokerFacts.of(broker)) for name, broker in brokers.items()}
     finally:
         for broker in brokers.values():
             broker.stop()
-    out_dir = BENCH_DIR / "results"
-    out_dir.mkdir(exist_ok=True)
-    stem = "quick" if args.quick else "latest"
-    (out_dir / f"{stem}.md").write_text(text)
-    raw = {
-        "rates": {" | ".join(k): v for k, v in results.rates.items()},
-        "cpu_s_per_million": {" | ".join(k): v for k, v in results.cpu.items()},
-        "errors": {" | ".join(k): v for k, v in results.errors.items()},
-        "latency": results.latency,
-        "java_latency": results.java_latency,
-    }
-    (out_dir / f"{stem}.json").write_text(json.dumps(raw, indent=1))
-    print(text)
+    finished = f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.node()}"
+    return {"finished": finished, "rounds": rounds, "brokers": facts, **results.to_json()}
 
 
 if __name__ == "__main__":

@@ -72,6 +72,19 @@ class JoinRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class _StaticRejoin:
+    """A static member's rejoin under ``new_id`` while its group record is written: what to answer, or to undo."""
+
+    group: Group
+    member: Member
+    old_id: str
+    new_id: str
+    previous: tuple[Protocols, int, int]  # protocols, session and rebalance timeouts of the old incarnation
+    previous_leader: str
+    request: JoinRequest
+
+
+@dataclass(frozen=True, slots=True)
 class GroupOverview:
     group_id: str
     state: GroupState
@@ -252,9 +265,6 @@ class GroupCoordinator:
             log.error("cannot write group %s to __consumer_offsets: %s", group_id, exc)
             return ErrorCode.NOT_COORDINATOR, None
 
-    def _store_group(self, group: Group) -> ErrorCode:
-        return self._append(group.group_id, [_group_record(group)])
-
     async def _when_replicated(self, replicated: asyncio.Future[ErrorCode]) -> ErrorCode:
         """The outcome of a write waiting for the in-sync replicas, as the coordinator's error for the client."""
         try:
@@ -391,28 +401,45 @@ class GroupCoordinator:
         self._schedule_session_expiry(group, member)
         if group.state is GroupState.STABLE and group.select_protocol() == group.protocol_name:
             member.join_future = None
-            error = self._store_group(group)
-            if error != ErrorCode.NONE:
-                group.rename(member, old_id)
-                member.protocols, member.session_timeout_ms, member.rebalance_timeout_ms = previous
-                self._schedule_session_expiry(group, member)
-                return JoinResult(error)
-            return self._static_rejoin_result(group, member, previous_leader, request.skip_assignment_supported)
+            rejoin = _StaticRejoin(group, member, old_id, new_id, previous, previous_leader, request)
+            error, replicated = self._append_replicated(group.group_id, [_group_record(group)])
+            if replicated is None:
+                return self._static_rejoin_stored(rejoin, error)
+            # As Kafka's coordinator, the new member id is answered once the in-sync replicas have it: a coordinator
+            # elected after a failover then knows the incarnation that is running, not the fenced one.
+            task = asyncio.ensure_future(self._static_rejoin_when_replicated(rejoin, replicated, future))
+            self._storing.add(task)
+            task.add_done_callback(self._storing.discard)
+            return None
         if group.state is not GroupState.PREPARING_REBALANCE:
             # In CompletingRebalance too: the leader may be assigning to the old member id.
             self._prepare_rebalance(group, f"static member {request.instance_id} rejoined")
         self._maybe_complete_join(group)
         return None
 
-    @staticmethod
-    def _static_rejoin_result(
-        group: Group, member: Member, previous_leader: str, skip_assignment_supported: bool
-    ) -> JoinResult:
+    async def _static_rejoin_when_replicated(
+        self, rejoin: _StaticRejoin, replicated: asyncio.Future[ErrorCode], future: asyncio.Future[JoinResult]
+    ) -> None:
+        error = await self._when_replicated(replicated)
+        if not future.done():
+            future.set_result(self._static_rejoin_stored(rejoin, error))
+
+    def _static_rejoin_stored(self, rejoin: _StaticRejoin, error: ErrorCode) -> JoinResult:
+        group, member = rejoin.group, rejoin.member
+        if group.members.get(rejoin.new_id) is not member:
+            # Yet another incarnation rejoined (or the member left) while this one's record was written.
+            return JoinResult(ErrorCode.FENCED_INSTANCE_ID, rejoin.new_id)
+        if error != ErrorCode.NONE:
+            # Not stored: the old incarnation stays the member of record.
+            group.rename(member, rejoin.old_id)
+            member.protocols, member.session_timeout_ms, member.rebalance_timeout_ms = rejoin.previous
+            self._schedule_session_expiry(group, member)
+            return JoinResult(error)
         result = group.join_result(member)
-        if skip_assignment_supported:
+        if rejoin.request.skip_assignment_supported:
             result.skip_assignment = member.member_id == group.leader
         else:
-            result.leader, result.members = previous_leader, []
+            result.leader, result.members = rejoin.previous_leader, []
         return result
 
     @staticmethod
@@ -476,7 +503,7 @@ class GroupCoordinator:
         if group.is_empty:
             group.protocol_name = None
             group.transition(GroupState.EMPTY, now)
-            self._store_group(group)
+            self._append(group.group_id, [_group_record(group)])
             log.info("group %s: empty at generation %d", group.group_id, group.generation)
             return
         group.protocol_name = group.select_protocol()

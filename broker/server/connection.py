@@ -3,8 +3,10 @@
 Clients pipeline several requests per connection and expect the responses in
 the same order. Each request takes a slot in a queue; a handler fills its slot
 at once or later (fetch long-poll), and the head of the queue is written as
-soon as it is filled. File regions in a response are read with pread and written
-in pieces, each once the transport has drained the one before.
+soon as it is filled. File regions in a response go to the socket with sendfile
+while the transport has nothing buffered; once the socket is full, the next piece
+is read with pread and written through the transport, which waits for the socket
+to drain.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import asyncio
 import logging
 import os
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kafkette.broker.protocol.codec import Splices
@@ -25,9 +27,13 @@ log = logging.getLogger(__name__)
 
 # Requests read ahead of the one being answered before the connection stops reading.
 MAX_PENDING = 64
-# File regions are read and written in pieces of this size, waiting for the transport to drain in between, so a
-# connection holds at most about one piece of a fetch response in memory however large the response.
-REGION_CHUNK_BYTES = 1 << 20
+# Where sendfile cannot go on (the socket is full), a file region continues in pieces of this size, read with pread
+# and written through the transport, which then pauses us until it has drained: a connection holds at most about
+# one piece of a fetch response in memory however large the response.
+REGION_CHUNK_BYTES = 128 << 10
+# The transport pauses writing above this many buffered bytes and resumes once it holds none, so that the next
+# piece of a region goes out with sendfile again.
+WRITE_BUFFER_HIGH = 64 << 10
 
 Response = tuple[bytearray, Splices]
 # A dispatcher turns a request frame into a response, None (no response: acks=0),
@@ -71,6 +77,7 @@ class Connection(asyncio.BufferedProtocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]  # uvloop's transports are not asyncio subclasses
+        self._transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH, low=0)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
 
@@ -176,17 +183,43 @@ class Connection(asyncio.BufferedProtocol):
                 return
             transport.write(view[start:position])
             start = position
-            for chunk in region_chunks(region):
-                if transport.is_closing():
-                    return
-                transport.write(chunk)
-                if self._writing_paused:
-                    await self._drained()
+            if not await self._send_region(transport, region):
+                return
         if transport is not None and not transport.is_closing():
             transport.write(view[start:])
 
+    async def _send_region(self, transport: asyncio.Transport, region: FileRegion) -> bool:
+        """Whether all of ``region`` went out: sendfile straight to the socket while the transport has nothing
+        buffered (so the bytes stay in order), else read with pread and written through the transport."""
+        fileno = region.file.fileno()
+        socket_fd = self._sendfile_fd(transport)
+        offset, end = region.position, region.position + region.size
+        while offset < end:
+            if transport.is_closing():
+                return False
+            if socket_fd >= 0 and transport.get_write_buffer_size() == 0:
+                offset += sendfile_until_full(socket_fd, fileno, offset, end - offset)
+                if offset >= end:
+                    break
+            # The socket is full (or the transport holds bytes): one piece through the transport, which watches
+            # for the socket to become writable again.
+            count = min(REGION_CHUNK_BYTES, end - offset)
+            transport.write(os.pread(fileno, count, offset))
+            offset += count
+            if self._writing_paused:
+                await self._drained()
+        return True
+
+    @staticmethod
+    def _sendfile_fd(transport: asyncio.Transport) -> int:
+        """The socket to sendfile to, -1 where the transport must see every byte (TLS)."""
+        if transport.get_extra_info("sslcontext") is not None:
+            return -1
+        sock = transport.get_extra_info("socket")
+        return sock.fileno() if sock is not None else -1
+
     def _drained(self) -> asyncio.Future[None]:
-        """Resolved when the transport's buffer is back under its low-water mark (or the connection is lost)."""
+        """Resolved when the transport's buffer is empty again (or the connection is lost)."""
         if self._drain_waiter is None or self._drain_waiter.done():
             self._drain_waiter = asyncio.get_running_loop().create_future()
         return self._drain_waiter
@@ -212,9 +245,15 @@ class Connection(asyncio.BufferedProtocol):
             self._transport.close()
 
 
-def region_chunks(region: FileRegion) -> Iterator[bytes]:
-    """The bytes of a file region, read in pieces of at most REGION_CHUNK_BYTES."""
-    fileno = region.file.fileno()
-    end = region.position + region.size
-    for position in range(region.position, end, REGION_CHUNK_BYTES):
-        yield os.pread(fileno, min(REGION_CHUNK_BYTES, end - position), position)
+def sendfile_until_full(socket_fd: int, file_fd: int, offset: int, count: int) -> int:
+    """Bytes the kernel copied from the file to the non-blocking socket before its buffer filled up."""
+    sent = 0
+    while sent < count:
+        try:
+            n = os.sendfile(socket_fd, file_fd, offset + sent, count - sent)
+        except (BlockingIOError, InterruptedError):
+            break
+        if n == 0:
+            break  # end of file: the pread path, which always moves on, takes the rest
+        sent += n
+    return sent

@@ -107,3 +107,32 @@ def test_a_reader_that_stops_reading_holds_back_all_but_one_piece(tmp_path: Path
             await server.wait_closed()
 
         asyncio.run(asyncio.wait_for(body(), 60))
+
+
+def test_regions_go_out_with_sendfile_while_the_socket_takes_them(tmp_path: Path, monkeypatch: Any) -> None:
+    # A reader that keeps up: the kernel copies the region from the file (no pass through Python's memory).
+    sendfile = os.sendfile
+    sent: list[int] = []
+
+    def counting(out_fd: int, in_fd: int, offset: int, count: int) -> int:
+        sent.append(n := sendfile(out_fd, in_fd, offset, count))
+        return n
+
+    monkeypatch.setattr(os, "sendfile", counting)
+    size = 3 * REGION_CHUNK_BYTES
+    with data_file(tmp_path / "segment", size) as file:
+        region = Region(file, 0, size)
+
+        async def body() -> None:
+            server, _ = await serve({b"r": region})
+            port = server.sockets[0].getsockname()[1]
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(struct.pack(">i", 1) + b"r")
+            frame = await read_frame(reader)
+            assert frame[len(HEAD) : len(HEAD) + size] == (tmp_path / "segment").read_bytes()
+            writer.close()
+            server.close()
+            await server.wait_closed()
+
+        asyncio.run(asyncio.wait_for(body(), 60))
+    assert sum(sent) > 0
