@@ -234,7 +234,8 @@ def report(
         lines.append(f"| {name} | {' | '.join(cells)} |")
     lines += ["", "| broker | start to first produce (s) | idle RSS (MB) | peak RSS (MB) | notes |"]
     lines += ["| --- | ---: | ---: | ---: | --- |"]
-    for name, facts in brokers.items():
+    for name in (name for name in BROKERS if name in brokers):
+        facts = brokers[name]
         notes = "; ".join(facts.notes)
         lines.append(
             f"| {name} | {facts.startup_s:.2f} | {facts.idle_rss_mb:.0f} | {facts.peak_rss_mb:.0f} | {notes} |"
