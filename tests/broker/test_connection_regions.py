@@ -82,31 +82,35 @@ def test_pipelined_responses_carry_their_regions_whole_and_in_order(tmp_path: Pa
         asyncio.run(asyncio.wait_for(body(), 60))
 
 
+async def one_response(regions: dict[bytes, Region], key: bytes, stall_s: float = 0.0) -> tuple[bytes, int]:
+    """The response to one request for `key`, and the bytes the server's transport held after the client had
+    read nothing for `stall_s` seconds."""
+    server, connections = await serve(regions)
+    port = server.sockets[0].getsockname()[1]
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=1 << 16)
+    writer.write(struct.pack(">i", 1) + key)
+    buffered = 0
+    if stall_s:
+        await asyncio.sleep(stall_s)  # the socket buffers fill up meanwhile
+        transport = connections[0]._transport
+        assert transport is not None
+        buffered = transport.get_write_buffer_size()
+    frame = await read_frame(reader)
+    writer.close()
+    server.close()
+    await server.wait_closed()
+    return frame, buffered
+
+
 def test_a_reader_that_stops_reading_holds_back_all_but_one_piece(tmp_path: Path) -> None:
     # Without waiting for the transport to drain, a 24 MiB region would sit in the broker's memory, less what
     # the kernel's socket buffers took (a few MiB on loopback).
     size = 24 * REGION_CHUNK_BYTES
     with data_file(tmp_path / "segment", size) as file:
-        region = Region(file, 0, size)
-
-        async def body() -> None:
-            server, connections = await serve({b"r": region})
-            port = server.sockets[0].getsockname()[1]
-            reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=1 << 16)
-            writer.write(struct.pack(">i", 1) + b"r")
-            await asyncio.sleep(0.5)  # the client reads nothing meanwhile: the socket buffers fill up
-            transport = connections[0]._transport
-            assert transport is not None
-            buffered = transport.get_write_buffer_size()
-            assert buffered <= REGION_CHUNK_BYTES + (64 << 10), buffered
-            frame = await read_frame(reader)
-            assert len(frame) == len(HEAD) + size + len(TAIL) + 1
-            assert frame[len(HEAD) : len(HEAD) + size] == (tmp_path / "segment").read_bytes()
-            writer.close()
-            server.close()
-            await server.wait_closed()
-
-        asyncio.run(asyncio.wait_for(body(), 60))
+        frame, buffered = asyncio.run(asyncio.wait_for(one_response({b"r": Region(file, 0, size)}, b"r", 0.5), 60))
+    assert buffered <= REGION_CHUNK_BYTES + (64 << 10), buffered
+    assert len(frame) == len(HEAD) + size + len(TAIL) + 1
+    assert frame[len(HEAD) : len(HEAD) + size] == (tmp_path / "segment").read_bytes()
 
 
 def test_regions_go_out_with_sendfile_while_the_socket_takes_them(tmp_path: Path, monkeypatch: Any) -> None:
@@ -121,18 +125,6 @@ def test_regions_go_out_with_sendfile_while_the_socket_takes_them(tmp_path: Path
     monkeypatch.setattr(os, "sendfile", counting)
     size = 3 * REGION_CHUNK_BYTES
     with data_file(tmp_path / "segment", size) as file:
-        region = Region(file, 0, size)
-
-        async def body() -> None:
-            server, _ = await serve({b"r": region})
-            port = server.sockets[0].getsockname()[1]
-            reader, writer = await asyncio.open_connection("127.0.0.1", port)
-            writer.write(struct.pack(">i", 1) + b"r")
-            frame = await read_frame(reader)
-            assert frame[len(HEAD) : len(HEAD) + size] == (tmp_path / "segment").read_bytes()
-            writer.close()
-            server.close()
-            await server.wait_closed()
-
-        asyncio.run(asyncio.wait_for(body(), 60))
+        frame, _ = asyncio.run(asyncio.wait_for(one_response({b"r": Region(file, 0, size)}, b"r"), 60))
+    assert frame[len(HEAD) : len(HEAD) + size] == (tmp_path / "segment").read_bytes()
     assert sum(sent) > 0
