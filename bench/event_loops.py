@@ -34,8 +34,8 @@ def report(results: Results, brokers: dict[str, RunningBroker], rounds: int) -> 
         "",
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.node()}, {rounds} round(s), medians; "
         "both brokers run side by side and take turns. Client: bench/clients/confluent_perf.py (librdkafka), "
-        "settings as in latest.md. Both send fetched file regions the same way: read with pread and written "
-        "in pieces of 1 MiB.",
+        "settings as in latest.md. Both send fetched file regions the same way: sendfile while the socket takes "
+        "them, pieces read with pread once it is full.",
         "",
         "| workload | op | asyncio msg/s | uvloop msg/s | uvloop/asyncio | CPU s per M records (asyncio / uvloop) "
         "| CPU uvloop/asyncio |",

@@ -17,8 +17,9 @@ import logging
 import time
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Iterable, Mapping
+from collections.abc import Awaitable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from kafkette.broker.config import BrokerConfig
 from kafkette.broker.controller.image import MetadataImage
@@ -265,6 +266,12 @@ class GroupCoordinator:
             log.error("cannot write group %s to __consumer_offsets: %s", group_id, exc)
             return ErrorCode.NOT_COORDINATOR, None
 
+    def _after_write(self, continuation: Coroutine[Any, Any, None]) -> None:
+        """Run what answers a client once its write is replicated; stop() cancels it with the other tasks."""
+        task = asyncio.ensure_future(continuation)
+        self._storing.add(task)
+        task.add_done_callback(self._storing.discard)
+
     async def _when_replicated(self, replicated: asyncio.Future[ErrorCode]) -> ErrorCode:
         """The outcome of a write waiting for the in-sync replicas, as the coordinator's error for the client."""
         try:
@@ -407,9 +414,7 @@ class GroupCoordinator:
                 return self._static_rejoin_stored(rejoin, error)
             # As Kafka's coordinator, the new member id is answered once the in-sync replicas have it: a coordinator
             # elected after a failover then knows the incarnation that is running, not the fenced one.
-            task = asyncio.ensure_future(self._static_rejoin_when_replicated(rejoin, replicated, future))
-            self._storing.add(task)
-            task.add_done_callback(self._storing.discard)
+            self._after_write(self._static_rejoin_when_replicated(rejoin, replicated, future))
             return None
         if group.state is not GroupState.PREPARING_REBALANCE:
             # In CompletingRebalance too: the leader may be assigning to the old member id.
@@ -643,9 +648,7 @@ class GroupCoordinator:
             return
         # As Kafka's coordinator, the members learn their assignment once the in-sync replicas have it: a coordinator
         # elected after a failover then knows the generation they were given.
-        task = asyncio.ensure_future(self._assignment_when_replicated(group, group.generation, replicated))
-        self._storing.add(task)
-        task.add_done_callback(self._storing.discard)
+        self._after_write(self._assignment_when_replicated(group, group.generation, replicated))
 
     async def _assignment_when_replicated(
         self, group: Group, generation: int, replicated: asyncio.Future[ErrorCode]

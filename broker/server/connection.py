@@ -71,6 +71,7 @@ class Connection(asyncio.BufferedProtocol):
         self._writing_paused = False
         self._tasks: set[asyncio.Future[Any]] = set()
         self._drain_waiter: asyncio.Future[None] | None = None
+        self._sendfile_to = -1  # the socket's descriptor where file regions may bypass the transport
         self.peer = "?"
 
     # -- asyncio.Protocol -------------------------------------------------
@@ -78,6 +79,7 @@ class Connection(asyncio.BufferedProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]  # uvloop's transports are not asyncio subclasses
         self._transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH, low=0)
+        self._sendfile_to = _sendfile_fd(transport)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
 
@@ -192,7 +194,7 @@ class Connection(asyncio.BufferedProtocol):
         """Whether all of ``region`` went out: sendfile straight to the socket while the transport has nothing
         buffered (so the bytes stay in order), else read with pread and written through the transport."""
         fileno = region.file.fileno()
-        socket_fd = self._sendfile_fd(transport)
+        socket_fd = self._sendfile_to
         offset, end = region.position, region.position + region.size
         while offset < end:
             if transport.is_closing():
@@ -209,14 +211,6 @@ class Connection(asyncio.BufferedProtocol):
             if self._writing_paused:
                 await self._drained()
         return True
-
-    @staticmethod
-    def _sendfile_fd(transport: asyncio.Transport) -> int:
-        """The socket to sendfile to, -1 where the transport must see every byte (TLS)."""
-        if transport.get_extra_info("sslcontext") is not None:
-            return -1
-        sock = transport.get_extra_info("socket")
-        return sock.fileno() if sock is not None else -1
 
     def _drained(self) -> asyncio.Future[None]:
         """Resolved when the transport's buffer is empty again (or the connection is lost)."""
@@ -243,6 +237,14 @@ class Connection(asyncio.BufferedProtocol):
     def close(self) -> None:
         if self._transport is not None:
             self._transport.close()
+
+
+def _sendfile_fd(transport: asyncio.BaseTransport) -> int:
+    """The socket to sendfile to, -1 where the transport must see every byte (TLS)."""
+    if transport.get_extra_info("sslcontext") is not None:
+        return -1
+    sock = transport.get_extra_info("socket")
+    return sock.fileno() if sock is not None else -1
 
 
 def sendfile_until_full(socket_fd: int, file_fd: int, offset: int, count: int) -> int:
