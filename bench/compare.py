@@ -17,7 +17,7 @@ import json
 import platform
 import statistics
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -143,11 +143,9 @@ def ratio(ours: float, theirs: float) -> str:
     return f"{ours / theirs:.2f}" if theirs and theirs == theirs and ours == ours else "n/a"
 
 
-def every_round(ours: list[float], theirs: list[float], below: bool) -> bool:
-    """Kafkette below (or above) the peer in each round: a round runs every broker back to back, so rounds pair."""
-    if len(ours) != len(theirs) or len(ours) < 2:
-        return False
-    return all((a < b) if below else (a > b) for a, b in zip(ours, theirs, strict=True))
+def below_in_every_round(lower: list[float], higher: list[float]) -> bool:
+    """`lower` under `higher` in each round: a round runs every broker back to back, so the rounds pair up."""
+    return len(lower) == len(higher) > 1 and all(a < b for a, b in zip(lower, higher, strict=True))
 
 
 def _listed(workloads: list[str]) -> str:
@@ -169,8 +167,8 @@ def report(
         "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     ratios: dict[str, list[float]] = {"kafka": [], "tansu": []}
-    # peer -> (workloads Kafkette lost in every round, the number it won in every round)
-    consistent: dict[str, tuple[list[str], list[str]]] = {peer: ([], []) for peer in ratios}
+    lost: dict[str, list[str]] = {peer: [] for peer in ratios}  # the workloads Kafkette lost in every round
+    won: Counter[str] = Counter()  # how many it won in every round
     for scenario in scenarios:
         for client in CLIENTS:
             for operation in ("produce", "consume"):
@@ -180,10 +178,9 @@ def report(
                     if rate[peer] and rate[peer] == rate[peer] and rate["kafkette"] == rate["kafkette"]:
                         values.append(rate["kafkette"] / rate[peer])
                     ours, theirs = results.rates.get(keys["kafkette"], []), results.rates.get(keys[peer], [])
-                    workload = f"{scenario.label}, {client} {operation}"
-                    for below, into in ((True, consistent[peer][0]), (False, consistent[peer][1])):
-                        if every_round(ours, theirs, below):
-                            into.append(workload)
+                    if below_in_every_round(ours, theirs):
+                        lost[peer].append(f"{scenario.label}, {client} {operation}")
+                    won[peer] += below_in_every_round(theirs, ours)
                 cpu = " / ".join(f"{median(results.cpu.get(key, [])):.1f}" for key in keys.values())
                 cells = [
                     f"{rate[name]:,.0f} ({rate[name] * scenario.size / 1e6:.1f})"
@@ -199,7 +196,7 @@ def report(
         f"Kafkette/{peer.capitalize()}: at least 1.00 in {sum(r >= 1.0 for r in values)} of {len(values)} "
         f"workloads, at least 0.90 in {sum(r >= 0.9 for r in values)}; geometric mean "
         f"{statistics.geometric_mean(values):.2f}, lowest {min(values):.2f}. Slower in every round in "
-        f"{_listed(consistent[peer][0])}, faster in every round in {len(consistent[peer][1])}; in the others the "
+        f"{_listed(lost[peer])}, faster in every round in {won[peer]}; in the others the "
         "rounds disagree."
         for peer, values in ratios.items()
         if values

@@ -82,7 +82,7 @@ class _StaticRejoin:
     new_id: str
     previous: tuple[Protocols, int, int]  # protocols, session and rebalance timeouts of the old incarnation
     previous_leader: str
-    request: JoinRequest
+    skip_assignment_supported: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -408,7 +408,9 @@ class GroupCoordinator:
         self._schedule_session_expiry(group, member)
         if group.state is GroupState.STABLE and group.select_protocol() == group.protocol_name:
             member.join_future = None
-            rejoin = _StaticRejoin(group, member, old_id, new_id, previous, previous_leader, request)
+            rejoin = _StaticRejoin(
+                group, member, old_id, new_id, previous, previous_leader, request.skip_assignment_supported
+            )
             error, replicated = self._append_replicated(group.group_id, [_group_record(group)])
             if replicated is None:
                 return self._static_rejoin_stored(rejoin, error)
@@ -441,7 +443,7 @@ class GroupCoordinator:
             self._schedule_session_expiry(group, member)
             return JoinResult(error)
         result = group.join_result(member)
-        if rejoin.request.skip_assignment_supported:
+        if rejoin.skip_assignment_supported:
             result.skip_assignment = member.member_id == group.leader
         else:
             result.leader, result.members = rejoin.previous_leader, []

@@ -20,13 +20,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    with BrokerProcess(tmp_path_factory.mktemp("pipeline-broker")) as process:
-        yield process
-
-
-@pytest.fixture(scope="session")
-def spark(broker: BrokerProcess) -> Iterator[SparkSession]:
+def spark() -> Iterator[SparkSession]:
     # Spark's own Kafka connector must be there: its tests are part of the suite, not optional.
     assert connector.jars(), f"Spark's Kafka connector is missing from {connector.jar_dir()}; run `make spark-kafka`"
     # The connector's producers are pooled in the JVM, which outlives session.stop(): close them once idle, so
@@ -38,3 +32,9 @@ def spark(broker: BrokerProcess) -> Iterator[SparkSession]:
     session = local_session("kafkette-pipeline-tests", conf=producer_pool)
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    with BrokerProcess(tmp_path_factory.mktemp("pipeline-broker")) as process:
+        yield process
