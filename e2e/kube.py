@@ -1,0 +1,112 @@
+"""kubectl and helm for the end-to-end suite: thin subprocess calls, JSON in and out, kstatus rules.
+
+The suite drives the cluster the way a user does, with the `kubectl` and `helm` on PATH (`make node`'s
+wrappers here, the runner's own on kind), so what it proves is what a user's commands would see.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import yaml
+
+T = TypeVar("T")
+
+
+class CommandFailed(RuntimeError):
+    """A kubectl or helm call exited non-zero; carries what it printed."""
+
+    def __init__(self, args: list[str], returncode: int, output: str) -> None:
+        super().__init__(f"{' '.join(args)} exited {returncode}: {output.strip()}")
+        self.output = output
+
+
+def run(args: list[str], *, stdin: str | None = None, timeout: float = 180) -> str:
+    """Run a command; its stdout, or CommandFailed with stderr and stdout."""
+    result = subprocess.run(args, input=stdin, capture_output=True, text=True, timeout=timeout)
+    if result.returncode != 0:
+        raise CommandFailed(args, result.returncode, result.stderr + result.stdout)
+    return result.stdout
+
+
+def kubectl(*args: str, stdin: str | None = None, timeout: float = 180) -> str:
+    return run(["kubectl", *args], stdin=stdin, timeout=timeout)
+
+
+def get(kind: str, name: str, namespace: str) -> dict[str, Any] | None:
+    """The object as the API server has it, or None when it does not exist."""
+    found = kubectl("get", kind, name, "-n", namespace, "-o", "json", "--ignore-not-found")
+    return json.loads(found) if found.strip() else None
+
+
+def items(kind: str, namespace: str, selector: str) -> list[dict[str, Any]]:
+    listed = json.loads(kubectl("get", kind, "-n", namespace, "-l", selector, "-o", "json"))
+    return list(listed["items"])
+
+
+def apply(manifest: dict[str, Any], namespace: str, *, dry_run: bool = False) -> str:
+    args = ["apply", "-n", namespace, "-f", "-"] + (["--dry-run=server"] if dry_run else [])
+    return kubectl(*args, stdin=yaml.safe_dump(manifest))
+
+
+def wait_until(check: Callable[[], T | None], *, timeout: float, what: str, interval: float = 1.0) -> T:
+    """Poll `check` until it returns something other than None or False; fail naming `what` at the deadline."""
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last is not None and last is not False:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last seen: {last!r})")
+
+
+def condition(resource: dict[str, Any], type_: str) -> dict[str, Any] | None:
+    conditions = resource.get("status", {}).get("conditions", [])
+    return next((entry for entry in conditions if entry.get("type") == type_), None)
+
+
+@dataclass(frozen=True)
+class KStatus:
+    """A resource's health as kstatus (sigs.k8s.io/cli-utils) computes it for custom resources."""
+
+    status: str  # Current, InProgress or Failed
+    reason: str
+
+
+def kstatus(resource: dict[str, Any]) -> KStatus:
+    """kstatus' generic rules: an unobserved generation or Reconciling=True is InProgress, Stalled=True is
+    Failed; otherwise Current when Ready is True (Flux and Argo CD read Ready for custom resources)."""
+    generation = resource["metadata"].get("generation")
+    observed = resource.get("status", {}).get("observedGeneration")
+    if generation is not None and observed != generation:
+        return KStatus("InProgress", f"observedGeneration {observed} != generation {generation}")
+    stalled = condition(resource, "Stalled")
+    if stalled and stalled["status"] == "True":
+        return KStatus("Failed", stalled.get("reason", ""))
+    reconciling = condition(resource, "Reconciling")
+    if reconciling and reconciling["status"] == "True":
+        return KStatus("InProgress", reconciling.get("reason", ""))
+    ready = condition(resource, "Ready")
+    if ready is None or ready["status"] != "True":
+        return KStatus("InProgress", "Ready is not True")
+    return KStatus("Current", "Ready")
+
+
+def wait_current(kind: str, name: str, namespace: str, *, timeout: float) -> dict[str, Any]:
+    """Wait until the resource is Current by kstatus with every condition computed from its generation."""
+
+    def current() -> dict[str, Any] | None:
+        resource = get(kind, name, namespace)
+        if resource is None or kstatus(resource).status != "Current":
+            return None
+        generation = resource["metadata"]["generation"]
+        stale = [c["type"] for c in resource["status"]["conditions"] if c.get("observedGeneration") != generation]
+        return None if stale else resource
+
+    return wait_until(current, timeout=timeout, what=f"{kind}/{name} to be Current (kstatus) and Ready")

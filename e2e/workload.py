@@ -1,0 +1,100 @@
+"""The client side of the end-to-end suite: acks=all produce with delivery reports, and a read-back check.
+
+Runs where the brokers' advertised addresses are reachable (inside the node's network namespace here,
+through `node-exec`), with librdkafka, as an application outside the cluster would.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+
+# Per partition, (offset, value) in the order the records were sent or read.
+Records = dict[int, list[tuple[int, bytes]]]
+
+
+@dataclass
+class Acknowledged:
+    """What the brokers confirmed: per partition, (offset, value) in the order the producer sent them."""
+
+    by_partition: Records = field(default_factory=lambda: defaultdict(list))
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def count(self) -> int:
+        return sum(len(records) for records in self.by_partition.values())
+
+
+def produce(bootstrap: str, topic: str, count: int, *, timeout: float = 120) -> Acknowledged:
+    """Send `count` keyed records with acks=all and idempotence; return what was acknowledged."""
+    acknowledged = Acknowledged()
+
+    def report(error: KafkaError | None, message: Message) -> None:
+        if error is not None:
+            acknowledged.errors.append(str(error))
+            return
+        partition, offset, value = message.partition(), message.offset(), message.value()
+        if partition is None or offset is None or value is None:
+            acknowledged.errors.append(f"delivery report without a position: {message!r}")
+            return
+        acknowledged.by_partition[partition].append((offset, value))
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
+    for index in range(count):
+        while True:
+            try:
+                producer.produce(topic, key=str(index).encode(), value=f"record-{index}".encode(), on_delivery=report)
+                break
+            except BufferError:  # local queue full: serve delivery reports, then retry this record
+                producer.poll(0.1)
+        producer.poll(0)
+    unsent = producer.flush(timeout)
+    if unsent:
+        acknowledged.errors.append(f"{unsent} records neither acknowledged nor failed after {timeout} s")
+    return acknowledged
+
+
+def read_back(bootstrap: str, topic: str, partitions: int, *, timeout: float = 120) -> Records:
+    """Every record of every partition from the start up to the high watermark, as (offset, value)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "e2e-read-back", "enable.auto.commit": False})
+    try:
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(partitions)}
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        records: Records = defaultdict(list)
+        remaining = {p for p, end in ends.items() if end > 0}
+        deadline = time.monotonic() + timeout
+        while remaining and time.monotonic() < deadline:
+            for message in consumer.consume(1000, 1.0):
+                if message.error() is not None:
+                    raise KafkaException(message.error())
+                partition, offset, value = message.partition(), message.offset(), message.value()
+                if partition is None or offset is None or value is None:
+                    continue
+                records[partition].append((offset, value))
+                if offset + 1 >= ends[partition]:
+                    remaining.discard(partition)
+        if remaining:
+            raise AssertionError(f"partitions {sorted(remaining)} not read to their high watermarks in {timeout} s")
+        return records
+    finally:
+        consumer.close()
+
+
+def missing_or_reordered(acknowledged: Acknowledged, read: Records) -> list[str]:
+    """Problems found: an acknowledged record absent at its offset, or a partition read out of order."""
+    problems: list[str] = []
+    for partition, records in read.items():
+        offsets = [offset for offset, _ in records]
+        if offsets != sorted(offsets):
+            problems.append(f"partition {partition} read out of offset order")
+    for partition, sent in acknowledged.by_partition.items():
+        stored = dict(read.get(partition, []))
+        lost = [(offset, value) for offset, value in sent if stored.get(offset) != value]
+        if lost:
+            problems.append(f"partition {partition}: {len(lost)} acknowledged records lost, first {lost[0]!r}")
+        if [offset for offset, _ in sent] != sorted(offset for offset, _ in sent):
+            problems.append(f"partition {partition}: acknowledged offsets not in send order")
+    return problems
