@@ -21,7 +21,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark.sql import SparkSession
 
-from kafkette.broker.testing import BrokerProcess
+from kafkette.broker.process import BrokerProcess
 from kafkette.pipeline import records
 from kafkette.pipeline.session import local_session
 from kafkette.pipeline.source import KafketteDataSource

@@ -1,6 +1,6 @@
 """The demo's latency histogram: exact millisecond percentiles per interval and overall."""
 
-from kafkette.broker.cli.demo_traffic import LatencyHistogram
+from kafkette.operator.cli.demo_traffic import LatencyHistogram
 
 
 def test_percentiles_of_recorded_latencies() -> None:

@@ -1,4 +1,4 @@
-"""`kafkette COMMAND`: the parser of every subcommand, and the dispatch to the chosen one."""
+"""`kafkette COMMAND`: the parser of the given subcommands, and the dispatch to the chosen one."""
 
 from __future__ import annotations
 
@@ -9,17 +9,18 @@ from collections.abc import Sequence
 from kafkette.broker.cli.common import CommandError, Subcommand
 
 
-def all_subcommands() -> tuple[Subcommand, ...]:
+def broker_subcommands() -> tuple[Subcommand, ...]:
+    """The broker's own verbs; the installed `kafkette` adds the cluster verbs (`kafkette.operator.cli.main`)."""
     # Imported on demand: a broker process (python -m kafkette.broker) needs only its own.
-    from kafkette.broker.cli import broker_cmd, cluster_cmd, demo_cmd, groups_cmd, topics_cmd
+    from kafkette.broker.cli import broker_cmd, groups_cmd, topics_cmd
 
-    return (broker_cmd, topics_cmd, groups_cmd, demo_cmd, cluster_cmd)
+    return (broker_cmd, topics_cmd, groups_cmd)
 
 
 def build_parser(subcommands: Sequence[Subcommand] | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kafkette", description="Kafkette: a Kafka-compatible broker.")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in subcommands or all_subcommands():
+    for module in subcommands or broker_subcommands():
         module.register(subparsers)
     return parser
 

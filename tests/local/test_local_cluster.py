@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkette.broker.cli.main import main
+from kafkette.operator.cli.main import main
 from kafkette.operator.local import runtime
 
 pytestmark = pytest.mark.timeout(240)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from kafkette.broker.cli.cluster_cmd import status_json, status_lines
-from kafkette.broker.cli.main import build_parser
 from kafkette.broker.config import BrokerConfig
+from kafkette.operator.cli.cluster_cmd import status_json, status_lines
+from kafkette.operator.cli.main import build_parser
 from kafkette.operator.local import plan
 from kafkette.operator.local.plan import ClusterView, PartitionView, PlanError
 from kafkette.operator.local.runtime import BrokerStatus, Status, first_free_port

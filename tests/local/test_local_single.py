@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from kafkette.broker.cli.main import main
+from kafkette.operator.cli.main import main
 from kafkette.operator.local import plan, runtime
 
-CLI = "import sys; from kafkette.broker.cli.main import main; sys.exit(main())"
+CLI = "import sys; from kafkette.operator.cli.main import main; sys.exit(main())"
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -14,7 +14,7 @@ from confluent_kafka import KafkaException
 
 from kafkette.broker.cli import admin
 from kafkette.broker.cli.common import CommandError
-from kafkette.broker.cli.demo_traffic import ConsumerLoop, LatencyHistogram, ProducerLoop
+from kafkette.operator.cli.demo_traffic import ConsumerLoop, LatencyHistogram, ProducerLoop
 
 # Returns why the cluster failed (a broker died), or None while it runs.
 ClusterCheck = Callable[[], str | None]
