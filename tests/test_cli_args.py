@@ -10,8 +10,9 @@ from confluent_kafka import Node, TopicPartitionInfo, Uuid
 from confluent_kafka.admin import ConfigEntry, TopicDescription
 
 from kafkette.broker.cli.broker_cmd import broker_config
+from kafkette.broker.cli.groups_cmd import group_of
 from kafkette.broker.cli.main import build_parser, main
-from kafkette.broker.cli.topics_cmd import describe_lines, kafka_uuid
+from kafkette.broker.cli.topics_cmd import DEFAULT_TIMEOUT, describe_lines, kafka_uuid
 from kafkette.broker.config import BrokerConfig, Listener
 from kafkette.broker.process import READY_LINE
 from kafkette.broker.server.app import ready_line
@@ -125,6 +126,37 @@ def test_python_dash_m_is_the_broker_subcommand() -> None:
 )
 def test_bootstrap_is_accepted_before_or_after_the_action(argv: list[str]) -> None:
     assert build_parser().parse_args(argv).bootstrap == "h:1"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["groups", "--bootstrap", "h:1", "describe", "g"],
+        ["groups", "describe", "g", "--bootstrap", "h:1"],
+        ["groups", "describe", "--group", "g", "--bootstrap-server", "h:1"],
+        ["groups", "--bootstrap-server", "h:1", "describe", "--group", "g"],
+        ["groups", "reset-offsets", "--group", "g", "--topic", "t", "--to-earliest", "--bootstrap-server", "h:1"],
+    ],
+)
+def test_groups_take_kafkas_option_names_before_or_after_the_action(argv: list[str]) -> None:
+    args = build_parser().parse_args(argv)
+    assert (args.bootstrap, group_of(args)) == ("h:1", "g")
+
+
+def test_timeout_given_before_the_action_is_kept() -> None:
+    assert build_parser().parse_args(["groups", "--timeout", "3", "list", "--bootstrap", "h:1"]).timeout == 3.0
+    assert build_parser().parse_args(["topics", "list", "--bootstrap", "h:1"]).timeout == DEFAULT_TIMEOUT
+
+
+@pytest.mark.parametrize("names", [[], ["a", "--group", "b"]])
+def test_groups_describe_names_exactly_one_group(names: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["groups", "describe", *names, "--bootstrap", "h:1"]) == 2
+    assert "error: name one group: GROUP or --group GROUP" in capsys.readouterr().err
+
+
+def test_groups_need_a_bootstrap(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["groups", "list"]) == 2
+    assert "--bootstrap" in capsys.readouterr().err
 
 
 def test_topics_needs_a_bootstrap(capsys: pytest.CaptureFixture[str]) -> None:

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 
 from kafkette.broker.process import BrokerProcess
 
@@ -63,6 +64,22 @@ def test_topics_create_list_describe_delete(bootstrap: str) -> None:
     assert "orders" not in topics(bootstrap, "list").stdout.splitlines()
     assert topics(bootstrap, "delete", "--topic", "orders").returncode == 1
     assert topics(bootstrap, "delete", "--topic", "orders", "--if-exists").returncode == 0
+
+
+@pytest.mark.timeout(120)
+def test_groups_take_options_after_the_action(bootstrap: str) -> None:
+    committed = {"bootstrap.servers": bootstrap, "group.id": "late-options", "enable.auto.commit": False}
+    assert topics(bootstrap, "create", "--topic", "t", "--partitions", "1").returncode == 0
+    consumer = Consumer(committed)
+    consumer.commit(offsets=[TopicPartition("t", 0, 0)], asynchronous=False)
+    consumer.close()
+
+    described = kafkette("groups", "describe", "late-options", "--bootstrap-server", bootstrap, "--timeout", "10")
+    assert described.returncode == 0, described.stderr
+    assert described.stdout.splitlines()[0] == "Consumer group 'late-options' is EMPTY."
+    as_kafka = kafkette("groups", "describe", "--group", "late-options", "--bootstrap-server", bootstrap)
+    assert as_kafka.returncode == 0, as_kafka.stderr
+    assert as_kafka.stdout == described.stdout
 
 
 @pytest.mark.timeout(120)

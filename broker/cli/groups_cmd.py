@@ -16,7 +16,7 @@ from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, To
 from confluent_kafka.admin import AdminClient, ConsumerGroupDescription, OffsetSpec
 
 from kafkette.broker.cli import admin
-from kafkette.broker.cli.common import CommandError
+from kafkette.broker.cli.common import CommandError, admin_verbs, bootstrap_of
 
 DEFAULT_TIMEOUT = 30.0
 NO_OFFSET = -1
@@ -25,19 +25,17 @@ INACTIVE_STATES = (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD)
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     groups = subparsers.add_parser("groups", help="consumer groups and their lag (like kafka-consumer-groups.sh)")
-    groups.add_argument("--bootstrap", "--bootstrap-server", dest="bootstrap", metavar="HOST:PORT", required=True)
-    groups.add_argument("--timeout", type=float, metavar="SECONDS", default=DEFAULT_TIMEOUT, help="per request")
-    actions = groups.add_subparsers(dest="action", required=True, metavar="ACTION")
+    actions, connection_options = admin_verbs(groups, DEFAULT_TIMEOUT)
 
     listing = actions.add_parser("list", help="list groups with their state")
     listing.set_defaults(run=_list)
 
     describe = actions.add_parser("describe", help="per partition: committed offset, log-end offset, lag, member")
-    describe.add_argument("group")
+    group_argument(describe)
     describe.set_defaults(run=_describe)
 
     reset = actions.add_parser("reset-offsets", help="move an inactive group's committed offsets")
-    reset.add_argument("group")
+    group_argument(reset)
     reset.add_argument("--topic", action="append", required=True, help="repeatable")
     target = reset.add_mutually_exclusive_group(required=True)
     target.add_argument("--to-earliest", action="store_true")
@@ -46,6 +44,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     target.add_argument("--shift-by", type=int, metavar="N")
     reset.add_argument("--execute", action="store_true", help="apply the plan (default: only print it)")
     reset.set_defaults(run=_reset)
+    connection_options()
+
+
+def group_argument(parser: argparse.ArgumentParser) -> None:
+    """The group, named as `describe G` or as kafka-consumer-groups.sh takes it, `--group G`."""
+    parser.add_argument("group", nargs="?", help="the group id (or --group)")
+    parser.add_argument("--group", dest="group_option", metavar="GROUP", help="the group id, as Kafka's tool takes it")
+
+
+def group_of(args: argparse.Namespace) -> str:
+    named = {name for name in (args.group, args.group_option) if name is not None}
+    if len(named) != 1:
+        raise CommandError("name one group: GROUP or --group GROUP", exit_code=2)
+    return named.pop()
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +130,7 @@ def shifted(current: int, shift: int, earliest: int, latest: int) -> int:
 
 
 def _connect(args: argparse.Namespace) -> tuple[AdminClient, float]:
-    return admin.connect(args.bootstrap), args.timeout
+    return admin.connect(bootstrap_of(args)), args.timeout
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -154,26 +166,28 @@ def _offsets(
 
 
 def _describe(args: argparse.Namespace) -> int:
+    group = group_of(args)
     client, timeout = _connect(args)
-    description = _description(client, args.group, timeout)
+    description = _description(client, group, timeout)
     owners = {
         (tp.topic, tp.partition): (member.member_id, member.host, member.client_id)
         for member in description.members
         for tp in (member.assignment.topic_partitions if member.assignment else [])
     }
-    committed = _committed(client, args.group, timeout)
+    committed = _committed(client, group, timeout)
     log_end = _offsets(client, set(committed) | set(owners), OffsetSpec.latest(), timeout)
-    print(f"Consumer group '{args.group}' is {description.state.name}.")
-    print("\n".join(format_rows(args.group, lag_rows(committed, log_end, owners))))
+    print(f"Consumer group '{group}' is {description.state.name}.")
+    print("\n".join(format_rows(group, lag_rows(committed, log_end, owners))))
     return 0
 
 
 def _reset(args: argparse.Namespace) -> int:
+    group = group_of(args)
     client, timeout = _connect(args)
-    state = _description(client, args.group, timeout).state
+    state = _description(client, group, timeout).state
     if state not in INACTIVE_STATES:
         raise CommandError(
-            f"offsets of group {args.group!r} can only be reset while it is inactive, but it is {state.name}: "
+            f"offsets of group {group!r} can only be reset while it is inactive, but it is {state.name}: "
             "stop its consumers first"
         )
     metadata = admin.cluster_metadata(client, timeout)
@@ -182,20 +196,20 @@ def _reset(args: argparse.Namespace) -> int:
         if topic not in metadata.topics:
             raise CommandError(f"topic {topic!r} does not exist")
         partitions += [(topic, index) for index in sorted(metadata.topics[topic].partitions)]
-    plan = _plan(client, args, partitions, timeout)
+    plan = _plan(client, args, group, partitions, timeout)
     for (topic, index), offset in sorted(plan.items()):
-        print(f"{args.group}\t{topic}\t{index}\t{offset}")
+        print(f"{group}\t{topic}\t{index}\t{offset}")
     if not args.execute:
         print("Dry run: nothing changed; add --execute to apply.")
         return 0
-    request = ConsumerGroupTopicPartitions(args.group, [TopicPartition(t, i, o) for (t, i), o in plan.items()])
+    request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, i, o) for (t, i), o in plan.items()])
     futures = client.alter_consumer_group_offsets([request], request_timeout=timeout)
-    admin.result(futures[args.group], f"cannot reset offsets of {args.group!r}", timeout)
+    admin.result(futures[group], f"cannot reset offsets of {group!r}", timeout)
     return 0
 
 
 def _plan(
-    client: AdminClient, args: argparse.Namespace, partitions: list[tuple[str, int]], timeout: float
+    client: AdminClient, args: argparse.Namespace, group: str, partitions: list[tuple[str, int]], timeout: float
 ) -> dict[tuple[str, int], int]:
     if args.to_earliest:
         return _offsets(client, partitions, OffsetSpec.earliest(), timeout)
@@ -207,5 +221,5 @@ def _plan(
         # No record at or after the time: the log end, as Kafka's tool does.
         return {tp: offset if offset >= 0 else latest[tp] for tp, offset in at.items()}
     earliest = _offsets(client, partitions, OffsetSpec.earliest(), timeout)
-    committed = _committed(client, args.group, timeout)
+    committed = _committed(client, group, timeout)
     return {tp: shifted(committed.get(tp, latest[tp]), args.shift_by, earliest[tp], latest[tp]) for tp in partitions}

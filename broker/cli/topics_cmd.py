@@ -10,21 +10,14 @@ from confluent_kafka import KafkaError, Node, TopicCollection, TopicPartition, U
 from confluent_kafka.admin import AdminClient, ConfigEntry, ConfigResource, ResourceType, TopicDescription
 
 from kafkette.broker.cli import admin
-from kafkette.broker.cli.common import CommandError, key_value
+from kafkette.broker.cli.common import CommandError, admin_verbs, bootstrap_of, key_value
 
 DEFAULT_TIMEOUT = 30.0
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    # The connection options are accepted before and after the action, as kafka-topics.sh users type them
-    # anywhere; SUPPRESS keeps an action's parser from resetting a value given before the action.
-    def connection_options(parser: argparse.ArgumentParser, default: object) -> None:
-        parser.add_argument("--bootstrap", "--bootstrap-server", dest="bootstrap", metavar="HOST:PORT", default=default)
-        parser.add_argument("--timeout", type=float, metavar="SECONDS", default=default, help="per request")
-
     topics = subparsers.add_parser("topics", help="manage topics (like kafka-topics.sh)")
-    connection_options(topics, None)
-    actions = topics.add_subparsers(dest="action", required=True, metavar="ACTION")
+    actions, connection_options = admin_verbs(topics, DEFAULT_TIMEOUT)
 
     create = actions.add_parser("create", help="create a topic")
     create.add_argument("--topic", required=True)
@@ -56,14 +49,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     delete_records.set_defaults(run=_delete_records)
 
-    for action in (create, listing, describe, delete, delete_records):
-        connection_options(action, argparse.SUPPRESS)
+    connection_options()
 
 
 def _connect(args: argparse.Namespace) -> tuple[AdminClient, float]:
-    if not args.bootstrap:
-        raise CommandError("--bootstrap HOST:PORT is required", exit_code=2)
-    return admin.connect(args.bootstrap), args.timeout or DEFAULT_TIMEOUT
+    return admin.connect(bootstrap_of(args)), args.timeout
 
 
 def _create(args: argparse.Namespace) -> int:
