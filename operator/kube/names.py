@@ -8,7 +8,6 @@ from dataclasses import dataclass
 
 CONTROLLER_LISTENER = "CONTROLLER"
 CONTROLLER_PORT = 9093
-MAX_VOTERS = 3
 
 
 @dataclass(frozen=True)
@@ -83,8 +82,3 @@ def kafka_cluster_id(uid: str) -> str:
     prints them; a Kubernetes uid is 16 random bytes too.
     """
     return base64.urlsafe_b64encode(uuid.UUID(uid).bytes).decode().rstrip("=")
-
-
-def voter_count(brokers: int) -> int:
-    """Controller voters: the first min(n, 3) brokers (combined mode), enough for one failure at three."""
-    return min(brokers, MAX_VOTERS)

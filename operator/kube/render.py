@@ -22,8 +22,8 @@ from kafkette.operator.kube.names import (
     common_labels,
     kafka_cluster_id,
     selector_labels,
-    voter_count,
 )
+from kafkette.operator.planning.voters import voter_count
 from kafkette.operator.resources.kafkacluster import KafkaClusterSpec
 
 DATA_DIR = "/var/lib/kafkette/data"

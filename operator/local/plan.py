@@ -21,10 +21,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from kafkette.operator.planning.voters import voter_count
+
 HOST = "127.0.0.1"
 DEFAULT_FIRST_PORT = 9092
 CONTROLLER_PORT_OFFSET = 100
-MAX_VOTERS = 3
 STATE_FILE = "cluster.json"
 STATE_VERSION = 1
 BROKER_LOG = "broker.log"
@@ -100,11 +101,6 @@ class ClusterState:
         self.broker(node_id)  # raises for an unknown id
         brokers = tuple(replace(b, pid=pid) if b.node_id == node_id else b for b in self.brokers)
         return replace(self, brokers=brokers)
-
-
-def voter_count(brokers: int) -> int:
-    """The first min(n, 3) brokers vote: one failure tolerated at three, more voters only slow commits."""
-    return min(brokers, MAX_VOTERS)
 
 
 def parse_racks(text: str | None) -> tuple[str, ...]:

@@ -24,6 +24,7 @@ from kafkette.broker.storage.files import atomic_write
 from kafkette.operator.local import plan
 from kafkette.operator.local.plan import ClusterState, ClusterView
 from kafkette.operator.local.probe import cluster_view
+from kafkette.operator.planning.voters import voter_count
 
 POLL_SECONDS = 0.1
 PROBE_TIMEOUT = 2.0
@@ -346,7 +347,7 @@ def status(cluster_dir: Path, probe_timeout: float = PROBE_TIMEOUT) -> Status:
 def first_free_port(count: int, host: str = plan.HOST, is_free: Callable[[str, int], bool] = port_free) -> int:
     """A first client port P such that P..P+count-1 and the controller ports P+100.. are free now (for tests)."""
     rng = random.Random()
-    voters = plan.voter_count(count) if count > 1 else 0
+    voters = voter_count(count) if count > 1 else 0
     for _ in range(200):
         first = rng.randrange(20000, 60000)
         ports = [first + i for i in range(count)]
