@@ -105,6 +105,8 @@ def crd(kind: Kind) -> dict[str, Any]:
             "status": openapi_schema(kind.status),
         },
     }
+    if kind.validations:
+        schema["x-kubernetes-validations"] = list(kind.validations)
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",

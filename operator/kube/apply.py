@@ -5,6 +5,7 @@ The kubernetes client is synchronous; handlers call these through `asyncio.to_th
 
 from __future__ import annotations
 
+import contextlib
 from functools import cache
 from typing import Any
 
@@ -50,6 +51,24 @@ def get(api_version: str, kind: str, name: str, namespace: str) -> dict[str, Any
         return None
 
 
-def list_objects(api_version: str, kind: str, namespace: str) -> list[dict[str, Any]]:
+def list_objects(api_version: str, kind: str, namespace: str, label_selector: str = "") -> list[dict[str, Any]]:
     resource = _dynamic().resources.get(api_version=api_version, kind=kind)
-    return resource.get(namespace=namespace).to_dict()["items"]
+    return resource.get(namespace=namespace, label_selector=label_selector).to_dict()["items"]
+
+
+def delete(api_version: str, kind: str, name: str, namespace: str) -> None:
+    """Delete the object; one already gone is fine."""
+    resource = _dynamic().resources.get(api_version=api_version, kind=kind)
+    with contextlib.suppress(dynamic.exceptions.NotFoundError):
+        resource.delete(name=name, namespace=namespace)
+
+
+def annotate(api_version: str, kind: str, name: str, namespace: str, annotations: dict[str, str]) -> None:
+    resource = _dynamic().resources.get(api_version=api_version, kind=kind)
+    body = {"metadata": {"annotations": annotations}}
+    resource.patch(body=body, name=name, namespace=namespace, content_type="application/merge-patch+json")
+
+
+def node_labels(name: str) -> dict[str, str]:
+    """The Node's labels (cluster-scoped: the operator's own ClusterRole allows `get nodes`)."""
+    return client.CoreV1Api(api_client()).read_node(name).metadata.labels or {}

@@ -6,8 +6,8 @@ import base64
 import uuid
 from dataclasses import dataclass
 
-CONTROLLER_LISTENER = "CONTROLLER"
-CONTROLLER_PORT = 9093
+# Set by the operator on each broker pod: its node's topology label value (broker.rack); "" when unlabelled.
+RACK_ANNOTATION = "kafkette.dev/rack"
 
 
 @dataclass(frozen=True)
@@ -35,10 +35,6 @@ class ClusterNames:
 
     @property
     def pdb(self) -> str:
-        return f"{self.cluster}-broker"
-
-    @property
-    def service_account(self) -> str:
         return f"{self.cluster}-broker"
 
     def pod(self, ordinal: int) -> str:

@@ -16,19 +16,19 @@ import jinja2
 import yaml
 
 from kafkette.operator.kube.names import (
-    CONTROLLER_LISTENER,
-    CONTROLLER_PORT,
     ClusterNames,
     common_labels,
     kafka_cluster_id,
     selector_labels,
 )
 from kafkette.operator.planning.voters import voter_count
-from kafkette.operator.resources.kafkacluster import KafkaClusterSpec
+from kafkette.operator.resources.kafkacluster import CONTROLLER_LISTENER, CONTROLLER_PORT, KafkaClusterSpec
 
-DATA_DIR = "/var/lib/kafkette/data"
+DATA_VOLUME = "/var/lib/kafkette"  # the PVC's mount point
+DATA_DIR = f"{DATA_VOLUME}/data"  # log.dirs: a directory the broker creates on the volume
 POD_IP_PLACEHOLDER = "${POD_IP}"
-TEMPLATES = ("serviceaccount", "configmap", "services", "pdb", "statefulset")
+TEMPLATES = ("configmap", "services", "pdb", "statefulset")
+POD_INFO_DIR = "/etc/podinfo"
 CONTAINER_SECURITY = {
     "allowPrivilegeEscalation": False,
     "readOnlyRootFilesystem": True,
@@ -63,10 +63,7 @@ def client_ports(spec: KafkaClusterSpec) -> list[Port]:
 
 
 def broker_ports(spec: KafkaClusterSpec) -> list[Port]:
-    ports = [*client_ports(spec), Port(_port_name(CONTROLLER_LISTENER), CONTROLLER_PORT)]
-    if spec.metrics.enabled:
-        ports.append(Port("metrics", spec.metrics.port))
-    return ports
+    return [*client_ports(spec), Port(_port_name(CONTROLLER_LISTENER), CONTROLLER_PORT)]
 
 
 def broker_properties(names: ClusterNames, spec: KafkaClusterSpec, cluster_id: str, ordinal: int) -> dict[str, str]:
@@ -130,8 +127,9 @@ def render_cluster(name: str, namespace: str, uid: str, spec: KafkaClusterSpec) 
     # OnDelete pods keep running their old config; the hash shows which pods the operator must restart.
     config_hash = hashlib.sha256(json.dumps(properties, sort_keys=True).encode()).hexdigest()[:16]
     pod_annotations = {**spec.template.annotations, "kafkette.dev/config-hash": config_hash}
-    if spec.metrics.enabled:
-        pod_annotations |= {"prometheus.io/scrape": "true", "prometheus.io/port": str(spec.metrics.port)}
+    command = ["python", "-m", "kafkette.operator.kube.start", "--config-dir", "/etc/kafkette", "--data-dir", DATA_DIR]
+    if spec.rack is not None:
+        command += ["--pod-info", POD_INFO_DIR]
     context = {
         "names": names,
         "namespace": namespace,
@@ -146,6 +144,9 @@ def render_cluster(name: str, namespace: str, uid: str, spec: KafkaClusterSpec) 
         "probe_port": spec.listeners[0].port,
         "affinity": _affinity(spec, selector),
         "container_security": CONTAINER_SECURITY,
+        "command": command,
+        "data_volume": DATA_VOLUME,
+        "pod_info_dir": POD_INFO_DIR,
     }
     environment = _environment()
     objects: list[dict[str, Any]] = []

@@ -1,6 +1,15 @@
 """Pydantic models of Kafkette's custom resources: the source of `crds/*.yaml`."""
 
-from kafkette.operator.resources.base import API_VERSION, GROUP, VERSION, Condition, Kind, set_condition
+from kafkette.operator.resources.base import (
+    API_VERSION,
+    GROUP,
+    VERSION,
+    Condition,
+    Kind,
+    Outcome,
+    phase_conditions,
+    set_condition,
+)
 from kafkette.operator.resources.consumergroup import CONSUMER_GROUP, ConsumerGroupSpec, ConsumerGroupStatus
 from kafkette.operator.resources.kafkacluster import KAFKA_CLUSTER, KafkaClusterSpec, KafkaClusterStatus
 from kafkette.operator.resources.topic import TOPIC, TopicSpec, TopicStatus
@@ -21,7 +30,9 @@ __all__ = [
     "KafkaClusterSpec",
     "KafkaClusterStatus",
     "Kind",
+    "Outcome",
     "TopicSpec",
     "TopicStatus",
+    "phase_conditions",
     "set_condition",
 ]

@@ -57,7 +57,12 @@ def now() -> str:
 
 
 def set_condition(
-    conditions: list[Condition], type: str, status: Literal["True", "False", "Unknown"], reason: str, message: str
+    conditions: list[Condition],
+    type: str,
+    status: Literal["True", "False", "Unknown"],
+    reason: str,
+    message: str,
+    observed_generation: int | None = None,
 ) -> list[Condition]:
     """Conditions with `type` set; lastTransitionTime moves only when the status changes (as in Kubernetes)."""
     previous = next((condition for condition in conditions if condition.type == type), None)
@@ -68,10 +73,43 @@ def set_condition(
         reason=reason,
         message=message,
         last_transition_time=now() if changed or previous is None else previous.last_transition_time,
+        observed_generation=observed_generation,
     )
     return [updated if condition.type == type else condition for condition in conditions] + (
         [updated] if previous is None else []
     )
+
+
+Phase = Literal["Ready", "Reconciling", "Stalled"]
+# kstatus (sigs.k8s.io/cli-utils) reads Reconciling=True as "in progress" and Stalled=True as "failed";
+# Flux and Argo CD health checks read those, Ready is what people and `kubectl wait` read.
+PHASES: tuple[Phase, ...] = ("Ready", "Reconciling", "Stalled")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one reconcile found: done (Ready), work under way (Reconciling), or stuck until a person acts (Stalled)."""
+
+    phase: Phase
+    reason: str
+    message: str
+
+
+def phase_conditions(conditions: list[Condition], generation: int, outcome: Outcome) -> list[Condition]:
+    """Ready, Reconciling and Stalled set together, exactly one of them True, each naming `generation`."""
+    for phase in PHASES:
+        holds = phase == outcome.phase
+        # Ready=False carries the reason it is not ready; the other False conditions name the phase that holds.
+        explains = holds or phase == "Ready"
+        conditions = set_condition(
+            conditions,
+            phase,
+            "True" if holds else "False",
+            outcome.reason if explains else outcome.phase,
+            outcome.message if explains else "",
+            generation,
+        )
+    return conditions
 
 
 class Status(Model):
@@ -137,6 +175,8 @@ class Kind:
     status: type[Status]
     columns: tuple[PrinterColumn, ...] = ()
     scale: Scale | None = None
+    # CEL rules over the whole object (they may read metadata.name), as x-kubernetes-validations at the root.
+    validations: tuple[dict[str, Any], ...] = ()
     categories: tuple[str, ...] = field(default=("kafkette",))
 
     @property

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import Field
+from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
 
 from kafkette.operator.resources.base import (
     AGE_COLUMN,
@@ -17,12 +17,21 @@ from kafkette.operator.resources.base import (
     Status,
     cel,
 )
-from kafkette.operator.resources.config import BrokerConfigMap
+from kafkette.operator.resources.config import OPERATOR_OWNED_BROKER_KEYS, BrokerConfigMap
 
 DEFAULT_VERSION = "0.1.0"
 DEFAULT_IMAGE_REPOSITORY = "ghcr.io/kafkette/broker"
 # Kubernetes resource quantities (k8s.io/apimachinery's resource.Quantity), e.g. 10Gi or 500M.
 QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti|P|Pi|E|Ei)?$"
+# The operator's own listener for the controller quorum: its name and port are not free for clients.
+CONTROLLER_LISTENER = "CONTROLLER"
+CONTROLLER_PORT = 9093
+# Listener names the broker would read as a security protocol it does not implement.
+UNSUPPORTED_PROTOCOLS = ("SSL", "SASL_PLAINTEXT", "SASL_SSL")
+RESERVED_LISTENER_NAMES = (CONTROLLER_LISTENER, *UNSUPPORTED_PROTOCOLS)
+# Child names: "<name>-broker-<ordinal>" pods and "<name>-broker-<hash>" revisions stay DNS labels (<= 63).
+MAX_CLUSTER_NAME = 40
+CLUSTER_NAME_PATTERN = "^[a-z]([-a-z0-9]*[a-z0-9])?$"
 
 
 class Storage(Model):
@@ -55,22 +64,77 @@ class Rack(Model):
     )
 
 
+def _check_listener_name(name: str) -> str:
+    if name in RESERVED_LISTENER_NAMES:
+        raise ValueError(_RESERVED_NAME_MESSAGE)
+    return name
+
+
+_RESERVED_NAME_MESSAGE = (
+    f"{CONTROLLER_LISTENER} is the operator's controller listener and "
+    f"{', '.join(UNSUPPORTED_PROTOCOLS)} are not supported (PLAINTEXT only):"
+    " name the listener e.g. PLAINTEXT or EXTERNAL"
+)
+
+
+def _check_listener_port(port: int) -> int:
+    if port == CONTROLLER_PORT:
+        raise ValueError(_CONTROLLER_PORT_MESSAGE)
+    return port
+
+
+_CONTROLLER_PORT_MESSAGE = f"port {CONTROLLER_PORT} is the controller quorum's; pick another port"
+
+
 class Listener(Model):
     """A client listener of every broker."""
 
-    name: str = Field(pattern=r"^[A-Z][A-Z0-9_]*$", max_length=64, description="Listener name, e.g. PLAINTEXT.")
-    port: int = Field(ge=1024, le=65535, description="Container port the listener binds.")
+    name: Annotated[str, AfterValidator(_check_listener_name)] = Field(
+        pattern=r"^[A-Z][A-Z0-9_]*$",
+        max_length=64,
+        description="Listener name, e.g. PLAINTEXT (upper case).",
+        json_schema_extra={
+            "x-kubernetes-validations": [cel(f"!(self in {list(RESERVED_LISTENER_NAMES)})", _RESERVED_NAME_MESSAGE)]
+        },
+    )
+    port: Annotated[int, AfterValidator(_check_listener_port)] = Field(
+        ge=1024,
+        le=65535,
+        description="Container port the listener binds.",
+        json_schema_extra={"x-kubernetes-validations": [cel(f"self != {CONTROLLER_PORT}", _CONTROLLER_PORT_MESSAGE)]},
+    )
     advertise: Literal["dns", "podIP"] = Field(
         "dns",
-        description="Advertise the pod's stable DNS name (dns), or its pod IP from the downward API (podIP).",
+        description="Advertise each pod's stable DNS name through the headless Service (dns: clients inside the "
+        "cluster), or its pod IP from the downward API (podIP: clients that reach pod IPs but not cluster DNS).",
     )
+
+
+# Written as `cpu: 1` or `memory: 512Mi`: int-or-string in the schema, a string in the model.
+Quantity = Annotated[
+    str,
+    BeforeValidator(lambda value: str(value) if isinstance(value, int) else value),
+    Field(pattern=QUANTITY_PATTERN),
+    WithJsonSchema({"x-kubernetes-int-or-string": True, "pattern": QUANTITY_PATTERN}),
+]
+# Kubernetes' CEL quantity library compares 500m with 1 and 1Gi with 512Mi as the kubelet would.
+_LIMITS_COVER_REQUESTS = cel(
+    "!has(self.requests) || !has(self.limits) || self.limits.all(k, !(k in self.requests)"
+    " || quantity(string(self.limits[k])).compareTo(quantity(string(self.requests[k]))) >= 0)",
+    "each limit must be at least its request",
+)
 
 
 class Resources(Model):
     """CPU and memory for each broker container, as in a Pod's resources."""
 
-    requests: dict[str, int | str] = Field(default_factory=dict, description="Minimum resources, e.g. cpu: 500m.")
-    limits: dict[str, int | str] = Field(default_factory=dict, description="Maximum resources, e.g. memory: 2Gi.")
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [_LIMITS_COVER_REQUESTS]})
+
+    # Modest defaults: three brokers, the operator and a control plane fit on one 2-core node.
+    requests: dict[str, Quantity] = Field(
+        {"cpu": "250m", "memory": "512Mi"}, description="Minimum resources, e.g. cpu: 500m."
+    )
+    limits: dict[str, Quantity] = Field({"memory": "1Gi"}, description="Maximum resources, e.g. memory: 2Gi.")
 
 
 class PodTemplate(Model):
@@ -83,15 +147,29 @@ class PodTemplate(Model):
     node_selector: dict[str, str] = Field(default_factory=dict, description="Node labels the pods must match.")
 
 
-class Metrics(Model):
-    """The brokers' Prometheus endpoint."""
+_OWNED_KEYS_MESSAGE = (
+    "listeners, node ids, log.dirs, the quorum and the cluster id are set by the operator from the cluster's shape;"
+    " leave them out of spec.config"
+)
+# Broker configs that count replicas: more than there are brokers can never be satisfied.
+REPLICA_COUNTS = ("default.replication.factor", "min.insync.replicas", "offsets.topic.replication.factor")
 
-    enabled: bool = Field(True, description="Expose the Prometheus endpoint and annotate the pods for scraping.")
-    port: int = Field(9308, ge=1024, le=65535, description="Port of the Prometheus endpoint.")
+
+def _replicas_fit_rule(key: str) -> dict[str, Any]:
+    value = f"string(self.config[{key!r}])"
+    return cel(
+        f"!has(self.config) || !({key!r} in self.config)"
+        f" || !{value}.matches('^[0-9]+$') || int({value}) <= self.brokers",
+        f"{key} cannot exceed brokers",
+    )
 
 
 class KafkaClusterSpec(Model):
     """The desired cluster."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"x-kubernetes-validations": [_replicas_fit_rule(key) for key in REPLICA_COUNTS]}
+    )
 
     brokers: int = Field(3, ge=1, le=1000, description="How many brokers run; also reachable through /scale.")
     version: str = Field(DEFAULT_VERSION, min_length=1, description="Kafkette version the brokers run.")
@@ -104,25 +182,34 @@ class KafkaClusterSpec(Model):
         # A plain default (pydantic copies it per instance) so the CRD schema carries it too.
         [Listener(name="PLAINTEXT", port=9092)],
         min_length=1,
-        max_length=8,
-        description="Client listeners. Names and ports must be unique.",
-        json_schema_extra={
-            "x-kubernetes-list-type": "map",
-            "x-kubernetes-list-map-keys": ["name"],
-            "x-kubernetes-validations": [cel("self.all(a, self.exists_one(b, b.port == a.port))", "ports must differ")],
-        },
+        # A broker binds and advertises one client listener today; a second one would silently go unserved.
+        max_length=1,
+        description="The client listener (one per broker for now): its name, port, and the address advertised.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
     )
     config: BrokerConfigMap = Field(
         default_factory=dict,
         description="Broker configuration with Kafka's key names, e.g. min.insync.replicas.",
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel(f"self.all(k, !(k in {sorted(OPERATOR_OWNED_BROKER_KEYS)}))", _OWNED_KEYS_MESSAGE)
+            ]
+        },
     )
-    resources: Resources = Field(default_factory=Resources, description="CPU and memory per broker.")
+    resources: Resources = Field(Resources(), description="CPU and memory per broker.")
     template: PodTemplate = Field(default_factory=PodTemplate, description="Overrides for the broker pods.")
-    metrics: Metrics = Field(Metrics(), description="The brokers' Prometheus endpoint.")
 
     @property
     def image_ref(self) -> str:
         return self.image or f"{DEFAULT_IMAGE_REPOSITORY}:{self.version}"
+
+    @model_validator(mode="after")
+    def _replicas_fit(self) -> Self:
+        for key in REPLICA_COUNTS:
+            value = self.config.get(key, "")
+            if value.isdigit() and int(value) > self.brokers:
+                raise ValueError(f"{key} ({value}) cannot exceed brokers ({self.brokers})")
+        return self
 
 
 class KafkaClusterStatus(Status):
@@ -154,4 +241,11 @@ KAFKA_CLUSTER = Kind(
         AGE_COLUMN,
     ),
     scale=Scale(spec_path=".spec.brokers", status_path=".status.replicas", selector_path=".status.selector"),
+    validations=(
+        cel(
+            f"self.metadata.name.matches('{CLUSTER_NAME_PATTERN}') && size(self.metadata.name) <= {MAX_CLUSTER_NAME}",
+            f"metadata.name must be at most {MAX_CLUSTER_NAME} lowercase letters, digits and '-', starting with a"
+            " letter: it names the brokers' Services and pods",
+        ),
+    ),
 )

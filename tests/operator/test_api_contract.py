@@ -31,6 +31,8 @@ def test_defaults_are_applied(custom: Custom) -> None:
     cluster = custom.create("kafkaclusters", "main", {})
     assert cluster["spec"]["brokers"] == 3
     assert cluster["spec"]["listeners"] == [{"name": "PLAINTEXT", "port": 9092, "advertise": "dns"}]
+    assert cluster["spec"]["resources"] == {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"memory": "1Gi"}}
+    assert cluster["spec"]["storage"] == {"size": "10Gi", "deleteClaim": False}
 
 
 @pytest.mark.parametrize(
@@ -55,15 +57,38 @@ def test_invalid_topic_is_rejected_with_a_readable_message(custom: Custom, spec:
     [
         ({"brokers": 0}, "spec.brokers in body should be greater than or equal to 1"),
         ({"storage": {"size": "lots"}}, "spec.storage.size in body should match"),
-        (
-            {"listeners": [{"name": "A", "port": 9092}, {"name": "B", "port": 9092}]},
-            "ports must differ",
-        ),
-        ({"listeners": [{"name": "A", "port": 9092}, {"name": "A", "port": 9094}]}, "Duplicate value"),
+        ({"listeners": [{"name": "plaintext", "port": 9092}]}, "spec.listeners[0].name in body should match"),
+        ({"listeners": [{"name": "CONTROLLER", "port": 9092}]}, "CONTROLLER is the operator's controller listener"),
+        ({"listeners": [{"name": "SASL_SSL", "port": 9092}]}, "are not supported (PLAINTEXT only)"),
+        ({"listeners": [{"name": "EXTERNAL", "port": 9093}]}, "port 9093 is the controller quorum's"),
+        ({"listeners": [{"name": "A", "port": 9092, "advertise": "nodeIP"}]}, 'supported values: "dns", "podIP"'),
+        ({"listeners": [{"name": "A", "port": 9092}, {"name": "B", "port": 9094}]}, "must have at most 1 item"),
+        ({"listeners": []}, "should have at least 1 items"),
+        ({"brokers": 1, "config": {"min.insync.replicas": 2}}, "min.insync.replicas cannot exceed brokers"),
+        ({"config": {"default.replication.factor": "4"}}, "default.replication.factor cannot exceed brokers"),
+        ({"config": {"node.id": 7}}, "set by the operator from the cluster's shape"),
+        ({"resources": {"requests": {"cpu": "fast"}}}, "spec.resources.requests.cpu in body should match"),
+        ({"resources": {"requests": {"memory": "2Gi"}, "limits": {"memory": "1Gi"}}}, "each limit must be at least"),
+        ({"rack": {"topologyKey": ""}}, "spec.rack.topologyKey in body should be at least 1 chars long"),
     ],
 )
 def test_invalid_cluster_is_rejected_with_a_readable_message(custom: Custom, spec: dict, expected: str) -> None:
     assert expected in rejection(lambda: custom.create("kafkaclusters", "bad", spec))
+
+
+@pytest.mark.parametrize("name", ["Main", "a" * 41, "9lives"])
+def test_cluster_names_must_fit_the_brokers_dns_names(custom: Custom, name: str) -> None:
+    assert "it names the brokers' Services and pods" in rejection(lambda: custom.create("kafkaclusters", name, {}))
+
+
+def test_valid_quantities_and_replica_counts_are_accepted(custom: Custom) -> None:
+    spec = {
+        "brokers": 3,
+        "config": {"min.insync.replicas": 2, "default.replication.factor": "3"},
+        "resources": {"requests": {"cpu": 1, "memory": "512Mi"}, "limits": {"cpu": "1500m", "memory": "1Gi"}},
+        "listeners": [{"name": "EXTERNAL", "port": 9094, "advertise": "podIP"}],
+    }
+    assert custom.create("kafkaclusters", "main", spec)["spec"]["resources"]["requests"]["cpu"] == 1
 
 
 def test_immutable_and_monotonic_fields(custom: Custom) -> None:

@@ -85,3 +85,14 @@ def test_examples_validate_against_our_crds(example: Path) -> None:
     jsonschema.validate(document, schema)
     model = {"KafkaCluster": KafkaClusterSpec, "Topic": TopicSpec}[kind.kind]
     model.model_validate(document["spec"])
+
+
+def test_only_the_operator_reads_nodes(helm_binary: Path) -> None:
+    """Rack awareness needs `get nodes`, cluster-wide: bound to the operator's service account and nobody else."""
+    documents = render(helm_binary, [])
+    account = next(doc["metadata"]["name"] for doc in documents if doc["kind"] == "ServiceAccount")
+    (binding,) = [doc for doc in documents if doc["kind"] == "ClusterRoleBinding"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account, "namespace": "streaming"}]
+    (role,) = [doc for doc in documents if doc["kind"] == "ClusterRole"]
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]
+    assert not [doc for doc in render(helm_binary, VALUE_SETS["no-rack"]) if doc["kind"].startswith("Cluster")]

@@ -8,7 +8,9 @@ from pydantic import ValidationError
 from kafkette.operator.resources import (
     ConsumerGroupSpec,
     KafkaClusterSpec,
+    Outcome,
     TopicSpec,
+    phase_conditions,
     set_condition,
 )
 
@@ -63,3 +65,45 @@ def test_condition_transition_time_moves_only_on_status_change() -> None:
     assert same[0].last_transition_time == first[0].last_transition_time
     assert same[0].reason == "StillStarting"
     assert len(set_condition(same, "Degraded", "True", "X", "")) == 2
+
+
+def test_kstatus_conditions_name_one_phase_and_the_generation() -> None:
+    reconciling = phase_conditions([], 4, Outcome("Reconciling", "BrokersStarting", "1 of 3 broker pods are ready"))
+    by_type = {condition.type: condition for condition in reconciling}
+    assert [(c.type, c.status) for c in reconciling] == [
+        ("Ready", "False"),
+        ("Reconciling", "True"),
+        ("Stalled", "False"),
+    ]
+    assert by_type["Ready"].reason == "BrokersStarting"  # why it is not ready
+    assert {condition.observed_generation for condition in reconciling} == {4}
+    done = phase_conditions(reconciling, 5, Outcome("Ready", "Ready", "3 brokers ready"))
+    assert [(c.type, c.status, c.reason) for c in done] == [
+        ("Ready", "True", "Ready"),
+        ("Reconciling", "False", "Ready"),
+        ("Stalled", "False", "Ready"),
+    ]
+    assert {condition.observed_generation for condition in done} == {5}
+    stalled = {c.type: c for c in phase_conditions(done, 5, Outcome("Stalled", "InvalidSpec", "bad"))}
+    assert (stalled["Stalled"].status, stalled["Stalled"].reason, stalled["Stalled"].message) == (
+        "True",
+        "InvalidSpec",
+        "bad",
+    )
+    assert stalled["Ready"].status == "False"
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"listeners": [{"name": "CONTROLLER", "port": 9092}]}, "controller listener"),
+        ({"listeners": [{"name": "SASL_SSL", "port": 9092}]}, "not supported"),
+        ({"listeners": [{"name": "EXTERNAL", "port": 9093}]}, "controller quorum"),
+        ({"listeners": [{"name": "A", "port": 9092}, {"name": "B", "port": 9094}]}, "at most 1 item"),
+        ({"brokers": 1, "config": {"min.insync.replicas": 2}}, r"min.insync.replicas \(2\) cannot exceed brokers"),
+        ({"resources": {"requests": {"cpu": "lots"}}}, "should match pattern"),
+    ],
+)
+def test_cluster_specs_refused_by_the_model(spec: dict, message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        KafkaClusterSpec.model_validate(spec)

@@ -11,24 +11,29 @@ from kubernetes import client
 
 from kafkette.broker.process import BrokerProcess
 from kafkette.operator.kube.handlers.common import BOOTSTRAP_ANNOTATION
-from kafkette.operator.kube.names import label_selector, selector_labels
+from kafkette.operator.kube.names import RACK_ANNOTATION, label_selector, selector_labels
 from kafkette.operator.testing import OperatorProcess
 
 CHILDREN = [
     ("ConfigMap", "main-config"),
     ("Service", "main-brokers"),
     ("Service", "main-bootstrap"),
-    ("ServiceAccount", "main-broker"),
     ("StatefulSet", "main-broker"),
     ("PodDisruptionBudget", "main-broker"),
 ]
+
+
+def phase(custom: Custom, name: str, holding: str) -> dict[str, dict] | None:
+    """The kstatus conditions by type once `holding` (Ready, Reconciling or Stalled) is the True one."""
+    status = custom.get("kafkaclusters", name).get("status") or {}
+    conditions = {condition["type"]: condition for condition in status.get("conditions", [])}
+    return conditions if (conditions.get(holding) or {}).get("status") == "True" else None
 
 
 def read_child(api: client.ApiClient, namespace: str, kind: str, name: str):
     reader = {
         "ConfigMap": client.CoreV1Api(api).read_namespaced_config_map,
         "Service": client.CoreV1Api(api).read_namespaced_service,
-        "ServiceAccount": client.CoreV1Api(api).read_namespaced_service_account,
         "StatefulSet": client.AppsV1Api(api).read_namespaced_stateful_set,
         "PodDisruptionBudget": client.PolicyV1Api(api).read_namespaced_pod_disruption_budget,
     }[kind]
@@ -61,16 +66,24 @@ def test_cluster_children_status_scale_and_garbage_collection(
             True,
         ), (kind, name)
 
+    # kstatus: while the broker pod is not ready the cluster is Reconciling, for this generation.
+    generation = cluster["metadata"]["generation"]
+    starting = eventually(lambda: phase(custom, "main", "Reconciling"), what="Reconciling")
+    assert starting["Ready"]["reason"] == "BrokersStarting" and starting["Stalled"]["status"] == "False"
+    assert {condition["observedGeneration"] for condition in starting.values()} == {generation}
+
     # The StatefulSet controller creates the pod; standing in for the kubelet, the test reports it ready.
     selector = label_selector(selector_labels("main"))
     eventually(lambda: mark_pods_ready(kube, namespace, selector), what="broker pod created")
 
-    def ready_status():
-        status = custom.get("kafkaclusters", "main").get("status") or {}
-        ready = next((c for c in status.get("conditions", []) if c["type"] == "Ready"), {})
-        return status if ready.get("status") == "True" else None
-
-    status = eventually(ready_status, timeout=40, what="KafkaCluster Ready")
+    conditions = eventually(lambda: phase(custom, "main", "Ready"), timeout=40, what="KafkaCluster Ready")
+    assert {kind: condition["status"] for kind, condition in conditions.items()} == {
+        "Ready": "True",
+        "Reconciling": "False",
+        "Stalled": "False",
+    }
+    assert {condition["observedGeneration"] for condition in conditions.values()} == {generation}
+    status = custom.get("kafkaclusters", "main")["status"]
     assert status["readyBrokers"] == 1
     assert status["registeredBrokers"] == [broker.node_id or 0]
     assert status["clusterId"]
@@ -128,3 +141,73 @@ def test_delete_claim_removes_volumes_with_the_cluster(
     eventually(
         lambda: not core.list_namespaced_persistent_volume_claim(namespace).items, timeout=60, what="claims deleted"
     )
+
+
+def test_config_change_restarts_the_broker_pod_once_it_is_safe(
+    kube: client.ApiClient, namespace: str, operator: OperatorProcess, broker: BrokerProcess
+) -> None:
+    custom = Custom(kube, namespace)
+    custom.create("kafkaclusters", "main", {"brokers": 1}, annotations={BOOTSTRAP_ANNOTATION: broker.bootstrap})
+    selector = label_selector(selector_labels("main"))
+    core = client.CoreV1Api(kube)
+    eventually(lambda: mark_pods_ready(kube, namespace, selector), what="broker pod created")
+    eventually(lambda: phase(custom, "main", "Ready"), timeout=40, what="Ready")
+    (before,) = core.list_namespaced_pod(namespace, label_selector=selector).items
+
+    # A new broker config: the StatefulSet gets a new revision (updateStrategy OnDelete), the pod is outdated
+    # and the operator deletes it, as every broker is in sync; the controller recreates it on the new revision.
+    custom.patch_spec("kafkaclusters", "main", {"config": {"log.retention.ms": 3600000}})
+
+    def replaced():
+        pods = core.list_namespaced_pod(namespace, label_selector=selector).items
+        return pods if pods and pods[0].metadata.uid != before.metadata.uid else None
+
+    (after,) = eventually(replaced, timeout=40, what="pod restarted")
+    revision = client.AppsV1Api(kube).read_namespaced_stateful_set("main-broker", namespace).status.update_revision
+    assert after.metadata.labels["controller-revision-hash"] == revision
+    mark_pods_ready(kube, namespace, selector)
+    conditions = eventually(lambda: phase(custom, "main", "Ready"), timeout=40, what="Ready again")
+    assert conditions["Ready"]["observedGeneration"] == custom.get("kafkaclusters", "main")["metadata"]["generation"]
+
+
+def test_operator_annotates_broker_pods_with_their_nodes_rack(
+    kube: client.ApiClient, namespace: str, operator: OperatorProcess
+) -> None:
+    core = client.CoreV1Api(kube)
+    node = f"node-{namespace}"
+    core.create_node({"metadata": {"name": node, "labels": {"topology.kubernetes.io/zone": "zone-b"}}})
+    try:
+        custom = Custom(kube, namespace)
+        spec = {"brokers": 2, "rack": {"topologyKey": "topology.kubernetes.io/zone"}}
+        custom.create("kafkaclusters", "main", spec, annotations={BOOTSTRAP_ANNOTATION: "127.0.0.1:1"})
+        selector = label_selector(selector_labels("main"))
+        pods = eventually(
+            lambda: len(items := core.list_namespaced_pod(namespace, label_selector=selector).items) == 2 and items,
+            what="broker pods created",
+        )
+        # No scheduler here: bind the first pod to the node by hand, as the scheduler would.
+        binding = {"metadata": {"name": pods[0].metadata.name}, "target": {"kind": "Node", "name": node}}
+        core.create_namespaced_pod_binding(pods[0].metadata.name, namespace, binding, _preload_content=False)
+
+        def rack(name: str) -> str | None:
+            return (core.read_namespaced_pod(name, namespace).metadata.annotations or {}).get(RACK_ANNOTATION)
+
+        assert eventually(lambda: rack(pods[0].metadata.name), what="rack annotation") == "zone-b"
+        assert rack(pods[1].metadata.name) is None  # not scheduled yet: nothing to read
+    finally:
+        core.delete_node(node)
+
+
+def test_spec_only_kafka_refuses_stalls_the_cluster(
+    kube: client.ApiClient, namespace: str, operator: OperatorProcess
+) -> None:
+    """The API server cannot check Kafka's config rules; the operator can, and says Stalled with the reason."""
+    custom = Custom(kube, namespace)
+    spec = {"brokers": 1, "config": {"log.retention.msx": 1000}}
+    custom.create("kafkaclusters", "main", spec, annotations={BOOTSTRAP_ANNOTATION: "127.0.0.1:1"})
+    conditions = eventually(lambda: phase(custom, "main", "Stalled"), what="Stalled")
+    assert conditions["Stalled"]["reason"] == "InvalidSpec"
+    assert "log.retention.msx" in conditions["Stalled"]["message"]
+    assert conditions["Ready"]["status"] == "False" and conditions["Reconciling"]["status"] == "False"
+    custom.patch_spec("kafkaclusters", "main", {"config": {"log.retention.msx": None, "log.retention.ms": 1000}})
+    eventually(lambda: phase(custom, "main", "Reconciling"), what="Reconciling once the spec is fixed")

@@ -81,6 +81,10 @@ def test_partition_decrease_is_refused_and_the_topic_left_alone(custom: Custom, 
     assert condition["status"] == "False"
     assert condition["reason"] == "PartitionDecreaseRejected"
     assert "Kafka cannot remove partitions" in condition["message"]
+    # kstatus: only a person can fix this, so Stalled (health checks fail fast), for this generation.
+    stalled = custom.condition("topics", "legacy", "Stalled")
+    assert stalled is not None and (stalled["status"], stalled["reason"]) == ("True", "PartitionDecreaseRejected")
+    assert stalled["observedGeneration"] == custom.get("topics", "legacy")["metadata"]["generation"]
     assert partitions(kafka, "legacy") == 3
 
     custom.patch_spec("topics", "legacy", {"partitions": 3})
@@ -125,3 +129,6 @@ def test_topic_waits_for_its_cluster(kube: client.ApiClient, namespace: str, ope
     custom.create("topics", "orphan", {"clusterRef": "nowhere"})
     condition = eventually(lambda: custom.condition("topics", "orphan"), TIMEOUT, "a condition")
     assert (condition["status"], condition["reason"]) == ("False", "ClusterNotFound")
+    # The cluster may be on its way (applied in the same batch): waiting is work under way, not a failure.
+    assert (custom.condition("topics", "orphan", "Reconciling") or {}).get("status") == "True"
+    assert (custom.condition("topics", "orphan", "Stalled") or {}).get("status") == "False"

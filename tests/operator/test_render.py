@@ -11,7 +11,7 @@ import pytest
 from kafkette.broker.config import parse_properties
 from kafkette.operator.kube.names import kafka_cluster_id
 from kafkette.operator.kube.render import render_cluster
-from kafkette.operator.kube.start import ordinal, server_properties
+from kafkette.operator.kube.start import annotation, ordinal, server_properties
 from kafkette.operator.resources import KafkaClusterSpec
 
 KUBERNETES_SCHEMA_VERSION = "1.35.0"
@@ -19,17 +19,14 @@ UID = "5b7f6c1e-0d5e-4f4a-9d55-6d1f0d3c2b10"
 
 SPECS = {
     "defaults": {},
-    "one-broker": {"brokers": 1, "metrics": {"enabled": False}},
+    "one-broker": {"brokers": 1},
     "everything": {
         "brokers": 5,
         "version": "0.2.0",
         "image": "registry.example/kafkette:dev",
         "storage": {"size": "50Gi", "class": "fast", "deleteClaim": True},
         "rack": {"topologyKey": "topology.kubernetes.io/zone"},
-        "listeners": [
-            {"name": "PLAINTEXT", "port": 9092},
-            {"name": "POD_NETWORK", "port": 9094, "advertise": "podIP"},
-        ],
+        "listeners": [{"name": "POD_NETWORK", "port": 9094, "advertise": "podIP"}],
         "config": {"min.insync.replicas": 2, "default.replication.factor": 3},
         "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "2Gi"}},
         "template": {
@@ -51,7 +48,6 @@ def render(spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def test_every_object_validates_strictly(name: str) -> None:
     objects = render(SPECS[name])
     assert set(objects) == {
-        "ServiceAccount/demo-broker",
         "ConfigMap/demo-config",
         "Service/demo-brokers",
         "Service/demo-bootstrap",
@@ -73,17 +69,33 @@ def test_statefulset_lets_the_operator_order_restarts() -> None:
     pod = sts["template"]
     assert pod["metadata"]["labels"]["team"] == "data"
     assert pod["metadata"]["annotations"]["note"] == 'quote"s: and {braces}'
-    assert [container["name"] for container in pod["spec"]["initContainers"]] == ["rack"]
     assert pod["spec"]["tolerations"][0]["value"] == "kafka"
     broker = pod["spec"]["containers"][0]
     assert "kafkette.operator.kube.probe" in broker["readinessProbe"]["exec"]["command"]
+    # Racks: the broker waits for the operator's annotation, read through the downward API.
+    assert broker["command"][-2:] == ["--pod-info", "/etc/podinfo"]
+    (pod_info,) = [volume for volume in pod["spec"]["volumes"] if volume["name"] == "pod-info"]
+    assert pod_info["downwardAPI"]["items"] == [
+        {"path": "annotations", "fieldRef": {"fieldPath": "metadata.annotations"}}
+    ]
 
 
-def test_claims_are_kept_by_default_and_rack_init_only_when_asked() -> None:
+def test_broker_pods_run_non_root_on_their_volume_without_api_access() -> None:
     sts = render(SPECS["defaults"])["StatefulSet/demo-broker"]["spec"]
     assert sts["persistentVolumeClaimRetentionPolicy"]["whenDeleted"] == "Retain"
-    assert "initContainers" not in sts["template"]["spec"]
-    assert "storageClassName" not in sts["volumeClaimTemplates"][0]["spec"]
+    assert "storageClassName" not in sts["volumeClaimTemplates"][0]["spec"]  # the default StorageClass
+    pod = sts["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False and "serviceAccountName" not in pod
+    assert pod["securityContext"]["runAsUser"] == 1000 and pod["securityContext"]["fsGroup"] == 1000
+    (broker,) = pod["containers"]
+    assert "--pod-info" not in broker["command"]
+    assert {"name": "data", "mountPath": "/var/lib/kafkette"} in broker["volumeMounts"]
+    config = broker_config(render(SPECS["defaults"]), 0)
+    assert config["log.dirs"] == "/var/lib/kafkette/data"
+    # Started = the client port is open; a new cluster's brokers wait for each other, so the budget is minutes.
+    assert broker["startupProbe"]["tcpSocket"]["port"] == 9092
+    assert broker["startupProbe"]["periodSeconds"] * broker["startupProbe"]["failureThreshold"] >= 300
+    assert broker["resources"] == {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"memory": "1Gi"}}
 
 
 def broker_config(objects: dict[str, dict[str, Any]], node: int) -> dict[str, str]:
@@ -115,19 +127,30 @@ def test_one_broker_votes_alone() -> None:
 def test_advertised_listeners_use_dns_or_pod_ip() -> None:
     template = render(SPECS["everything"])["ConfigMap/demo-config"]["data"]["broker-3.properties"]
     config = parse_properties(server_properties(template, "10.1.2.3", "zone-a"))
-    assert config["advertised.listeners"] == (
-        "PLAINTEXT://demo-broker-3.demo-brokers.data.svc:9092,POD_NETWORK://10.1.2.3:9094"
-    )
+    assert config["advertised.listeners"] == "POD_NETWORK://10.1.2.3:9094"
+    assert config["listeners"] == "POD_NETWORK://0.0.0.0:9094"  # broker 3 is no voter: no controller listener
+    assert config["inter.broker.listener.name"] == "POD_NETWORK"
     assert config["broker.rack"] == "zone-a"
     assert "broker.rack" not in parse_properties(server_properties(template, "10.1.2.3", None))
+    dns = broker_config(render(SPECS["defaults"]), 1)
+    assert dns["advertised.listeners"] == "PLAINTEXT://demo-broker-1.demo-brokers.data.svc:9092"
+    assert dns["listeners"] == "PLAINTEXT://0.0.0.0:9092,CONTROLLER://0.0.0.0:9093"
+
+
+def test_rack_annotation_is_read_from_the_downward_api_file() -> None:
+    annotations = 'kafkette.dev/config-hash="abc"\nkafkette.dev/rack="zone-a"\nnote="x=y"\n'
+    assert annotation(annotations, "kafkette.dev/rack") == "zone-a"
+    assert annotation(annotations, "note") == "x=y"
+    assert annotation('kafkette.dev/rack=""\n', "kafkette.dev/rack") == ""
+    assert annotation('note="x"\n', "kafkette.dev/rack") is None
 
 
 def test_services_and_pdb() -> None:
     objects = render(SPECS["everything"])
     headless = objects["Service/demo-brokers"]["spec"]
     assert headless["clusterIP"] == "None" and headless["publishNotReadyAddresses"] is True
-    assert {port["port"] for port in headless["ports"]} == {9092, 9094, 9093, 9308}  # 9308: metrics
-    assert {port["port"] for port in objects["Service/demo-bootstrap"]["spec"]["ports"]} == {9092, 9094}
+    assert {port["port"] for port in headless["ports"]} == {9094, 9093}
+    assert {port["port"] for port in objects["Service/demo-bootstrap"]["spec"]["ports"]} == {9094}
     assert objects["PodDisruptionBudget/demo-broker"]["spec"]["maxUnavailable"] == 1
 
 

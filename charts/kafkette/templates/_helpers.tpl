@@ -3,6 +3,11 @@
 {{- printf "%s-operator" .Release.Name | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
+{{/* Cluster-scoped names carry the namespace: two releases of the same name must not share them. */}}
+{{- define "kafkette.nodeReader" -}}
+{{- printf "%s-%s-node-reader" .Release.Namespace (include "kafkette.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
 {{- define "kafkette.selectorLabels" -}}
 app.kubernetes.io/name: kafkette-operator
 app.kubernetes.io/instance: {{ .Release.Name }}
@@ -28,9 +33,10 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - apiGroups: [kafkette.dev]
   resources: [kafkaclusters/finalizers]
   verbs: [update]
-# Children of a KafkaCluster, applied server-side (patch creates); the garbage collector deletes them.
+# Children of a KafkaCluster, applied server-side (patch creates); the garbage collector deletes them,
+# and the StatefulSet controller deletes or keeps the volume claims (spec.storage.deleteClaim).
 - apiGroups: [""]
-  resources: [configmaps, services, serviceaccounts]
+  resources: [configmaps, services]
   verbs: [get, list, watch, create, patch]
 - apiGroups: [apps]
   resources: [statefulsets]
@@ -38,10 +44,10 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
   verbs: [get, list, watch, create, patch]
-# Rolling restarts delete broker pods one at a time.
+# Status reads the broker pods; rolling restarts delete them one at a time; racks are annotated on them.
 - apiGroups: [""]
   resources: [pods]
-  verbs: [get, list, watch, delete]
+  verbs: [get, list, watch, patch, delete]
 - apiGroups: ["", events.k8s.io]
   resources: [events]
   verbs: [create, patch]

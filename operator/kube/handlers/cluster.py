@@ -1,4 +1,4 @@
-"""KafkaCluster resources -> ConfigMap, Services, StatefulSet, PDB and ServiceAccount, plus status."""
+"""KafkaCluster resources -> ConfigMap, Services, StatefulSet and PDB, plus status, restarts and racks."""
 
 from __future__ import annotations
 
@@ -6,57 +6,26 @@ import asyncio
 from typing import Any
 
 import kopf
+from kubernetes.client import ApiException
 
 from kafkette.operator.admin import AdminError, ClusterState
 from kafkette.operator.kube import apply
-from kafkette.operator.kube.handlers.common import admin_for, cluster_bootstrap, parse_spec, ready, resync_seconds
-from kafkette.operator.kube.names import ClusterNames, label_selector, selector_labels
+from kafkette.operator.kube.handlers.common import (
+    InvalidSpec,
+    admin_for,
+    cluster_bootstrap,
+    observe_seconds,
+    parse_spec,
+    report,
+    resync_seconds,
+    stalled,
+)
+from kafkette.operator.kube.names import RACK_ANNOTATION, ClusterNames, label_selector, selector_labels
 from kafkette.operator.kube.render import render_cluster
-from kafkette.operator.resources import GROUP, VERSION, KafkaClusterSpec
+from kafkette.operator.planning.cluster import BrokerPod, assess, next_restart
+from kafkette.operator.resources import GROUP, VERSION, KafkaClusterSpec, Outcome
 
 PLURAL = "kafkaclusters"
-
-
-def readiness(
-    spec: KafkaClusterSpec, statefulset: dict[str, Any] | None, kafka: ClusterState | None
-) -> tuple[str, str]:
-    """(reason, message) for Ready=False, or ("Ready", ...) when every broker is up and registered."""
-    ready_pods = ((statefulset or {}).get("status") or {}).get("readyReplicas") or 0
-    if ready_pods < spec.brokers:
-        return "BrokersStarting", f"{ready_pods} of {spec.brokers} broker pods are ready"
-    if kafka is None:
-        return "BrokersUnreachable", "the operator cannot reach the brokers"
-    if len(kafka.brokers) < spec.brokers:
-        return "BrokersRegistering", f"{len(kafka.brokers)} of {spec.brokers} brokers are registered"
-    return "Ready", f"{spec.brokers} brokers ready"
-
-
-async def _observe(name: str, namespace: str, body: Any, status: Any, spec: KafkaClusterSpec) -> dict[str, Any]:
-    names = ClusterNames(name, namespace)
-    statefulset = await asyncio.to_thread(apply.get, "apps/v1", "StatefulSet", names.statefulset, namespace)
-    bootstrap = cluster_bootstrap(dict(body))
-    try:
-        kafka: ClusterState | None = await admin_for(bootstrap).cluster()
-    except AdminError:
-        kafka = None
-    reason, message = readiness(spec, statefulset, kafka)
-    sts_status = (statefulset or {}).get("status") or {}
-    generation = body["metadata"].get("generation", 0)
-    fields = {
-        **ready(status, generation, "True" if reason == "Ready" else "False", reason, message),
-        "replicas": sts_status.get("replicas", 0),
-        "readyBrokers": sts_status.get("readyReplicas", 0),
-        "selector": label_selector(selector_labels(name)),
-        "bootstrapServers": bootstrap,
-    }
-    if kafka is not None:
-        fields |= {
-            "clusterId": kafka.cluster_id,
-            "controllerId": kafka.controller_id,
-            "registeredBrokers": list(kafka.brokers),
-            "underReplicatedPartitions": kafka.under_replicated_partitions,
-        }
-    return fields
 
 
 async def _apply_children(name: str, namespace: str, uid: str, body: Any, spec: KafkaClusterSpec) -> int:
@@ -69,23 +38,104 @@ async def _apply_children(name: str, namespace: str, uid: str, body: Any, spec: 
     return len(children)
 
 
+async def _label_racks(pods: list[dict[str, Any]], topology_key: str) -> Outcome | None:
+    """Annotate each scheduled broker pod with its node's topology label, which the broker waits for through
+    the downward API: only the operator reads Nodes, the broker pods get no API access at all.
+    Returns Stalled when the operator may not read Nodes (the chart installed with rack.enabled=false)."""
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node or RACK_ANNOTATION in (pod["metadata"].get("annotations") or {}):
+            continue
+        try:
+            labels = await asyncio.to_thread(apply.node_labels, node)
+        except ApiException as exc:
+            if exc.status != 403:
+                raise
+            return stalled(
+                "NodesForbidden", "spec.rack needs the operator to read Nodes: install the chart with rack.enabled=true"
+            )
+        # An empty value still ends the broker's wait: it then runs without broker.rack.
+        rack = labels.get(topology_key, "")
+        await asyncio.to_thread(
+            apply.annotate, "v1", "Pod", pod["metadata"]["name"], pod["metadata"]["namespace"], {RACK_ANNOTATION: rack}
+        )
+    return None
+
+
+async def _observe(name: str, namespace: str, body: Any, status: Any, spec: KafkaClusterSpec) -> dict[str, Any]:
+    """Read the StatefulSet, the pods and Kafka; restart one outdated pod when that is safe; report status."""
+    names = ClusterNames(name, namespace)
+    selector = label_selector(selector_labels(name))
+    statefulset = await asyncio.to_thread(apply.get, "apps/v1", "StatefulSet", names.statefulset, namespace)
+    pod_objects = await asyncio.to_thread(apply.list_objects, "v1", "Pod", namespace, selector)
+    rack_problem = await _label_racks(pod_objects, spec.rack.topology_key) if spec.rack is not None else None
+    pods = [BrokerPod.from_api(pod) for pod in pod_objects]
+    bootstrap = cluster_bootstrap(dict(body))
+    try:
+        kafka: ClusterState | None = await admin_for(bootstrap).cluster()
+    except AdminError:
+        kafka = None
+    if statefulset is not None:
+        restart = next_restart(spec.brokers, statefulset, pods, kafka)
+        if restart is not None:
+            await asyncio.to_thread(apply.delete, "v1", "Pod", restart.name, namespace)
+            message = f"restarted {restart.name} to apply the new configuration"
+            kopf.info(body, reason="BrokerRestarted", message=message)
+    sts_status = (statefulset or {}).get("status") or {}
+    outcome = rack_problem or assess(spec.brokers, statefulset, pods, kafka)
+    fields = {
+        **report(status, body["metadata"].get("generation", 0), outcome),
+        "replicas": sts_status.get("replicas", 0),
+        "readyBrokers": sum(pod.ready for pod in pods),
+        "selector": selector,
+        "bootstrapServers": bootstrap,
+    }
+    if kafka is not None:
+        fields |= {
+            "clusterId": kafka.cluster_id,
+            "controllerId": kafka.controller_id,
+            "registeredBrokers": list(kafka.brokers),
+            "underReplicatedPartitions": kafka.under_replicated_partitions,
+        }
+    return fields
+
+
+def _parse(spec: Any, body: Any, status: Any, patch: Any) -> KafkaClusterSpec | None:
+    """The spec, or None after recording Stalled: a spec only a person can fix is not retried."""
+    try:
+        return parse_spec(KafkaClusterSpec, spec)
+    except InvalidSpec as exc:
+        patch.status.update(report(status, body["metadata"].get("generation", 0), stalled("InvalidSpec", str(exc))))
+        return None
+
+
 @kopf.on.resume(GROUP, VERSION, PLURAL)
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL)
 async def cluster_changed(
     spec: Any, name: str, namespace: str, uid: str, body: Any, status: Any, patch: Any, **_: Any
 ) -> None:
-    parsed = parse_spec(KafkaClusterSpec, spec)
+    parsed = _parse(spec, body, status, patch)
+    if parsed is None:
+        return
     count = await _apply_children(name, namespace, uid, body, parsed)
     kopf.info(body, reason="ChildrenApplied", message=f"applied {count} objects for {parsed.brokers} brokers")
     patch.status.update(await _observe(name, namespace, body, status, parsed))
+
+
+@kopf.timer(GROUP, VERSION, PLURAL, interval=observe_seconds(), initial_delay=observe_seconds())
+async def cluster_observe(spec: Any, name: str, namespace: str, body: Any, status: Any, patch: Any, **_: Any) -> None:
+    """Status, rack labels and restarts follow the pods within seconds, not at the next resync."""
+    parsed = _parse(spec, body, status, patch)
+    if parsed is not None:
+        patch.status.update(await _observe(name, namespace, body, status, parsed))
 
 
 @kopf.timer(GROUP, VERSION, PLURAL, interval=resync_seconds(), initial_delay=resync_seconds())
 async def cluster_resync(
     spec: Any, name: str, namespace: str, uid: str, body: Any, status: Any, patch: Any, **_: Any
 ) -> None:
-    """Revert edits made to the children by hand (applying is a no-op when nothing drifted); refresh status."""
-    parsed = parse_spec(KafkaClusterSpec, spec)
-    await _apply_children(name, namespace, uid, body, parsed)
-    patch.status.update(await _observe(name, namespace, body, status, parsed))
+    """Revert edits made to the children by hand (applying is a no-op when nothing drifted)."""
+    parsed = _parse(spec, body, status, patch)
+    if parsed is not None:
+        await _apply_children(name, namespace, uid, body, parsed)

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
-import kopf
 from pydantic import BaseModel, ValidationError
 
 from kafkette.operator.admin import Admin
 from kafkette.operator.kube import apply
 from kafkette.operator.kube.names import ClusterNames
-from kafkette.operator.resources import API_VERSION, Condition, KafkaClusterSpec, set_condition
+from kafkette.operator.resources import API_VERSION, Condition, KafkaClusterSpec, Outcome, phase_conditions
 
 # Where the operator reaches a cluster's brokers, when not through its bootstrap Service: an operator
 # running outside the cluster (a laptop, the API-server tests) points it at an address it can reach.
@@ -24,15 +23,23 @@ def resync_seconds() -> float:
     return float(os.environ.get("KAFKETTE_RESYNC_SECONDS", "60"))
 
 
+def observe_seconds() -> float:
+    """How often a KafkaCluster's pods and metadata are read for status and restarts: 10 s, or the resync if sooner."""
+    return min(10.0, resync_seconds())
+
+
 M = TypeVar("M", bound=BaseModel)
 
 
+class InvalidSpec(Exception):
+    """A spec the API server accepted but the operator's own validation (Kafka's config rules) refuses."""
+
+
 def parse_spec(model: type[M], spec: Any) -> M:
-    """The spec as a model; a spec the API server accepted but our validation rejects never heals by retrying."""
     try:
         return model.model_validate(dict(spec))
     except ValidationError as exc:
-        raise kopf.PermanentError(f"invalid spec: {exc}") from None
+        raise InvalidSpec(f"invalid spec: {exc}") from None
 
 
 _admins: dict[str, Admin] = {}
@@ -69,12 +76,19 @@ def conditions_of(status: Any) -> list[Condition]:
     return [Condition.model_validate(condition) for condition in (status or {}).get("conditions", [])]
 
 
-def ready(
-    status: Any, generation: int, state: Literal["True", "False", "Unknown"], reason: str, message: str
-) -> dict[str, Any]:
-    """Status fields that record the Ready condition and the generation it was computed from."""
-    conditions = set_condition(conditions_of(status), "Ready", state, reason, message)
-    return {
-        "observedGeneration": generation,
-        "conditions": [condition.to_api() for condition in conditions],
-    }
+def report(status: Any, generation: int, outcome: Outcome) -> dict[str, Any]:
+    """Status fields that record the outcome (kstatus conditions) and the generation it was computed from."""
+    conditions = phase_conditions(conditions_of(status), generation, outcome)
+    return {"observedGeneration": generation, "conditions": [condition.to_api() for condition in conditions]}
+
+
+def ready(reason: str, message: str) -> Outcome:
+    return Outcome("Ready", reason, message)
+
+
+def reconciling(reason: str, message: str) -> Outcome:
+    return Outcome("Reconciling", reason, message)
+
+
+def stalled(reason: str, message: str) -> Outcome:
+    return Outcome("Stalled", reason, message)

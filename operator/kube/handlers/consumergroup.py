@@ -7,7 +7,17 @@ from typing import Any
 import kopf
 
 from kafkette.operator.admin import AdminError, GroupState
-from kafkette.operator.kube.handlers.common import ClusterMissing, admin_for_cluster, parse_spec, ready, resync_seconds
+from kafkette.operator.kube.handlers.common import (
+    ClusterMissing,
+    InvalidSpec,
+    admin_for_cluster,
+    parse_spec,
+    ready,
+    reconciling,
+    report,
+    resync_seconds,
+    stalled,
+)
 from kafkette.operator.resources import GROUP, VERSION, ConsumerGroupSpec
 
 PLURAL = "consumergroups"
@@ -33,21 +43,25 @@ def lag_status(group: GroupState) -> dict[str, Any]:
 
 
 async def _refresh(spec: Any, name: str, namespace: str, body: Any, status: Any, patch: Any) -> None:
-    parsed = parse_spec(ConsumerGroupSpec, spec)
     generation = body["metadata"].get("generation", 0)
+    try:
+        parsed = parse_spec(ConsumerGroupSpec, spec)
+    except InvalidSpec as exc:
+        patch.status.update(report(status, generation, stalled("InvalidSpec", str(exc))))
+        return
     group_id = parsed.group_in_kafka(name)
     try:
         admin = await admin_for_cluster(parsed.cluster_ref, namespace)
         group = await admin.group(group_id, frozenset(parsed.topics))
     except ClusterMissing as exc:
-        patch.status.update(ready(status, generation, "False", "ClusterNotFound", str(exc)))
+        # The cluster may be on its way (applied in the same batch): waiting is work under way, not a failure.
+        patch.status.update(report(status, generation, reconciling("ClusterNotFound", str(exc))))
         return
     except AdminError as exc:
-        patch.status.update(ready(status, generation, "False", "KafkaError", str(exc)))
+        patch.status.update(report(status, generation, reconciling("KafkaError", str(exc))))
         return
-    patch.status.update(
-        ready(status, generation, "True", "LagObserved", f"group {group_id} is {group.state}"), **lag_status(group)
-    )
+    outcome = ready("LagObserved", f"group {group_id} is {group.state}")
+    patch.status.update(report(status, generation, outcome), **lag_status(group))
 
 
 @kopf.on.resume(GROUP, VERSION, PLURAL)

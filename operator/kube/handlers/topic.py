@@ -11,10 +11,14 @@ from kafkette.operator.admin import Admin, AdminError
 from kafkette.operator.kube import apply
 from kafkette.operator.kube.handlers.common import (
     ClusterMissing,
+    InvalidSpec,
     admin_for_cluster,
     parse_spec,
     ready,
+    reconciling,
+    report,
     resync_seconds,
+    stalled,
 )
 from kafkette.operator.planning.topics import Claim, TopicPlan, owner_of, plan_topic
 from kafkette.operator.resources import API_VERSION, GROUP, VERSION, TopicSpec
@@ -55,18 +59,24 @@ async def _carry_out(admin: Admin, name: str, spec: TopicSpec, plan: TopicPlan, 
         kopf.info(body, reason="ConfigApplied", message=f"topic {name}: set {', '.join(changed)}")
 
 
-async def reconcile(spec: TopicSpec, name: str, namespace: str, body: Any, status: Any, patch: Any) -> None:
+async def reconcile(raw_spec: Any, name: str, namespace: str, body: Any, status: Any, patch: Any) -> None:
     generation = body["metadata"].get("generation", 0)
+    try:
+        spec = parse_spec(TopicSpec, raw_spec)
+    except InvalidSpec as exc:
+        patch.status.update(report(status, generation, stalled("InvalidSpec", str(exc))))
+        return
     kafka_name = spec.name_in_kafka(name)
     winner = await _owns_name(spec, name, namespace, body["metadata"]["creationTimestamp"])
     if winner is not None:
         patch.status.update(
-            ready(
+            report(
                 status,
                 generation,
-                "False",
-                "TopicNameConflict",
-                f"Topic {winner.name!r} already manages Kafka topic {kafka_name!r}; this resource is ignored",
+                stalled(
+                    "TopicNameConflict",
+                    f"Topic {winner.name!r} already manages Kafka topic {kafka_name!r}; this resource is ignored",
+                ),
             ),
         )
         return
@@ -77,7 +87,7 @@ async def reconcile(spec: TopicSpec, name: str, namespace: str, body: Any, statu
         plan = plan_topic(spec.partitions, spec.replicas, spec.config, actual, overrides)
         if plan.rejection:
             patch.status.update(
-                ready(status, generation, "False", plan.rejection.reason, plan.rejection.message),
+                report(status, generation, stalled(plan.rejection.reason, plan.rejection.message)),
                 topicName=kafka_name,
                 topicId=actual.topic_id if actual else None,
                 partitions=actual.partitions if actual else None,
@@ -89,14 +99,14 @@ async def reconcile(spec: TopicSpec, name: str, namespace: str, body: Any, statu
             await _carry_out(admin, kafka_name, spec, plan, body)
             actual = await admin.describe_topic(kafka_name)
     except ClusterMissing as exc:
-        patch.status.update(ready(status, generation, "False", "ClusterNotFound", str(exc)))
+        patch.status.update(report(status, generation, reconciling("ClusterNotFound", str(exc))))
         raise kopf.TemporaryError(str(exc), delay=resync_seconds()) from None
     except AdminError as exc:
-        patch.status.update(ready(status, generation, "False", "KafkaError", str(exc)))
+        patch.status.update(report(status, generation, reconciling("KafkaError", str(exc))))
         raise kopf.TemporaryError(str(exc), delay=min(10.0, resync_seconds())) from None
     assert actual is not None
     patch.status.update(
-        ready(status, generation, "True", "Reconciled", f"topic {kafka_name} matches the spec"),
+        report(status, generation, ready("Reconciled", f"topic {kafka_name} matches the spec")),
         topicName=kafka_name,
         topicId=actual.topic_id,
         partitions=actual.partitions,
@@ -108,18 +118,21 @@ async def reconcile(spec: TopicSpec, name: str, namespace: str, body: Any, statu
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL)
 async def topic_changed(spec: Any, name: str, namespace: str, body: Any, status: Any, patch: Any, **_: Any) -> None:
-    await reconcile(parse_spec(TopicSpec, spec), name, namespace, body, status, patch)
+    await reconcile(spec, name, namespace, body, status, patch)
 
 
 @kopf.timer(GROUP, VERSION, PLURAL, interval=resync_seconds(), initial_delay=resync_seconds(), idle=resync_seconds())
 async def topic_resync(spec: Any, name: str, namespace: str, body: Any, status: Any, patch: Any, **_: Any) -> None:
     """Revert out-of-band changes (configs altered with other tools, a deleted topic)."""
-    await reconcile(parse_spec(TopicSpec, spec), name, namespace, body, status, patch)
+    await reconcile(spec, name, namespace, body, status, patch)
 
 
 @kopf.on.delete(GROUP, VERSION, PLURAL)
 async def topic_deleted(spec: Any, name: str, namespace: str, body: Any, **_: Any) -> None:
-    parsed = parse_spec(TopicSpec, spec)
+    try:
+        parsed = parse_spec(TopicSpec, spec)
+    except InvalidSpec as exc:
+        raise kopf.PermanentError(str(exc)) from None  # nothing this resource created can be named
     kafka_name = parsed.name_in_kafka(name)
     if parsed.deletion_policy == "retain":
         kopf.info(body, reason="TopicRetained", message=f"deletionPolicy is retain: topic {kafka_name} is kept")
