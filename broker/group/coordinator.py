@@ -1,40 +1,51 @@
-"""The group coordinator: Kafka's classic group protocol over the group state in :mod:`group`.
+"""The group coordinator's shell: the I/O around the group state machine of :mod:`machine`.
 
 One coordinator serves every ``__consumer_offsets`` partition this broker
-leads (all of them on a single node). Joins and syncs park on futures until
-the rebalance completes; session, rebalance and initial-delay timers run on the
-event loop. Every change that must survive a restart is appended to the group's
-``__consumer_offsets`` partition before it takes effect, and start-up replays
-those partitions; a group whose partition is still loading answers
-COORDINATOR_LOAD_IN_PROGRESS.
+leads (all of them on a single node). It parks JoinGroup and SyncGroup
+responses on futures, runs the machine's timers on the event loop, appends its
+records to the group's partition (waiting for the in-sync replicas where the
+machine asks, as Kafka's coordinator writes with acks=all) and replays the
+partitions it comes to lead; a group whose partition is still loading answers
+COORDINATOR_LOAD_IN_PROGRESS. Committed offsets are kept here, beside the
+machine, in an :class:`OffsetStore`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import itertools
 import logging
 import time
 import uuid
-from collections import Counter
-from collections.abc import Awaitable, Coroutine, Iterable, Mapping
+from collections.abc import Awaitable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from kafkette.broker.config import BrokerConfig
 from kafkette.broker.controller.image import MetadataImage
 from kafkette.broker.group import record_codec
-from kafkette.broker.group.group import Group, GroupState, JoinResult, Member, Protocols, SyncResult
-from kafkette.broker.group.offsets import CommittedOffset, OffsetStore, TopicPartition, expired_offsets
-from kafkette.broker.group.offsets_log import KeyValue, OffsetsTopicLog
-from kafkette.broker.group.placement import OFFSETS_TOPIC, partition_for
-from kafkette.broker.group.record_codec import GroupRecord, OffsetRecord
-from kafkette.broker.group.state_records import (
-    group_from_value,
-    group_to_value,
-    offset_from_value,
-    offset_to_value,
+from kafkette.broker.group.events import (
+    AnswerJoin,
+    AnswerSync,
+    Effect,
+    GroupLimits,
+    JoinRequest,
+    StartTimer,
+    StopTimer,
+    SyncRequest,
+    Ticket,
+    Timer,
+    Write,
 )
+from kafkette.broker.group.group import Group, GroupState, JoinResult, SyncResult
+from kafkette.broker.group.machine import GroupMachine
+from kafkette.broker.group.offsets import CommittedOffset, OffsetStore, TopicPartition, expired_offsets
+from kafkette.broker.group.offsets_log import OffsetsTopicLog
+from kafkette.broker.group.placement import OFFSETS_TOPIC, partition_for
+from kafkette.broker.group.record_codec import GroupRecord, KeyValue, OffsetRecord
+from kafkette.broker.group.state_records import group_from_value, offset_from_value, offset_to_value
 from kafkette.broker.group.timers import Timers
 from kafkette.broker.metadata.catalog import TopicCatalog
 from kafkette.broker.metadata.channel import ControllerChannel
@@ -45,6 +56,8 @@ from kafkette.broker.protocol.messages.create_topics_request import (
     CreateTopicsRequest,
 )
 from kafkette.broker.storage import StorageError
+
+__all__ = ["GroupCoordinator", "GroupOverview", "JoinRequest"]
 
 log = logging.getLogger(__name__)
 
@@ -57,32 +70,8 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-@dataclass(frozen=True, slots=True)
-class JoinRequest:
-    group_id: str
-    member_id: str
-    instance_id: str | None
-    client_id: str
-    client_host: str
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    protocol_type: str
-    protocols: Protocols
-    member_id_required: bool  # JoinGroup v4+: a new dynamic member first gets its id (KIP-394)
-    skip_assignment_supported: bool  # JoinGroup v9+: a rejoining static leader keeps the assignment
-
-
-@dataclass(frozen=True, slots=True)
-class _StaticRejoin:
-    """A static member's rejoin under ``new_id`` while its group record is written: what to answer, or to undo."""
-
-    group: Group
-    member: Member
-    old_id: str
-    new_id: str
-    previous: tuple[Protocols, int, int]  # protocols, session and rebalance timeouts of the old incarnation
-    previous_leader: str
-    skip_assignment_supported: bool
+def new_member_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4()}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,9 +90,9 @@ _WRITE_ERRORS = {
 }
 
 
-def _group_record(group: Group) -> KeyValue:
-    """The group's metadata record (members, generation, assignments) for __consumer_offsets."""
-    return record_codec.group_key(group.group_id), record_codec.group_value(group_to_value(group))
+def _answer(future: asyncio.Future[Any], result: object) -> None:
+    if not future.done():  # the client's request may have been cancelled meanwhile
+        future.set_result(result)
 
 
 class GroupCoordinator:
@@ -112,18 +101,30 @@ class GroupCoordinator:
         self.topics = topics
         self.controller = controller
         self.log = OffsetsTopicLog(topics, config.offsets_topic_num_partitions)
-        self.groups: dict[str, Group] = {}
+        limits = GroupLimits(
+            min_session_timeout_ms=config.group_min_session_timeout_ms,
+            max_session_timeout_ms=config.group_max_session_timeout_ms,
+            max_size=config.group_max_size,
+            initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+        )
+        self.machine = GroupMachine(limits, new_member_id)
         self.offsets = OffsetStore()
-        # Rebalances started per group, for the metrics endpoint.
-        self.rebalances: Counter[str] = Counter()
         self._timers = Timers()
+        # The parked JoinGroup and SyncGroup responses, by the tickets the machine knows them by.
+        self._tickets = itertools.count()
+        self._joins: dict[Ticket, asyncio.Future[JoinResult]] = {}
+        self._syncs: dict[Ticket, asyncio.Future[SyncResult]] = {}
         # Partitions of __consumer_offsets this broker leads and has replayed; and those being replayed.
         self._loaded: set[int] = set()
         self._loading: dict[int, asyncio.Task[None]] = {}
         self._creating: asyncio.Task[None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
-        # Assignments waiting for the in-sync replicas before the members' SyncGroup is answered.
+        # Writes waiting for the in-sync replicas before the clients are answered.
         self._storing: set[asyncio.Task[None]] = set()
+
+    @property
+    def groups(self) -> Mapping[str, Group]:
+        return self.machine.groups
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -135,8 +136,7 @@ class GroupCoordinator:
         for task in running:
             task.cancel()
         self._timers.cancel_all()
-        for group in self.groups.values():
-            self._fail_parked(group, ErrorCode.NOT_COORDINATOR)
+        self._run(now_ms(), self.machine.stop())
 
     def partition_of(self, group_id: str) -> int:
         return partition_for(group_id, self.log.partitions)
@@ -213,11 +213,7 @@ class GroupCoordinator:
         if loading is not None:
             loading.cancel()
         self._loaded.discard(index)
-        for group_id in [g for g in self.groups if self.partition_of(g) == index]:
-            group = self.groups.pop(group_id)
-            self._fail_parked(group, ErrorCode.NOT_COORDINATOR)
-            for member in group.members.values():
-                self._timers.cancel(("session", group_id, member.member_id))
+        self._run(now_ms(), self.machine.unload([g for g in self.groups if self.partition_of(g) == index]))
         for group_id in [g for g in self.offsets.groups() if self.partition_of(g) == index]:
             self.offsets.drop(group_id)
 
@@ -238,26 +234,63 @@ class GroupCoordinator:
                 )
             if count % LOAD_YIELD_EVERY == LOAD_YIELD_EVERY - 1:
                 await asyncio.sleep(0)
-        for group_id, group in loaded_groups.items():
-            if group is None:
-                self.groups.pop(group_id, None)
-                continue
-            self.groups[group_id] = group
-            for member in group.members.values():
-                self._schedule_session_expiry(group, member)
-        for group_id in list(self.offsets.groups()):
-            if self.partition_of(group_id) == index and group_id not in self.groups:
-                self.groups[group_id] = Group(group_id, now)
+        groups = [group for group in loaded_groups.values() if group is not None]
+        known = {group.group_id for group in groups}
+        # A group with committed offsets but no metadata record stores offsets only: it is Empty.
+        groups += [
+            Group(group_id, now)
+            for group_id in self.offsets.groups()
+            if self.partition_of(group_id) == index and group_id not in known
+        ]
+        self._run(now, self.machine.load(now, groups))
         self._loaded.add(index)
 
     # -- persistence ------------------------------------------------------------------------
 
-    def _append(self, group_id: str, records: list[KeyValue]) -> ErrorCode:
+    def _refusal(self, group_id: str) -> ErrorCode:
+        """NONE when a request naming the group may go to the machine."""
+        return self.availability(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
+
+    def _run(self, now: int, effects: list[Effect]) -> None:
+        """Carry out what the machine decided, in its order."""
+        for effect in effects:
+            match effect:
+                case AnswerJoin(ticket=ticket, result=join_result):
+                    _answer(self._joins.pop(ticket), join_result)
+                case AnswerSync(ticket=ticket, result=sync_result):
+                    _answer(self._syncs.pop(ticket), sync_result)
+                case StartTimer(timer=timer, at_ms=at_ms):
+                    self._timers.schedule(timer, at_ms - now, functools.partial(self._timer_fired, timer))
+                case StopTimer(timer=timer):
+                    self._timers.cancel(timer)
+                case Write():
+                    self._write(effect)
+
+    def _timer_fired(self, timer: Timer) -> None:
+        now = now_ms()
+        self._run(now, self.machine.timer_fired(now, timer))
+
+    def _write(self, write: Write) -> None:
+        error, replicated = self._append_replicated(write.group_id, write.records)
+        if write.write_id is None:
+            return
+        if replicated is None:
+            now = now_ms()
+            self._run(now, self.machine.written(now, write.write_id, error))
+            return
+        self._after_write(self._written_when_replicated(write.write_id, replicated))
+
+    async def _written_when_replicated(self, write_id: int, replicated: asyncio.Future[ErrorCode]) -> None:
+        error = await self._when_replicated(replicated)
+        now = now_ms()
+        self._run(now, self.machine.written(now, write_id, error))
+
+    def _append(self, group_id: str, records: Sequence[KeyValue]) -> ErrorCode:
         """Write to the group's partition without waiting for the followers (group state, tombstones)."""
         return self._append_replicated(group_id, records)[0]
 
     def _append_replicated(
-        self, group_id: str, records: list[KeyValue]
+        self, group_id: str, records: Sequence[KeyValue]
     ) -> tuple[ErrorCode, asyncio.Future[ErrorCode] | None]:
         """Write; the error, and a future of the followers' acknowledgement when it is still pending."""
         try:
@@ -281,307 +314,19 @@ class GroupCoordinator:
         # As Kafka's coordinator: a write the replicas did not take is retriable for the client.
         return ErrorCode.NONE if outcome == ErrorCode.NONE else _WRITE_ERRORS.get(outcome, ErrorCode.NOT_COORDINATOR)
 
-    # -- JoinGroup --------------------------------------------------------------------------
+    # -- JoinGroup, SyncGroup, Heartbeat, LeaveGroup ---------------------------------------
 
     def join(self, request: JoinRequest) -> asyncio.Future[JoinResult]:
         future: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
-        result = self._join(request, future)
-        if result is not None:
-            future.set_result(result)
-        return future
-
-    def _join(self, request: JoinRequest, future: asyncio.Future[JoinResult]) -> JoinResult | None:
-        """An immediate answer, or None when ``future`` has been parked until the join phase completes."""
-        if not request.group_id:
-            return JoinResult(ErrorCode.INVALID_GROUP_ID)
-        available = self.availability(request.group_id)
-        if available != ErrorCode.NONE:
-            return JoinResult(available)
-        if (
-            not self.config.group_min_session_timeout_ms
-            <= request.session_timeout_ms
-            <= (self.config.group_max_session_timeout_ms)
-        ):
-            return JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT)
-        group = self.groups.get(request.group_id)
-        if group is None:
-            if request.member_id:
-                return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID)
-            group = self.groups[request.group_id] = Group(request.group_id, now_ms())
-        if group.state is GroupState.DEAD:
-            return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        if not group.supports(request.protocol_type, request.protocols):
-            return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
-        if not request.member_id:
-            return self._join_unknown_member(group, request, future)
-        if request.member_id in group.pending_members:
-            group.pending_members.discard(request.member_id)
-            self._timers.cancel(("pending", group.group_id, request.member_id))
-            return self._add_member(group, request, request.member_id, future)
-        error = group.check_member(request.member_id, request.instance_id)
-        if error != ErrorCode.NONE or group.state in (GroupState.EMPTY, GroupState.DEAD):
-            return JoinResult(error if error != ErrorCode.NONE else ErrorCode.UNKNOWN_MEMBER_ID, request.member_id)
-        return self._join_known_member(group, group.members[request.member_id], request, future)
-
-    def _join_unknown_member(
-        self, group: Group, request: JoinRequest, future: asyncio.Future[JoinResult]
-    ) -> JoinResult | None:
-        prefix = request.instance_id if request.instance_id is not None else request.client_id
-        new_id = f"{prefix}-{uuid.uuid4()}"
-        if request.instance_id is not None:
-            known = group.static_members.get(request.instance_id)
-            if known is not None:
-                return self._rejoin_static_member(group, group.members[known], new_id, request, future)
-            return self._add_member(group, request, new_id, future)
-        if request.member_id_required:
-            # The client retries with this id; until then it counts as a member the rebalance waits for.
-            group.pending_members.add(new_id)
-            self._timers.schedule(
-                ("pending", group.group_id, new_id),
-                request.session_timeout_ms,
-                lambda: self._expire_pending(group, new_id),
-            )
-            return JoinResult(ErrorCode.MEMBER_ID_REQUIRED, member_id=new_id)
-        return self._add_member(group, request, new_id, future)
-
-    def _add_member(
-        self, group: Group, request: JoinRequest, member_id: str, future: asyncio.Future[JoinResult]
-    ) -> JoinResult | None:
-        if len(group.members) >= self.config.group_max_size:
-            return JoinResult(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id)
-        member = Member(
-            member_id=member_id,
-            instance_id=request.instance_id,
-            client_id=request.client_id,
-            client_host=request.client_host,
-            session_timeout_ms=request.session_timeout_ms,
-            rebalance_timeout_ms=request.rebalance_timeout_ms,
-            protocol_type=request.protocol_type,
-            protocols=request.protocols,
-            join_future=future,
-        )
-        group.add(member)
-        group.joined_during_delay = True
-        self._schedule_session_expiry(group, member)
-        if group.state is not GroupState.PREPARING_REBALANCE:
-            self._prepare_rebalance(group, f"{member_id} joined")
-        self._maybe_complete_join(group)
-        return None
-
-    def _join_known_member(
-        self, group: Group, member: Member, request: JoinRequest, future: asyncio.Future[JoinResult]
-    ) -> JoinResult | None:
-        unchanged = member.protocols == request.protocols
-        if group.state is GroupState.COMPLETING_REBALANCE and unchanged:
-            # A retry of a join whose answer was lost: send the same answer again.
-            return group.join_result(member)
-        if group.state is GroupState.STABLE and unchanged and member.member_id != group.leader:
-            return group.join_result(member)
-        self._update_member(member, request, future)
-        if group.state is not GroupState.PREPARING_REBALANCE:
-            self._prepare_rebalance(group, f"{member.member_id} rejoined")
-        self._maybe_complete_join(group)
-        return None
-
-    def _rejoin_static_member(
-        self, group: Group, member: Member, new_id: str, request: JoinRequest, future: asyncio.Future[JoinResult]
-    ) -> JoinResult | None:
-        """A restarted static member replaces its old incarnation (Kafka's updateStaticMemberThenRebalance).
-
-        A Stable group whose selected protocol stays the same is not rebalanced: the member gets the
-        current generation back. A returning leader is told so with SkipAssignment (JoinGroup v9+, KIP-814)
-        so that it keeps watching metadata without running its assignor; older versions name the
-        old incarnation as leader, so the returning one acts as a follower.
-        """
-        old_id = member.member_id
-        previous_leader = group.leader or ""
-        previous = (member.protocols, member.session_timeout_ms, member.rebalance_timeout_ms)
-        self._timers.cancel(("session", group.group_id, old_id))
-        # The old incarnation's parked requests are answered as fenced: that process must not act any more.
-        if member.join_future is not None and not member.join_future.done():
-            member.join_future.set_result(JoinResult(ErrorCode.FENCED_INSTANCE_ID, old_id))
-        if member.sync_future is not None and not member.sync_future.done():
-            member.sync_future.set_result(SyncResult(ErrorCode.FENCED_INSTANCE_ID))
-        member.join_future = member.sync_future = None
-        group.rename(member, new_id)
-        self._update_member(member, request, future)
-        self._schedule_session_expiry(group, member)
-        if group.state is GroupState.STABLE and group.select_protocol() == group.protocol_name:
-            member.join_future = None
-            rejoin = _StaticRejoin(
-                group, member, old_id, new_id, previous, previous_leader, request.skip_assignment_supported
-            )
-            error, replicated = self._append_replicated(group.group_id, [_group_record(group)])
-            if replicated is None:
-                return self._static_rejoin_stored(rejoin, error)
-            # As Kafka's coordinator, the new member id is answered once the in-sync replicas have it: a coordinator
-            # elected after a failover then knows the incarnation that is running, not the fenced one.
-            self._after_write(self._static_rejoin_when_replicated(rejoin, replicated, future))
-            return None
-        if group.state is not GroupState.PREPARING_REBALANCE:
-            # In CompletingRebalance too: the leader may be assigning to the old member id.
-            self._prepare_rebalance(group, f"static member {request.instance_id} rejoined")
-        self._maybe_complete_join(group)
-        return None
-
-    async def _static_rejoin_when_replicated(
-        self, rejoin: _StaticRejoin, replicated: asyncio.Future[ErrorCode], future: asyncio.Future[JoinResult]
-    ) -> None:
-        error = await self._when_replicated(replicated)
-        if not future.done():
-            future.set_result(self._static_rejoin_stored(rejoin, error))
-
-    def _static_rejoin_stored(self, rejoin: _StaticRejoin, error: ErrorCode) -> JoinResult:
-        group, member = rejoin.group, rejoin.member
-        if group.members.get(rejoin.new_id) is not member:
-            # Yet another incarnation rejoined (or the member left) while this one's record was written.
-            return JoinResult(ErrorCode.FENCED_INSTANCE_ID, rejoin.new_id)
-        if error != ErrorCode.NONE:
-            # Not stored: the old incarnation stays the member of record.
-            group.rename(member, rejoin.old_id)
-            member.protocols, member.session_timeout_ms, member.rebalance_timeout_ms = rejoin.previous
-            self._schedule_session_expiry(group, member)
-            return JoinResult(error)
-        result = group.join_result(member)
-        if rejoin.skip_assignment_supported:
-            result.skip_assignment = member.member_id == group.leader
-        else:
-            result.leader, result.members = rejoin.previous_leader, []
-        return result
-
-    @staticmethod
-    def _update_member(member: Member, request: JoinRequest, future: asyncio.Future[JoinResult]) -> None:
-        member.protocols = request.protocols
-        member.session_timeout_ms = request.session_timeout_ms
-        member.rebalance_timeout_ms = request.rebalance_timeout_ms
-        if member.join_future is not None and not member.join_future.done():
-            # Superseded by the new request on the member's behalf.
-            member.join_future.set_result(JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))
-        member.join_future = future
-
-    # -- the rebalance ----------------------------------------------------------------------
-
-    def _prepare_rebalance(self, group: Group, reason: str) -> None:
-        if group.state is GroupState.COMPLETING_REBALANCE:
-            self._fail_syncs(group, ErrorCode.REBALANCE_IN_PROGRESS)
-        initial = group.state is GroupState.EMPTY
-        group.transition(GroupState.PREPARING_REBALANCE, now_ms())
-        self.rebalances[group.group_id] += 1
-        log.info("group %s: preparing rebalance (generation %d): %s", group.group_id, group.generation, reason)
-        if initial:
-            group.initial_delay = True
-            group.joined_during_delay = False
-            delay = self.config.group_initial_rebalance_delay_ms
-            self._schedule_initial_join(group, delay, group.rebalance_timeout_ms() - delay)
-        else:
-            self._timers.schedule(
-                ("join", group.group_id), group.rebalance_timeout_ms(), lambda: self._complete_join(group)
-            )
-
-    def _schedule_initial_join(self, group: Group, delay_ms: int, remaining_ms: int) -> None:
-        """Kafka's InitialDelayedJoin: wait the delay again while members keep arriving, up to the rebalance timeout."""
-
-        def fire() -> None:
-            if group.joined_during_delay and remaining_ms > 0:
-                group.joined_during_delay = False
-                step = min(delay_ms, remaining_ms)
-                self._schedule_initial_join(group, step, remaining_ms - step)
-            else:
-                self._complete_join(group)
-
-        self._timers.schedule(("join", group.group_id), delay_ms, fire)
-
-    def _maybe_complete_join(self, group: Group) -> None:
-        if group.state is GroupState.PREPARING_REBALANCE and not group.initial_delay and group.all_joined():
-            self._complete_join(group)
-
-    def _complete_join(self, group: Group) -> None:
-        if group.state is not GroupState.PREPARING_REBALANCE:
-            return
-        self._timers.cancel(("join", group.group_id))
-        group.initial_delay = False
-        for member in list(group.members.values()):
-            # Dynamic members that did not rejoin in time are gone; static ones keep their place.
-            if member.join_future is None and member.instance_id is None:
-                self._timers.cancel(("session", group.group_id, member.member_id))
-                group.remove(member.member_id)
+        refusal = self._refusal(request.group_id)
+        if refusal != ErrorCode.NONE:
+            future.set_result(JoinResult(refusal))
+            return future
+        ticket = next(self._tickets)
+        self._joins[ticket] = future
         now = now_ms()
-        group.generation += 1
-        if group.is_empty:
-            group.protocol_name = None
-            group.transition(GroupState.EMPTY, now)
-            self._append(group.group_id, [_group_record(group)])
-            log.info("group %s: empty at generation %d", group.group_id, group.generation)
-            return
-        group.protocol_name = group.select_protocol()
-        if group.leader is None or group.members[group.leader].join_future is None:
-            group.leader = next(m.member_id for m in group.members.values() if m.join_future is not None)
-        group.transition(GroupState.COMPLETING_REBALANCE, now)
-        log.info(
-            "group %s: generation %d with %d members, protocol %s",
-            group.group_id,
-            group.generation,
-            len(group.members),
-            group.protocol_name,
-        )
-        for member in group.members.values():
-            if member.join_future is not None:
-                if not member.join_future.done():
-                    member.join_future.set_result(group.join_result(member))
-                member.join_future = None
-            self._schedule_session_expiry(group, member)
-
-    def _fail_syncs(self, group: Group, error: ErrorCode) -> None:
-        for member in group.members.values():
-            member.assignment = b""
-            if member.sync_future is not None:
-                if not member.sync_future.done():
-                    member.sync_future.set_result(SyncResult(error))
-                member.sync_future = None
-
-    def _fail_parked(self, group: Group, error: ErrorCode) -> None:
-        self._fail_syncs(group, error)
-        for member in group.members.values():
-            if member.join_future is not None and not member.join_future.done():
-                member.join_future.set_result(JoinResult(error, member.member_id))
-            member.join_future = None
-
-    # -- sessions ---------------------------------------------------------------------------
-
-    def _schedule_session_expiry(self, group: Group, member: Member) -> None:
-        member_id = member.member_id
-        self._timers.schedule(
-            ("session", group.group_id, member_id),
-            member.session_timeout_ms,
-            lambda: self._session_expired(group, member_id),
-        )
-
-    def _session_expired(self, group: Group, member_id: str) -> None:
-        member = group.members.get(member_id)
-        if member is None:
-            return
-        if member.awaiting:
-            self._schedule_session_expiry(group, member)
-            return
-        self._remove_member(group, member, "session timeout expired")
-
-    def _expire_pending(self, group: Group, member_id: str) -> None:
-        group.pending_members.discard(member_id)
-        self._maybe_complete_join(group)
-
-    def _remove_member(self, group: Group, member: Member, reason: str) -> None:
-        self._timers.cancel(("session", group.group_id, member.member_id))
-        if member.join_future is not None and not member.join_future.done():
-            member.join_future.set_result(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member.member_id))
-        if member.sync_future is not None and not member.sync_future.done():
-            member.sync_future.set_result(SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
-        group.remove(member.member_id)
-        log.info("group %s: member %s left: %s", group.group_id, member.member_id, reason)
-        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-            self._prepare_rebalance(group, f"{member.member_id} left")
-        self._maybe_complete_join(group)
-
-    # -- SyncGroup, Heartbeat, LeaveGroup ---------------------------------------------------
+        self._run(now, self.machine.join(now, ticket, request))
+        return future
 
     def sync(
         self,
@@ -594,125 +339,34 @@ class GroupCoordinator:
         assignments: Mapping[str, bytes],
     ) -> asyncio.Future[SyncResult]:
         future: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
-        result = self._sync(
-            group_id, generation, member_id, instance_id, protocol_type, protocol_name, assignments, future
-        )
-        if result is not None:
-            future.set_result(result)
+        refusal = self._refusal(group_id)
+        if refusal != ErrorCode.NONE:
+            future.set_result(SyncResult(refusal))
+            return future
+        ticket = next(self._tickets)
+        self._syncs[ticket] = future
+        request = SyncRequest(group_id, generation, member_id, instance_id, protocol_type, protocol_name, assignments)
+        now = now_ms()
+        self._run(now, self.machine.sync(now, ticket, request))
         return future
 
-    def _sync(
-        self,
-        group_id: str,
-        generation: int,
-        member_id: str,
-        instance_id: str | None,
-        protocol_type: str | None,
-        protocol_name: str | None,
-        assignments: Mapping[str, bytes],
-        future: asyncio.Future[SyncResult],
-    ) -> SyncResult | None:
-        available = self.availability(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
-        if available != ErrorCode.NONE:
-            return SyncResult(available)
-        group = self.groups.get(group_id)
-        if group is None:
-            return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
-        error = group.check_member(member_id, instance_id)
-        if error != ErrorCode.NONE:
-            return SyncResult(error)
-        if generation != group.generation:
-            return SyncResult(ErrorCode.ILLEGAL_GENERATION)
-        if (protocol_type is not None and protocol_type != group.protocol_type) or (
-            protocol_name is not None and protocol_name != group.protocol_name
-        ):
-            return SyncResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
-        member = group.members[member_id]
-        if group.state is GroupState.PREPARING_REBALANCE:
-            return SyncResult(ErrorCode.REBALANCE_IN_PROGRESS)
-        if group.state is GroupState.STABLE:
-            self._schedule_session_expiry(group, member)
-            return SyncResult(ErrorCode.NONE, group.protocol_type, group.protocol_name, member.assignment)
-        if group.state is not GroupState.COMPLETING_REBALANCE:
-            return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
-        member.sync_future = future
-        self._schedule_session_expiry(group, member)
-        if member_id == group.leader:
-            self._apply_assignment(group, assignments)
-        return None
-
-    def _apply_assignment(self, group: Group, assignments: Mapping[str, bytes]) -> None:
-        for member in group.members.values():
-            member.assignment = assignments.get(member.member_id, b"")
-        error, replicated = self._append_replicated(group.group_id, [_group_record(group)])
-        if replicated is None:
-            self._assignment_stored(group, error)
-            return
-        # As Kafka's coordinator, the members learn their assignment once the in-sync replicas have it: a coordinator
-        # elected after a failover then knows the generation they were given.
-        self._after_write(self._assignment_when_replicated(group, group.generation, replicated))
-
-    async def _assignment_when_replicated(
-        self, group: Group, generation: int, replicated: asyncio.Future[ErrorCode]
-    ) -> None:
-        error = await self._when_replicated(replicated)
-        # A member that joined or left meanwhile started another rebalance, which has answered the syncs already.
-        current = self.groups.get(group.group_id) is group and group.generation == generation
-        if current and group.state is GroupState.COMPLETING_REBALANCE:
-            self._assignment_stored(group, error)
-
-    def _assignment_stored(self, group: Group, error: ErrorCode) -> None:
-        if error != ErrorCode.NONE:
-            self._fail_syncs(group, error)
-            self._prepare_rebalance(group, "the assignment could not be stored")
-            return
-        group.transition(GroupState.STABLE, now_ms())
-        for member in group.members.values():
-            if member.sync_future is not None:
-                if not member.sync_future.done():
-                    member.sync_future.set_result(
-                        SyncResult(ErrorCode.NONE, group.protocol_type, group.protocol_name, member.assignment)
-                    )
-                member.sync_future = None
-
     def heartbeat(self, group_id: str, generation: int, member_id: str, instance_id: str | None) -> ErrorCode:
-        available = self.availability(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
-        if available != ErrorCode.NONE:
-            return available
-        group = self.groups.get(group_id)
-        if group is None or group.state in (GroupState.EMPTY, GroupState.DEAD):
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        error = group.check_member(member_id, instance_id)
-        if error != ErrorCode.NONE:
-            return error
-        if generation != group.generation:
-            return ErrorCode.ILLEGAL_GENERATION
-        self._schedule_session_expiry(group, group.members[member_id])
-        if group.state is GroupState.PREPARING_REBALANCE:
-            return ErrorCode.REBALANCE_IN_PROGRESS
-        return ErrorCode.NONE
+        refusal = self._refusal(group_id)
+        if refusal != ErrorCode.NONE:
+            return refusal
+        now = now_ms()
+        error, effects = self.machine.heartbeat(now, group_id, generation, member_id, instance_id)
+        self._run(now, effects)
+        return error
 
-    def leave(self, group_id: str, leaving: Iterable[tuple[str, str | None]]) -> tuple[ErrorCode, list[ErrorCode]]:
+    def leave(self, group_id: str, leaving: Sequence[tuple[str, str | None]]) -> tuple[ErrorCode, list[ErrorCode]]:
         """Remove members given as (member id, group instance id); an empty member id names a static member."""
-        available = self.availability(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
-        if available != ErrorCode.NONE:
-            return available, []
-        group = self.groups.get(group_id)
-        if group is None:
-            return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID for _ in leaving]
-        errors = []
-        for member_id, instance_id in leaving:
-            if instance_id is not None and not member_id:
-                member_id = group.static_members.get(instance_id, "")
-            if member_id in group.pending_members:
-                self._timers.cancel(("pending", group_id, member_id))
-                self._expire_pending(group, member_id)
-                errors.append(ErrorCode.NONE)
-                continue
-            error = group.check_member(member_id, instance_id)
-            if error == ErrorCode.NONE:
-                self._remove_member(group, group.members[member_id], "left the group")
-            errors.append(error)
+        refusal = self._refusal(group_id)
+        if refusal != ErrorCode.NONE:
+            return refusal, []
+        now = now_ms()
+        errors, effects = self.machine.leave(now, group_id, leaving)
+        self._run(now, effects)
         return ErrorCode.NONE, errors
 
     # -- offsets ----------------------------------------------------------------------------
@@ -771,37 +425,21 @@ class GroupCoordinator:
         return results
 
     def _check_commit(self, group_id: str, generation: int, member_id: str, instance_id: str | None) -> ErrorCode:
-        available = self.availability(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
-        if available != ErrorCode.NONE:
-            return available
-        group = self.groups.get(group_id)
-        if group is None:
-            if generation >= 0:
-                # Only a consumer that manages its own partitions may commit to a group that does not exist.
-                return ErrorCode.ILLEGAL_GENERATION
-            self.groups[group_id] = Group(group_id, now_ms())
-            return ErrorCode.NONE
-        if group.state is GroupState.DEAD:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if generation < 0 and not member_id and instance_id is None and group.is_empty:
-            return ErrorCode.NONE
-        error = group.check_member(member_id, instance_id)
-        if error != ErrorCode.NONE:
-            return error
-        if generation != group.generation:
-            return ErrorCode.ILLEGAL_GENERATION
-        if group.state is GroupState.COMPLETING_REBALANCE:
-            return ErrorCode.REBALANCE_IN_PROGRESS
-        self._schedule_session_expiry(group, group.members[member_id])
-        return ErrorCode.NONE
+        refusal = self._refusal(group_id)
+        if refusal != ErrorCode.NONE:
+            return refusal
+        now = now_ms()
+        error, effects = self.machine.check_commit(now, group_id, generation, member_id, instance_id)
+        self._run(now, effects)
+        return error
 
     def fetch_offsets(
         self, group_id: str, partitions: Iterable[TopicPartition] | None
     ) -> tuple[ErrorCode, dict[TopicPartition, CommittedOffset | None]]:
         """Committed offsets of the partitions (None: every partition with a commit); None where none is."""
-        available = self.availability(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
-        if available != ErrorCode.NONE:
-            return available, {}
+        refusal = self._refusal(group_id)
+        if refusal != ErrorCode.NONE:
+            return refusal, {}
         committed = self.offsets.of(group_id)
         if partitions is None:
             return ErrorCode.NONE, dict(committed)
@@ -811,11 +449,11 @@ class GroupCoordinator:
         self, group_id: str, partitions: Iterable[TopicPartition], subscribed: set[str]
     ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
         """OffsetDelete: refused per partition for topics the Stable group's members subscribe to."""
-        available = self.availability(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
-        if available != ErrorCode.NONE:
-            return available, {}
+        refusal = self._refusal(group_id)
+        if refusal != ErrorCode.NONE:
+            return refusal, {}
         group = self.groups.get(group_id)
-        if group is None or group.state is GroupState.DEAD:
+        if group is None:
             return ErrorCode.GROUP_ID_NOT_FOUND, {}
         if not group.is_empty and group.protocol_type != "consumer":
             return ErrorCode.NON_EMPTY_GROUP, {}
@@ -852,18 +490,13 @@ class GroupCoordinator:
         ]
 
     def delete_group(self, group_id: str) -> ErrorCode:
-        available = self.availability(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
-        if available != ErrorCode.NONE:
-            return available
-        group = self.groups.get(group_id)
-        if group is None or group.state is GroupState.DEAD:
-            return ErrorCode.GROUP_ID_NOT_FOUND
-        if not group.is_empty:
-            return ErrorCode.NON_EMPTY_GROUP
-        return self._drop_group(group)
+        refusal = self._refusal(group_id)
+        if refusal != ErrorCode.NONE:
+            return refusal
+        deletable = self.machine.deletable(group_id)
+        return deletable if deletable != ErrorCode.NONE else self._drop_group(group_id)
 
-    def _drop_group(self, group: Group) -> ErrorCode:
-        group_id = group.group_id
+    def _drop_group(self, group_id: str) -> ErrorCode:
         tombstones: list[KeyValue] = [
             (record_codec.offset_key(group_id, *tp), None) for tp in self.offsets.of(group_id)
         ]
@@ -872,11 +505,11 @@ class GroupCoordinator:
         if error != ErrorCode.NONE:
             return error
         self.offsets.drop(group_id)
-        group.transition(GroupState.DEAD, now_ms())
-        del self.groups[group_id]
+        now = now_ms()
+        self._run(now, self.machine.drop(now, group_id))
         return ErrorCode.NONE
 
-    # -- retention and lag ------------------------------------------------------------------
+    # -- retention ---------------------------------------------------------------------
 
     async def _expire_offsets_periodically(self) -> None:
         while True:
@@ -896,13 +529,4 @@ class GroupCoordinator:
                 for tp in expired:
                     self.offsets.remove(group.group_id, tp)
             if group.state is GroupState.EMPTY and not self.offsets.of(group.group_id):
-                self._drop_group(group)
-
-    def lag(self, group_id: str) -> dict[TopicPartition, int]:
-        """High watermark minus committed offset per committed partition, for the metrics endpoint."""
-        lags = {}
-        for (topic, index), committed in self.offsets.of(group_id).items():
-            partition = self.topics.partition(topic, index)
-            if partition is not None:
-                lags[(topic, index)] = max(0, partition.high_watermark - committed.offset)
-        return lags
+                self._drop_group(group.group_id)

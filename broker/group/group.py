@@ -8,7 +8,6 @@ transitions; this module holds no timers and does no I/O.
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter
 from dataclasses import dataclass, field
 from enum import Enum
@@ -16,6 +15,8 @@ from enum import Enum
 from kafkette.broker.protocol.errors import ErrorCode
 
 Protocols = list[tuple[str, bytes]]
+# The shell's name for a client's parked JoinGroup or SyncGroup response.
+Ticket = int
 
 
 class GroupState(Enum):
@@ -64,13 +65,13 @@ class Member:
     protocol_type: str
     protocols: Protocols
     assignment: bytes = b""
-    join_future: asyncio.Future[JoinResult] | None = None
-    sync_future: asyncio.Future[SyncResult] | None = None
+    join_ticket: Ticket | None = None
+    sync_ticket: Ticket | None = None
 
     @property
     def awaiting(self) -> bool:
         """Parked in a JoinGroup or SyncGroup: such a member is alive without heartbeats."""
-        return self.join_future is not None or self.sync_future is not None
+        return self.join_ticket is not None or self.sync_ticket is not None
 
     def metadata(self, protocol: str | None) -> bytes:
         return next((data for name, data in self.protocols if name == protocol), b"")
@@ -91,6 +92,8 @@ class Group:
         # While the first rebalance of an empty group waits group.initial.rebalance.delay.ms for more members.
         self.initial_delay = False
         self.joined_during_delay = False
+        # What is left of the rebalance timeout for further steps of that delay.
+        self.delay_budget_ms = 0
 
     def transition(self, state: GroupState, now_ms: int) -> None:
         self.state = state
@@ -151,7 +154,7 @@ class Group:
         return votes.most_common(1)[0][0]
 
     def all_joined(self) -> bool:
-        return not self.pending_members and all(m.join_future is not None for m in self.members.values())
+        return not self.pending_members and all(m.join_ticket is not None for m in self.members.values())
 
     def rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator, Sequence
 
 from kafkette.broker.group.placement import OFFSETS_TOPIC
+from kafkette.broker.group.record_codec import KeyValue
 from kafkette.broker.metadata.catalog import TopicCatalog
 from kafkette.broker.protocol.errors import ErrorCode
 from kafkette.broker.protocol.records import Record, decode_batches, encode_batch
@@ -20,7 +21,6 @@ from kafkette.broker.replication.partition import Partition
 
 # Bytes read per step of a replay: large enough to be cheap, small enough to keep the loop responsive.
 REPLAY_CHUNK_BYTES = 1 << 20
-KeyValue = tuple[bytes, bytes | None]
 
 
 class OffsetsTopicLog:

@@ -18,6 +18,8 @@ from kafkette.broker.group.records.offset_commit_key import OffsetCommitKey
 from kafkette.broker.group.records.offset_commit_value import OffsetCommitValue
 
 _VERSION = struct.Struct(">h")
+# A record of __consumer_offsets as written: key, and value or None for a tombstone.
+KeyValue = tuple[bytes, bytes | None]
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
 # The versions Kafka 3.x/4.x writes: v3 carries the leader epoch; v1 only when an expire timestamp is set.
@@ -27,6 +29,7 @@ GROUP_VALUE_VERSION = 3
 __all__ = [
     "GroupMetadataValue",
     "GroupRecord",
+    "KeyValue",
     "MemberMetadata",
     "OffsetCommitValue",
     "OffsetRecord",
