@@ -36,6 +36,7 @@ bytecode: venv
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 test: bytecode java-client kcat-check lint helm spark-kafka
 	$(BIN)/pytest

@@ -7,7 +7,7 @@ where tuples would be converted value by value in Python (bench/pipeline numbers
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -66,7 +66,7 @@ def to_batch(messages: Sequence[Message], schema: pa.Schema, topic: str, partiti
         pa.array([kind - _LIBRDKAFKA_TO_SPARK_TIMESTAMP_TYPE for kind, _ in stamps], pa.int32()),
     ]
     if len(schema) > len(columns):
-        headers = [[{"key": k, "value": v} for k, v in m.headers() or ()] for m in messages]
+        headers = [[{"key": k, "value": v} for k, v in _header_pairs(m)] for m in messages]
         columns.append(pa.array(headers, schema.field("headers").type))
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
@@ -99,11 +99,11 @@ def read_range(
             messages = consumer.consume(wanted_count, poll_timeout_ms / 1000)
             for message in messages:
                 _raise_error(message, rng)
-            in_range = [m for m in messages if m.offset() < rng.end]
+            in_range = [m for m in messages if _offset(m) < rng.end]
             if in_range:
                 yield to_batch(in_range, schema, rng.topic, rng.partition)
             if messages:
-                position.offset = max(position.offset, messages[-1].offset() + 1)
+                position.offset = max(position.offset, _offset(messages[-1]) + 1)
             else:
                 # Gaps (compaction, control records) end a range without a record at end - 1.
                 (current,) = consumer.position([KafkaTopicPartition(rng.topic, rng.partition)])
@@ -115,6 +115,19 @@ def read_range(
                 )
     finally:
         consumer.close()
+
+
+def _header_pairs(message: Message) -> Iterable[tuple[str, str | bytes | None]]:
+    headers = message.headers() or ()
+    return headers.items() if isinstance(headers, dict) else headers
+
+
+def _offset(message: Message) -> int:
+    """A consumed record's offset; librdkafka leaves it unset only on error events, raised before this is asked."""
+    offset = message.offset()
+    if offset is None:
+        raise RuntimeError(f"a record from {message.topic()}-{message.partition()} has no offset")
+    return offset
 
 
 def _raise_error(message: Message, rng: OffsetRange) -> None:

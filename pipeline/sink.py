@@ -8,11 +8,12 @@ task that is retried writes its rows again (at least once, like Spark's own sink
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import KafkaError, Message, Producer
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, DataType, IntegerType, StringType, StructType
 
@@ -28,6 +29,9 @@ _COLUMN_TYPES: dict[str, tuple[DataType, ...]] = {
     "partition": (IntegerType(),),
     "headers": (HEADERS_TYPE,),
 }
+# librdkafka's "no partition given": the producer's partitioner picks one.
+UNASSIGNED_PARTITION = -1
+DeliveryReport = Callable[[KafkaError | None, Message], None]
 # How long write() waits for the last deliveries before failing the task.
 FLUSH_TIMEOUT_S = 60.0
 
@@ -64,7 +68,7 @@ class _Producing:
         producer = Producer({**self.options.client, "enable.idempotence": True, "linger.ms": 5})
         failures: list[KafkaError] = []
 
-        def delivered(error: KafkaError | None, _message: object) -> None:
+        def delivered(error: KafkaError | None, _message: Message) -> None:
             if error is not None:
                 failures.append(error)
 
@@ -82,22 +86,25 @@ class _Producing:
             raise RuntimeError(f"producing to {self.options.bootstrap} failed: {reason}")
         return Written(count)
 
-    def _send(self, producer: Producer, data: dict[str, list], row: int, delivered: object) -> None:
-        topic = data["topic"][row] if "topic" in data else None
-        kwargs: dict[str, object] = {
-            "topic": self.options.topic or topic,
-            "value": _encoded(data["value"][row]),
-            "key": _encoded(data["key"][row]) if "key" in data else None,
-            "on_delivery": delivered,
-        }
+    def _send(self, producer: Producer, data: dict[str, list[Any]], row: int, delivered: DeliveryReport) -> None:
+        topic: str | None = self.options.topic or (data["topic"][row] if "topic" in data else None)
+        if topic is None:
+            raise ValueError(f"row {row} has a null topic and the sink has no 'topic' option")
+        value = _encoded(data["value"][row])
+        key = _encoded(data["key"][row]) if "key" in data else None
         partition = data["partition"][row] if "partition" in data else None
-        if partition is not None:
-            kwargs["partition"] = partition
-        if "headers" in data and data["headers"][row]:
-            kwargs["headers"] = [(h["key"], h["value"]) for h in data["headers"][row]]
+        row_headers = data["headers"][row] if "headers" in data else None
+        headers = [(h["key"], h["value"]) for h in row_headers] if row_headers else None
         while True:
             try:
-                producer.produce(**kwargs)
+                producer.produce(
+                    topic,
+                    value,
+                    key,
+                    partition=UNASSIGNED_PARTITION if partition is None else partition,
+                    on_delivery=delivered,
+                    headers=headers,
+                )
                 break
             except BufferError:
                 # The local queue is full: serve delivery reports until there is room.

@@ -19,13 +19,13 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 from uuid import UUID
 
-from kafkette.broker.protocol.types import EMPTY, Field, Struct, in_range
+from kafkette.broker.protocol.types import EMPTY, Field, Message, Struct, in_range
 
-T = TypeVar("T", bound=Struct)
+T = TypeVar("T", bound=Message)
 
-Reader = Callable[[memoryview, int], tuple[Any, int]]
-Writer = Callable[[Any, bytearray, list], None]
 Splices = list[tuple[int, Any]]
+Reader = Callable[[memoryview, int], tuple[Any, int]]
+Writer = Callable[[Any, bytearray, Splices], None]
 
 FIXED = {
     "bool": ("?", 1),
@@ -117,8 +117,8 @@ _RUNTIME = {
     "EMPTY": EMPTY,
 }
 
-_readers: dict[tuple[type, int, bool], Reader] = {}
-_writers: dict[tuple[type, int, bool], Writer] = {}
+_readers: dict[tuple[type[Struct], int, bool], Reader] = {}
+_writers: dict[tuple[type[Struct], int, bool], Writer] = {}
 
 
 def _flexible_for(field: Field, version: int, flexible: bool) -> bool:
@@ -127,6 +127,12 @@ def _flexible_for(field: Field, version: int, flexible: bool) -> bool:
 
 def _is_tagged(field: Field, version: int, flexible: bool) -> bool:
     return flexible and field.tag is not None and in_range(version, field.tagged)
+
+
+def _tag_number(field: Field) -> int:
+    if field.tag is None:
+        raise ValueError(f"{field.name} is not a tagged field")
+    return field.tag
 
 
 class _Source:
@@ -151,10 +157,11 @@ class _Source:
         self._counter += 1
         return f"{hint}{self._counter}"
 
-    def compile(self, function_name: str) -> Any:
+    def compile(self, function_name: str) -> Callable[..., Any]:
         namespace = dict(self.names)
         exec("\n".join(self.lines), namespace)
-        return namespace[function_name]
+        compiled: Callable[..., Any] = namespace[function_name]
+        return compiled
 
 
 def _default_expr(src: _Source, field: Field) -> str:
@@ -171,7 +178,7 @@ def _default_expr(src: _Source, field: Field) -> str:
 # Readers
 
 
-def reader(cls: type, version: int, flexible: bool) -> Reader:
+def reader(cls: type[Struct], version: int, flexible: bool) -> Reader:
     key = (cls, version, flexible)
     found = _readers.get(key)
     if found is None:
@@ -269,7 +276,7 @@ def _read_field(src: _Source, indent: int, target: str, field: Field, version: i
         )
 
 
-def _compile_reader(cls: type, version: int, flexible: bool) -> Reader:
+def _compile_reader(cls: type[Struct], version: int, flexible: bool) -> Reader:
     src = _Source("r")
     cls_name = src.name(cls, "cls")
     src.emit(0, "def read(buf, pos):")
@@ -325,7 +332,7 @@ def _fixed_run(fields: list[Field], start: int, version: int) -> list[Field]:
 # Writers
 
 
-def writer(cls: type, version: int, flexible: bool) -> Writer:
+def writer(cls: type[Struct], version: int, flexible: bool) -> Writer:
     key = (cls, version, flexible)
     found = _writers.get(key)
     if found is None:
@@ -420,11 +427,11 @@ def _write_field(src: _Source, indent: int, value: str, field: Field, version: i
         )
 
 
-def _compile_writer(cls: type, version: int, flexible: bool) -> Writer:
+def _compile_writer(cls: type[Struct], version: int, flexible: bool) -> Writer:
     src = _Source("w")
     src.emit(0, "def write(obj, out, splices):")
     regular = [f for f in cls.FIELDS if in_range(version, f.versions) and not _is_tagged(f, version, flexible)]
-    tagged = sorted((f for f in cls.FIELDS if _is_tagged(f, version, flexible)), key=lambda f: f.tag)
+    tagged = sorted((f for f in cls.FIELDS if _is_tagged(f, version, flexible)), key=_tag_number)
     index = 0
     while index < len(regular):
         field = regular[index]
@@ -458,7 +465,7 @@ def _compile_writer(cls: type, version: int, flexible: bool) -> Writer:
     return src.compile("write")
 
 
-_default_checkers: dict[type, Callable[[Any], bool]] = {}
+_default_checkers: dict[type[Struct], Callable[[Any], bool]] = {}
 
 
 def _differs_from_default(src: _Source, field: Field, value: str) -> str:
@@ -473,7 +480,7 @@ def _differs_from_default(src: _Source, field: Field, value: str) -> str:
     return f"{value} != {src.name(field.default, 'default')}"
 
 
-def default_checker(cls: type) -> Callable[[Any], bool]:
+def default_checker(cls: type[Struct]) -> Callable[[Any], bool]:
     """A compiled predicate: is this struct equal to a default instance? (No instance is built to compare.)"""
     found = _default_checkers.get(cls)
     if found is None:
@@ -497,7 +504,7 @@ def decode(cls: type[T], buf: bytes | bytearray | memoryview, version: int, pos:
 
 def decode_from(cls: type[T], buf: memoryview, pos: int, version: int) -> tuple[T, int]:
     """Decode ``cls`` starting at ``pos``; returns the object and the position after it."""
-    read = reader(cls, version, cls.is_flexible(version))  # type: ignore[attr-defined]
+    read = reader(cls, version, cls.is_flexible(version))
     try:
         return read(buf, pos)
     except DecodeError:
@@ -506,12 +513,12 @@ def decode_from(cls: type[T], buf: memoryview, pos: int, version: int) -> tuple[
         raise DecodeError(f"{cls.__name__} v{version}: {exc}") from exc
 
 
-def encode_into(obj: Struct, version: int, out: bytearray, splices: Splices) -> None:
+def encode_into(obj: Message, version: int, out: bytearray, splices: Splices) -> None:
     cls = type(obj)
-    writer(cls, version, cls.is_flexible(version))(obj, out, splices)  # type: ignore[attr-defined]
+    writer(cls, version, cls.is_flexible(version))(obj, out, splices)
 
 
-def encode(obj: Struct, version: int) -> bytes:
+def encode(obj: Message, version: int) -> bytes:
     """Encode ``obj`` at ``version``; records given as file regions are not allowed here."""
     out = bytearray()
     splices: Splices = []

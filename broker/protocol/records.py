@@ -304,7 +304,7 @@ def _decode_records(buf: Buffer, pos: int, header: BatchHeader) -> RecordBatch:
         raise CorruptBatchError(f"malformed record: {exc}") from exc
     if end != len(data):
         raise CorruptBatchError(f"{len(data) - end} bytes left after {header.record_count} records")
-    return RecordBatch(*(getattr(header, name) for name in _HEADER_FIELDS), records=records)
+    return RecordBatch(**{name: getattr(header, name) for name in _HEADER_FIELDS}, records=records)
 
 
 def _parse_records(data: bytes, header: BatchHeader, append_time: int | None) -> tuple[list[Record], int]:

@@ -33,7 +33,7 @@ class Unset:
 
 UNSET = Unset()
 
-S = TypeVar("S", bound="Struct")
+M = TypeVar("M", bound="Message")
 
 
 def in_range(version: int, versions: Versions | None) -> bool:
@@ -80,7 +80,7 @@ RecordsValue = bytes | bytearray | memoryview | FileRegion
 class Struct:
     """Base of every generated struct: equality, repr and dict conversion over ``__slots__``."""
 
-    __slots__ = ()
+    __slots__: tuple[str, ...] = ()
     FIELDS: ClassVar[tuple[Field, ...]] = ()
 
     def __eq__(self, other: object) -> bool:
@@ -96,9 +96,11 @@ class Struct:
         return {name: _plain(getattr(self, name)) for name in self.__slots__}
 
 
-def _same(a: Any, b: Any) -> bool:
+def _same(a: object, b: object) -> bool:
     if isinstance(a, memoryview) or isinstance(b, memoryview):
-        return bytes(a) == bytes(b) if a is not None and b is not None else a is b
+        if isinstance(a, bytes | bytearray | memoryview) and isinstance(b, bytes | bytearray | memoryview):
+            return bytes(a) == bytes(b)
+        return a is b
     return a == b
 
 
@@ -127,7 +129,7 @@ class Message(Struct):
         return in_range(version, cls.FLEXIBLE_VERSIONS)
 
     @classmethod
-    def decode(cls: type[S], buf: bytes | bytearray | memoryview, version: int) -> S:
+    def decode(cls: type[M], buf: bytes | bytearray | memoryview, version: int) -> M:
         from kafkette.broker.protocol.codec import decode
 
         return decode(cls, buf, version)

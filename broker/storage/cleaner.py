@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..protocol.batch import parse_header
-from ..protocol.records import RecordBatch, decode_batch, encode_batch
+from ..protocol.records import Record, RecordBatch, decode_batch, encode_batch
 from .config import LogConfig
 from .file_batches import iter_file_batches
 from .naming import cleaned_dir
@@ -214,7 +214,7 @@ def _clean_batch(data: bytes, newest: _Newest, config: LogConfig, now: int, resu
     return _rebuild(batch, kept, horizon if has_tombstones else None)
 
 
-def _rebuild(batch: RecordBatch, records: list, delete_horizon: int | None) -> bytes:
+def _rebuild(batch: RecordBatch, records: list[Record], delete_horizon: int | None) -> bytes:
     return encode_batch(
         records,
         base_offset=batch.base_offset,

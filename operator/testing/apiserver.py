@@ -199,7 +199,8 @@ class ControlPlane:
         api = config.new_client_from_config(config_file=str(self.kubeconfig))
         extensions = client.ApiextensionsV1Api(api)
         for crd in self.crds:
-            extensions.create_custom_resource_definition(crd)
+            # The client sends a dict body as it is; its stubs name only the model class.
+            extensions.create_custom_resource_definition(crd)  # type: ignore[arg-type]
         deadline = time.monotonic() + timeout
         for crd in self.crds:
             name = crd["metadata"]["name"]

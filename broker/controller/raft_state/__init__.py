@@ -8,8 +8,14 @@ on first use, so that a process pays only for the messages it handles.
 from __future__ import annotations
 
 from importlib import import_module
+from typing import TYPE_CHECKING
 
 from kafkette.broker.protocol.lazy import LazyMessages
+from kafkette.broker.protocol.types import Message
+
+# The type checker sees every class as imported; at run time __getattr__ imports each on first use.
+if TYPE_CHECKING:
+    from .quorum_state_data import QuorumStateData
 
 MODULES = {
     'QuorumStateData': 'quorum_state_data',
@@ -20,10 +26,11 @@ RESPONSES = LazyMessages(__name__, {
 })
 
 
-def __getattr__(name: str) -> type:
+def __getattr__(name: str) -> type[Message]:
     if name not in MODULES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(import_module(f"{__name__}.{MODULES[name]}"), name)
+    cls: type[Message] = getattr(import_module(f"{__name__}.{MODULES[name]}"), name)
+    return cls
 
 
 __all__ = [*MODULES, 'REQUESTS', 'RESPONSES']

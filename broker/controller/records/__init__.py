@@ -8,8 +8,38 @@ on first use, so that a process pays only for the messages it handles.
 from __future__ import annotations
 
 from importlib import import_module
+from typing import TYPE_CHECKING
 
 from kafkette.broker.protocol.lazy import LazyMessages
+from kafkette.broker.protocol.types import Message
+
+# The type checker sees every class as imported; at run time __getattr__ imports each on first use.
+if TYPE_CHECKING:
+    from .abort_transaction_record import AbortTransactionRecord
+    from .access_control_entry_record import AccessControlEntryRecord
+    from .begin_transaction_record import BeginTransactionRecord
+    from .broker_registration_change_record import BrokerRegistrationChangeRecord
+    from .client_quota_record import ClientQuotaRecord
+    from .config_record import ConfigRecord
+    from .delegation_token_record import DelegationTokenRecord
+    from .end_transaction_record import EndTransactionRecord
+    from .feature_level_record import FeatureLevelRecord
+    from .fence_broker_record import FenceBrokerRecord
+    from .no_op_record import NoOpRecord
+    from .partition_change_record import PartitionChangeRecord
+    from .partition_record import PartitionRecord
+    from .producer_ids_record import ProducerIdsRecord
+    from .register_broker_record import RegisterBrokerRecord
+    from .register_controller_record import RegisterControllerRecord
+    from .remove_access_control_entry_record import RemoveAccessControlEntryRecord
+    from .remove_delegation_token_record import RemoveDelegationTokenRecord
+    from .remove_topic_record import RemoveTopicRecord
+    from .remove_user_scram_credential_record import RemoveUserScramCredentialRecord
+    from .topic_record import TopicRecord
+    from .unfence_broker_record import UnfenceBrokerRecord
+    from .unregister_broker_record import UnregisterBrokerRecord
+    from .user_scram_credential_record import UserScramCredentialRecord
+    from .zk_migration_state_record import ZkMigrationStateRecord
 
 MODULES = {
     'AbortTransactionRecord': 'abort_transaction_record',
@@ -44,10 +74,11 @@ RESPONSES = LazyMessages(__name__, {
 })
 
 
-def __getattr__(name: str) -> type:
+def __getattr__(name: str) -> type[Message]:
     if name not in MODULES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(import_module(f"{__name__}.{MODULES[name]}"), name)
+    cls: type[Message] = getattr(import_module(f"{__name__}.{MODULES[name]}"), name)
+    return cls
 
 
 __all__ = [*MODULES, 'REQUESTS', 'RESPONSES']

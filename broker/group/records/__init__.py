@@ -8,8 +8,43 @@ on first use, so that a process pays only for the messages it handles.
 from __future__ import annotations
 
 from importlib import import_module
+from typing import TYPE_CHECKING
 
 from kafkette.broker.protocol.lazy import LazyMessages
+from kafkette.broker.protocol.types import Message
+
+# The type checker sees every class as imported; at run time __getattr__ imports each on first use.
+if TYPE_CHECKING:
+    from .consumer_group_current_member_assignment_key import ConsumerGroupCurrentMemberAssignmentKey
+    from .consumer_group_current_member_assignment_value import ConsumerGroupCurrentMemberAssignmentValue
+    from .consumer_group_member_metadata_key import ConsumerGroupMemberMetadataKey
+    from .consumer_group_member_metadata_value import ConsumerGroupMemberMetadataValue
+    from .consumer_group_metadata_key import ConsumerGroupMetadataKey
+    from .consumer_group_metadata_value import ConsumerGroupMetadataValue
+    from .consumer_group_partition_metadata_key import ConsumerGroupPartitionMetadataKey
+    from .consumer_group_partition_metadata_value import ConsumerGroupPartitionMetadataValue
+    from .consumer_group_target_assignment_member_key import ConsumerGroupTargetAssignmentMemberKey
+    from .consumer_group_target_assignment_member_value import ConsumerGroupTargetAssignmentMemberValue
+    from .consumer_group_target_assignment_metadata_key import ConsumerGroupTargetAssignmentMetadataKey
+    from .consumer_group_target_assignment_metadata_value import ConsumerGroupTargetAssignmentMetadataValue
+    from .group_metadata_key import GroupMetadataKey
+    from .group_metadata_value import GroupMetadataValue
+    from .offset_commit_key import OffsetCommitKey
+    from .offset_commit_value import OffsetCommitValue
+    from .share_group_current_member_assignment_key import ShareGroupCurrentMemberAssignmentKey
+    from .share_group_current_member_assignment_value import ShareGroupCurrentMemberAssignmentValue
+    from .share_group_member_metadata_key import ShareGroupMemberMetadataKey
+    from .share_group_member_metadata_value import ShareGroupMemberMetadataValue
+    from .share_group_metadata_key import ShareGroupMetadataKey
+    from .share_group_metadata_value import ShareGroupMetadataValue
+    from .share_group_partition_metadata_key import ShareGroupPartitionMetadataKey
+    from .share_group_partition_metadata_value import ShareGroupPartitionMetadataValue
+    from .share_group_state_partition_metadata_key import ShareGroupStatePartitionMetadataKey
+    from .share_group_state_partition_metadata_value import ShareGroupStatePartitionMetadataValue
+    from .share_group_target_assignment_member_key import ShareGroupTargetAssignmentMemberKey
+    from .share_group_target_assignment_member_value import ShareGroupTargetAssignmentMemberValue
+    from .share_group_target_assignment_metadata_key import ShareGroupTargetAssignmentMetadataKey
+    from .share_group_target_assignment_metadata_value import ShareGroupTargetAssignmentMetadataValue
 
 MODULES = {
     'ConsumerGroupCurrentMemberAssignmentKey': 'consumer_group_current_member_assignment_key',
@@ -49,10 +84,11 @@ RESPONSES = LazyMessages(__name__, {
 })
 
 
-def __getattr__(name: str) -> type:
+def __getattr__(name: str) -> type[Message]:
     if name not in MODULES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(import_module(f"{__name__}.{MODULES[name]}"), name)
+    cls: type[Message] = getattr(import_module(f"{__name__}.{MODULES[name]}"), name)
+    return cls
 
 
 __all__ = [*MODULES, 'REQUESTS', 'RESPONSES']

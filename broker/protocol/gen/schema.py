@@ -7,6 +7,7 @@ import keyword
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kafkette.broker.protocol.types import NO_VERSIONS, VERSION_MAX, Versions
 
@@ -104,7 +105,7 @@ def _strip_comments(text: str) -> str:
     return re.sub(r"^\s*//.*$", "", text, flags=re.MULTILINE)
 
 
-def _field(raw: dict, structs: list[StructSpec]) -> FieldSpec:
+def _field(raw: dict[str, Any], structs: list[StructSpec]) -> FieldSpec:
     if "fields" in raw:
         inner = [_field(child, structs) for child in raw["fields"]]
         structs.append(StructSpec(raw["type"].removeprefix("[]"), inner, raw.get("about", "")))
