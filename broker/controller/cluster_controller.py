@@ -20,7 +20,6 @@ from kafkette.broker.config import BrokerConfig, Voter
 from kafkette.broker.controller import control
 from kafkette.broker.controller.image import MetadataImage
 from kafkette.broker.controller.quorum import NotLeaderError, QuorumController
-from kafkette.broker.metadata.channel import NotControllerError
 from kafkette.broker.protocol.errors import ErrorCode
 from kafkette.broker.protocol.framing import Request, decode_request, encode_response
 from kafkette.broker.protocol.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
@@ -45,6 +44,10 @@ SESSION_CHECK_S = 0.1
 CATCH_UP_TIMEOUT_S = 10.0
 
 Decision = tuple[list[Message], Message]
+
+
+class NotControllerError(Exception):
+    """This node is not the active controller (any more): the caller retries elsewhere."""
 
 
 def quorum_voters(config: BrokerConfig) -> dict[int, Voter]:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from kafkette.broker.controller.election import elect_offline, unclean_enabled
 from kafkette.broker.controller.image import ConfigResourceType, MetadataImage, replay
 from kafkette.broker.controller.records.config_record import ConfigRecord
-from kafkette.broker.metadata.topics import checked_configs
+from kafkette.broker.controller.topics import checked_configs
 from kafkette.broker.protocol.errors import ErrorCode, KafkaError
 from kafkette.broker.protocol.messages.alter_configs_request import AlterConfigsRequest
 from kafkette.broker.protocol.messages.alter_configs_response import (

@@ -1,7 +1,7 @@
 """CreateTopics, DeleteTopics and CreatePartitions as metadata records.
 
 Name, partition-count and config rules are the single-node ones
-(``broker/metadata/topics.py``); what is new is placement across brokers.
+(``controller/topics.py``); what is new is placement across brokers.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from kafkette.broker.controller.records.config_record import ConfigRecord
 from kafkette.broker.controller.records.partition_record import PartitionRecord
 from kafkette.broker.controller.records.remove_topic_record import RemoveTopicRecord
 from kafkette.broker.controller.records.topic_record import TopicRecord
-from kafkette.broker.metadata.topics import check_topic_name, checked_configs
+from kafkette.broker.controller.topics import check_topic_name, checked_configs
 from kafkette.broker.protocol.errors import ErrorCode, KafkaError
 from kafkette.broker.protocol.messages.create_partitions_request import CreatePartitionsRequest, CreatePartitionsTopic
 from kafkette.broker.protocol.messages.create_partitions_response import (

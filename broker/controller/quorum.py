@@ -1,9 +1,9 @@
 """QuorumController: the asyncio shell that runs ``RaftNode`` over TCP and folds the log into the image.
 
-Inbound requests arrive through the broker's own ``Connection`` (framing,
+Inbound requests arrive through a ``Connection`` of broker/net (framing,
 pipelining, in-order answers, log regions sent from the file); each waits on a future
 until the state machine answers it (a leader parks a follower's fetch until
-there is news). Outbound requests go through one ``PeerClient`` per voter.
+there is news). Outbound requests go through one ``BrokerClient`` (broker/net) per voter.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from kafkette.broker.controller import messages as m
 from kafkette.broker.controller.election_store import FileElectionStore
 from kafkette.broker.controller.image import MetadataImage, image_records, replay
 from kafkette.broker.controller.metadata_log import MetadataLog
-from kafkette.broker.controller.peers import PeerClient
 from kafkette.broker.controller.raft import RaftNode, Timing
 from kafkette.broker.controller.record_codec import decode_record, encode_record
 from kafkette.broker.controller.wire import (
@@ -32,12 +31,13 @@ from kafkette.broker.controller.wire import (
     response_from_wire,
     response_to_wire,
 )
+from kafkette.broker.net.client import BrokerClient
+from kafkette.broker.net.connection import Connection, ConnectionAbort, Response, encode_later
 from kafkette.broker.protocol.framing import Request, decode_request, encode_response
 from kafkette.broker.protocol.messages import describe_quorum_request as dq
 from kafkette.broker.protocol.messages import describe_quorum_response as dq_r
 from kafkette.broker.protocol.records import Record, decode_batches, encode_batch
 from kafkette.broker.protocol.types import Message
-from kafkette.broker.server.connection import Connection, ConnectionAbort, Response, encode_later
 from kafkette.broker.storage.segment import ReadResult
 
 logger = logging.getLogger(__name__)
@@ -100,7 +100,7 @@ class QuorumController:
         self.serve_rpc: Callable[[Request], Awaitable[Message]] | None = None
         self._snapshot_every = snapshot_every
         self._peers = {
-            v.node_id: PeerClient(v.host, v.port, f"controller-{node_id}")
+            v.node_id: BrokerClient(v.host, v.port, f"controller-{node_id}")
             for v in voters.values()
             if v.node_id != node_id
         }

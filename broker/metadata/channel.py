@@ -16,8 +16,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TypeVar
 
 from kafkette.broker.config import Voter
-from kafkette.broker.controller.peers import PeerClient
+from kafkette.broker.controller.cluster_controller import NotControllerError
 from kafkette.broker.controller.quorum import QuorumController
+from kafkette.broker.net.client import BrokerClient
 from kafkette.broker.protocol.errors import ErrorCode, KafkaError
 from kafkette.broker.protocol.framing import decode_response, encode_request
 from kafkette.broker.protocol.messages import REQUESTS
@@ -29,14 +30,10 @@ log = logging.getLogger(__name__)
 
 ENVELOPE_VERSION = 0
 RETRY_BACKOFF_S = 0.05
-# One attempt's wait for an answer; a lost connection drops the request silently (PeerClient).
+# One attempt's wait for an answer (a lost connection ends it at once).
 ATTEMPT_TIMEOUT_S = 2.0
 LocalHandler = Callable[[Message, int], Awaitable[Message]]
 T = TypeVar("T")
-
-
-class NotControllerError(Exception):
-    """This node is not the active controller (any more): the caller retries elsewhere."""
 
 
 def newest_version(body: Message) -> int:
@@ -50,7 +47,7 @@ class ControllerChannel:
     ) -> None:
         self._quorum = quorum
         self._local = local
-        self._peers = {v.node_id: PeerClient(v.host, v.port, client_id) for v in voters.values()}
+        self._peers = {v.node_id: BrokerClient(v.host, v.port, client_id) for v in voters.values()}
 
     async def call(self, body: Message, version: int | None = None, timeout_s: float = 30.0) -> Message:
         """The active controller's answer to ``body``; KafkaError(REQUEST_TIMED_OUT) past the deadline."""
@@ -87,19 +84,11 @@ class ControllerChannel:
         if peer is None:
             return None
         envelope = EnvelopeRequest(request_data=encode_request(body, version, 0, "forwarded")[4:])
-        answered: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
-
-        def on_response(response: Message) -> None:
-            if not answered.done():
-                answered.set_result(response)
-
-        peer.send(envelope, ENVELOPE_VERSION, on_response)
+        wait = max(0.0, min(ATTEMPT_TIMEOUT_S, deadline - time.monotonic()))
         try:
-            wait = max(0.0, min(ATTEMPT_TIMEOUT_S, deadline - time.monotonic()))
-            response = await asyncio.wait_for(answered, wait)
-        except TimeoutError:
+            response = await peer.request(envelope, ENVELOPE_VERSION, wait, EnvelopeResponse)
+        except (OSError, TimeoutError):  # ConnectionError is an OSError
             return None
-        assert isinstance(response, EnvelopeResponse)
         if response.error_code != ErrorCode.NONE or response.response_data is None:
             return None
         return decode_response(memoryview(response.response_data), body.API_KEY, version)[1]  # type: ignore[arg-type]

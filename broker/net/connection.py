@@ -18,10 +18,10 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from kafkette.broker.net.frames import FrameCutter, FrameError
 from kafkette.broker.protocol.codec import Splices
 from kafkette.broker.protocol.framing import encode_response
 from kafkette.broker.protocol.types import FileRegion, Message
-from kafkette.broker.server.frame_reader import FrameCutter, FrameError
 
 log = logging.getLogger(__name__)
 

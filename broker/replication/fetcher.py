@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -18,9 +17,9 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from kafkette.broker.config import BrokerConfig
+from kafkette.broker.net.client import BrokerClient
 from kafkette.broker.protocol.batch import CorruptBatchError
 from kafkette.broker.protocol.errors import ErrorCode
-from kafkette.broker.protocol.framing import decode_response, encode_request
 from kafkette.broker.protocol.messages.api_versions_request import ApiVersionsRequest
 from kafkette.broker.protocol.messages.api_versions_response import ApiVersionsResponse
 from kafkette.broker.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
@@ -36,7 +35,6 @@ from kafkette.broker.protocol.messages.offset_for_leader_epoch_response import (
 )
 from kafkette.broker.protocol.types import Message
 from kafkette.broker.replication.partition import Partition
-from kafkette.broker.server.frame_reader import FrameReader, open_frame_connection
 from kafkette.broker.storage.errors import InvalidAppendOffsetError, LogStorageError, OffsetOutOfRangeError
 
 logger = logging.getLogger(__name__)
@@ -110,37 +108,29 @@ def _latest_epoch(partition: Partition) -> int:
 
 
 class _Channel:
-    """One connection to the leader with one request in flight: the fetcher's turns are sequential."""
+    """The connection to the leader (one request in flight: the fetcher's turns are sequential), and whether the
+    leader answers OffsetForLeaderEpoch."""
 
-    def __init__(self, reader: FrameReader, client_id: str) -> None:
-        self._reader = reader
-        self._client_id = client_id
-        self._correlation = itertools.count(1)
-        self.offset_for_leader_epoch = True
+    def __init__(self, client: BrokerClient, offset_for_leader_epoch: bool) -> None:
+        self._client = client
+        self.offset_for_leader_epoch = offset_for_leader_epoch
 
     @classmethod
     async def open(cls, host: str, port: int, client_id: str) -> _Channel:
-        reader = await asyncio.wait_for(open_frame_connection(host, port), CONNECT_TIMEOUT_S)
-        channel = cls(reader, client_id)
-        versions = await channel.request(ApiVersionsRequest(), API_VERSIONS_VERSION, ApiVersionsResponse, 0.0)
+        channel = cls(BrokerClient(host, port, client_id, CONNECT_TIMEOUT_S), offset_for_leader_epoch=True)
+        try:
+            versions = await channel.request(ApiVersionsRequest(), API_VERSIONS_VERSION, ApiVersionsResponse, 0.0)
+        except BaseException:
+            channel.close()
+            raise
         channel.offset_for_leader_epoch = any(api.api_key == OFFSET_FOR_LEADER_EPOCH_KEY for api in versions.api_keys)
         return channel
 
     async def request(self, body: Message, version: int, response_type: type[_M], wait_s: float) -> _M:
-        correlation = next(self._correlation)
-        transport = self._reader.transport
-        if transport is None:
-            raise ConnectionError("connection to the leader closed")
-        transport.write(encode_request(body, version, correlation, self._client_id))
-        frame = await asyncio.wait_for(self._reader.read_frame(), wait_s + SOCKET_TIMEOUT_S)
-        answered, response = decode_response(memoryview(frame), body.API_KEY, version)  # type: ignore[arg-type]
-        if answered != correlation or not isinstance(response, response_type):
-            raise ConnectionError(f"answer {answered} to request {correlation}")
-        return response
+        return await self._client.request(body, version, wait_s + SOCKET_TIMEOUT_S, response_type)
 
     def close(self) -> None:
-        if self._reader.transport is not None:
-            self._reader.transport.close()
+        self._client.abort()
 
 
 class ReplicaFetcher:

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 from kafkette.broker.config import BrokerConfig, effective_topic_config
 from kafkette.broker.controller.image import MetadataImage, PartitionImage, TopicImage
-from kafkette.broker.metadata import topics as topic_configs
 from kafkette.broker.protocol.errors import ErrorCode
 from kafkette.broker.protocol.messages.alter_partition_request import (
     AlterPartitionRequest,
@@ -29,6 +28,7 @@ from kafkette.broker.protocol.messages.alter_partition_request import (
 from kafkette.broker.protocol.messages.alter_partition_response import AlterPartitionResponse
 from kafkette.broker.replication.fetcher import ReplicaFetcher
 from kafkette.broker.replication.partition import Partition, PartitionSettings, monotonic_ms
+from kafkette.broker.replication.topic_settings import log_config_of, partition_settings_of
 from kafkette.broker.storage import LogConfig, LogManager
 
 logger = logging.getLogger(__name__)
@@ -113,8 +113,8 @@ class ReplicaManager:
         effective = effective_topic_config(self.config, overrides)
         settings = _TopicSettings(
             overrides,
-            topic_configs.log_config_of(effective),
-            topic_configs.partition_settings_of(effective),
+            log_config_of(effective),
+            partition_settings_of(effective),
             effective.min_insync_replicas,
         )
         self._topic_settings[topic] = settings

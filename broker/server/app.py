@@ -10,16 +10,17 @@ import sys
 from collections.abc import Awaitable
 
 from kafkette.broker.config import BrokerConfig
-from kafkette.broker.controller.cluster_controller import ClusterController, quorum_voters
+from kafkette.broker.controller.cluster_controller import ClusterController, NotControllerError, quorum_voters
 from kafkette.broker.controller.image import MetadataImage
 from kafkette.broker.controller.quorum import QuorumController
 from kafkette.broker.controller.raft import Timing
 from kafkette.broker.group.coordinator import GroupCoordinator
 from kafkette.broker.metadata.catalog import TopicCatalog
-from kafkette.broker.metadata.channel import ControllerChannel, NotControllerError
+from kafkette.broker.metadata.channel import ControllerChannel
 from kafkette.broker.metadata.lifecycle import BrokerLifecycle
 from kafkette.broker.metadata.meta_properties import load_or_create
 from kafkette.broker.metadata.producer_ids import ProducerIdBlocks
+from kafkette.broker.net.connection import Connection, ConnectionAbort, Response, encode_later
 from kafkette.broker.protocol.codec import DecodeError
 from kafkette.broker.protocol.errors import ErrorCode
 from kafkette.broker.protocol.framing import API_VERSIONS_KEY, decode_request, encode_response, peek_header
@@ -29,7 +30,6 @@ from kafkette.broker.protocol.messages.alter_partition_response import AlterPart
 from kafkette.broker.protocol.types import Message
 from kafkette.broker.replication.replica_manager import ReplicaManager
 from kafkette.broker.server.apis import APIS, api_versions_response
-from kafkette.broker.server.connection import Connection, ConnectionAbort, Response, encode_later
 from kafkette.broker.server.context import RequestContext
 from kafkette.broker.storage import LogConfig, LogManager
 from kafkette.broker.storage.housekeeping import LogHousekeeper

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from kafkette.broker.server.connection import REGION_CHUNK_BYTES, Connection, Response
+from kafkette.broker.net.connection import REGION_CHUNK_BYTES, Connection, Response
 
 HEAD, TAIL = b"HEAD", b"TAIL"
 

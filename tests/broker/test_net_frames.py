@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from kafkette.broker.server.frame_reader import SCRATCH_BYTES, FrameReader, open_frame_connection
+from kafkette.broker.net.frames import SCRATCH_BYTES, FrameReader, open_frame_connection
 
 SIZES = [0, 1, 3, SCRATCH_BYTES - 4, SCRATCH_BYTES - 3, SCRATCH_BYTES, 3 * SCRATCH_BYTES + 17, 5, 2]
 

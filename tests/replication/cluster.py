@@ -18,6 +18,7 @@ from kafkette.broker.controller.records.partition_change_record import Partition
 from kafkette.broker.controller.records.partition_record import PartitionRecord
 from kafkette.broker.controller.records.register_broker_record import BrokerEndpoint, RegisterBrokerRecord
 from kafkette.broker.controller.records.topic_record import TopicRecord
+from kafkette.broker.net.connection import Connection, Response, encode_later
 from kafkette.broker.protocol.batch import iter_batches
 from kafkette.broker.protocol.errors import ErrorCode
 from kafkette.broker.protocol.framing import decode_request, encode_response, peek_header
@@ -35,7 +36,6 @@ from kafkette.broker.protocol.messages.request_header import RequestHeader
 from kafkette.broker.protocol.types import Message
 from kafkette.broker.replication.replica_manager import ReplicaManager
 from kafkette.broker.server.apis import APIS
-from kafkette.broker.server.connection import Connection, Response, encode_later
 from kafkette.broker.server.context import RequestContext
 from kafkette.broker.storage import LogConfig, LogManager
 

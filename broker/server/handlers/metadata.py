@@ -6,8 +6,8 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from kafkette.broker.controller.image import BrokerImage, PartitionImage
+from kafkette.broker.controller.topics import INTERNAL_TOPICS
 from kafkette.broker.metadata.catalog import TopicInfo
-from kafkette.broker.metadata.topics import INTERNAL_TOPICS
 from kafkette.broker.protocol.errors import ErrorCode
 from kafkette.broker.protocol.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
 from kafkette.broker.protocol.messages.describe_cluster_request import DescribeClusterRequest

@@ -10,6 +10,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable
 
+from kafkette.broker.net.connection import ConnectionAbort
 from kafkette.broker.protocol.errors import ErrorCode, KafkaError
 from kafkette.broker.protocol.messages.produce_request import ProduceRequest
 from kafkette.broker.protocol.messages.produce_response import (
@@ -17,7 +18,6 @@ from kafkette.broker.protocol.messages.produce_response import (
     ProduceResponse,
     TopicProduceResponse,
 )
-from kafkette.broker.server.connection import ConnectionAbort
 from kafkette.broker.server.context import RequestContext
 from kafkette.broker.storage.errors import LogStorageError, RecordBatchTooLargeError
 

@@ -1,0 +1,130 @@
+"""BrokerClient, the transport of broker-to-broker calls, against a real listener built on broker/net's Connection."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator, Awaitable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+
+from kafkette.broker.net.client import BrokerClient
+from kafkette.broker.net.connection import Connection, ConnectionAbort, Response, encode_later
+from kafkette.broker.protocol.framing import decode_request, encode_response
+from kafkette.broker.protocol.messages.api_versions_request import ApiVersionsRequest
+from kafkette.broker.protocol.messages.api_versions_response import ApiVersionsResponse
+
+VERSION = 3
+
+
+class Peer:
+    """Answers ApiVersions with throttle_time_ms = the request's client_software_version; a request named
+    "hold" is answered once `release` is set, one named "drop" closes the connection."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.connections = 0
+
+    def dispatch(self, frame: bytearray, _connection: Any) -> Response | Awaitable[Response]:
+        request = decode_request(memoryview(frame))
+        body = request.body
+        assert isinstance(body, ApiVersionsRequest)
+        if body.client_software_name == "drop":
+            raise ConnectionAbort("asked to drop")
+        answer = ApiVersionsResponse(throttle_time_ms=int(body.client_software_version))
+        if body.client_software_name == "hold":
+            return encode_later(self._later(answer), request.api_key, request.api_version, request.correlation_id)
+        return encode_response(request.api_key, request.api_version, request.correlation_id, answer)
+
+    async def _later(self, answer: ApiVersionsResponse) -> ApiVersionsResponse:
+        await self.release.wait()
+        return answer
+
+    def protocol(self) -> Connection:
+        self.connections += 1
+        return Connection(self.dispatch, 1 << 20, lambda _c: None)
+
+
+@asynccontextmanager
+async def peer_and_client() -> AsyncIterator[tuple[Peer, BrokerClient]]:
+    peer = Peer()
+    server = await asyncio.get_running_loop().create_server(peer.protocol, "127.0.0.1", 0)
+    client = BrokerClient("127.0.0.1", server.sockets[0].getsockname()[1], "test")
+    try:
+        yield peer, client
+    finally:
+        await client.close()
+        server.close()
+        await server.wait_closed()
+
+
+def ask(client: BrokerClient, name: str, tag: int, timeout_s: float = 5.0) -> Awaitable[ApiVersionsResponse]:
+    request = ApiVersionsRequest(client_software_name=name, client_software_version=str(tag))
+    return client.request(request, VERSION, timeout_s, ApiVersionsResponse)
+
+
+def test_pipelined_requests_get_their_own_answers_over_one_connection() -> None:
+    async def body() -> None:
+        async with peer_and_client() as (peer, client):
+            answers = await asyncio.gather(*(ask(client, "now", tag) for tag in range(20)))
+            assert [answer.throttle_time_ms for answer in answers] == list(range(20))
+            assert peer.connections == 1
+
+    asyncio.run(body())
+
+
+def test_a_timed_out_request_leaves_the_connection_to_the_next() -> None:
+    async def body() -> None:
+        async with peer_and_client() as (peer, client):
+            with pytest.raises(TimeoutError):
+                await ask(client, "hold", 1, timeout_s=0.1)
+            held = asyncio.ensure_future(ask(client, "hold", 2))
+            await asyncio.sleep(0.05)
+            peer.release.set()
+            # The first answer arrives late and is dropped; the second reaches its caller.
+            assert (await held).throttle_time_ms == 2
+            assert peer.connections == 1
+
+    asyncio.run(body())
+
+
+def test_a_lost_connection_fails_what_is_in_flight_and_the_next_request_reconnects() -> None:
+    async def body() -> None:
+        async with peer_and_client() as (peer, client):
+            held = asyncio.ensure_future(ask(client, "hold", 1))
+            await asyncio.sleep(0.05)
+            with pytest.raises(ConnectionError):
+                await ask(client, "drop", 2)
+            with pytest.raises(ConnectionError):
+                await held
+            assert (await ask(client, "now", 3)).throttle_time_ms == 3
+            assert peer.connections == 2
+
+    asyncio.run(body())
+
+
+def test_send_hands_the_answer_to_its_callback() -> None:
+    async def body() -> None:
+        async with peer_and_client() as (_peer, client):
+            answered: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+            request = ApiVersionsRequest(client_software_name="now", client_software_version="7")
+            client.send(request, VERSION, lambda answer: answered.set_result(answer.throttle_time_ms))  # type: ignore[attr-defined]
+            assert await asyncio.wait_for(answered, 5) == 7
+
+    asyncio.run(body())
+
+
+def test_an_unreachable_peer_is_a_connection_error() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+
+    async def body() -> None:
+        client = BrokerClient("127.0.0.1", port, "test")
+        with pytest.raises(ConnectionError, match="cannot connect"):
+            await ask(client, "now", 1)
+        await client.close()
+
+    asyncio.run(body())
