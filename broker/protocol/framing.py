@@ -78,7 +78,8 @@ def decode_request(frame: memoryview) -> Request:
 def encode_request(body: Message, api_version: int, correlation_id: int, client_id: str | None) -> bytes:
     """A whole request frame with its size prefix (for clients and tests)."""
     api_key = body.API_KEY
-    assert api_key is not None
+    if api_key is None:
+        raise ValueError(f"{body.NAME} is not a request: it has no API key")
     header = RequestHeader(
         request_api_key=api_key,
         request_api_version=api_version,

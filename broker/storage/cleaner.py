@@ -202,10 +202,9 @@ def _clean_batch(data: bytes, newest: _Newest, config: LogConfig, now: int, resu
         and (record.value is not None or horizon is None or now < horizon)
     ]
     has_tombstones = any(record.value is None for record in kept)
-    if has_tombstones and horizon is None:
-        horizon = now + config.delete_retention_ms
     if has_tombstones:
-        assert horizon is not None
+        if horizon is None:
+            horizon = now + config.delete_retention_ms
         result.tombstone_horizon = min(horizon, result.tombstone_horizon or horizon)
     if len(kept) == len(batch.records) and horizon == batch.delete_horizon:
         return data
