@@ -105,10 +105,31 @@ helm: venv
 chart-lint: helm
 	$(HELM) lint --strict charts/kafkette
 
-# kube-apiserver, kube-controller-manager and etcd built from the Go module proxy for the operator's
-# API-server tests (about 9 minutes on 2 cores the first time; instant when cached). Those tests skip without them.
+# Kubernetes v1.35 from the Go module proxy: kube-apiserver, kube-controller-manager and etcd for the operator's
+# API-server tests (which skip without them), kube-scheduler, kubelet and kube-proxy for the node. About 11 minutes
+# on 2 cores the first time; instant when cached.
 kube-bins:
-	KAFKETTE_CACHE=$(KAFKETTE_CACHE) bash tests/operator/kube/build.sh
+	KAFKETTE_CACHE=$(KAFKETTE_CACHE) bash e2e/node/build-kube.sh
+
+# --- the single-node cluster (docs/node.md) -----------------------------------------------------------
+# A real Kubernetes node inside the network namespace kafkette-node; `source e2e/.node/env` afterwards.
+.PHONY: node node-down e2e
+node: helm kube-bins
+	bash e2e/node/packages.sh
+	KAFKETTE_CACHE=$(KAFKETTE_CACHE) bash e2e/node/build-addons.sh
+	KAFKETTE_CACHE=$(KAFKETTE_CACHE) bash e2e/node/images.sh
+	KAFKETTE_CACHE=$(KAFKETTE_CACHE) KUBECTL_LAYER_VERSION=$(KUBECTL_LAYER_VERSION) bash e2e/node/up.sh
+
+node-down:
+	bash e2e/node/down.sh
+
+# node + images + the e2e suite inside the node's namespace; the node goes down whatever the outcome.
+e2e: venv
+	@status=0; \
+	$(MAKE) --no-print-directory node images && \
+		. e2e/.node/env && node-exec $(BIN)/pytest e2e || status=$$?; \
+	$(MAKE) --no-print-directory node-down || status=1; \
+	exit $$status
 
 # The randomized Raft schedules (loss, reordering, crashes, partitions) with many more seeds than `make test`.
 .PHONY: fuzz-raft
