@@ -5,12 +5,12 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from waiting import wait_for
 
 from kafkette.broker.testing import BrokerProcess
 
@@ -41,13 +41,6 @@ def watermarks(bootstrap: str, topic: str) -> tuple[int, int]:
         return low, high
     finally:
         consumer.close()
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.1)
 
 
 def first_message(bootstrap: str, topic: str, offset: int, reset: str, timeout: float = 10.0) -> tuple[int, int]:
@@ -84,11 +77,15 @@ def test_size_retention_resets_consumers_per_auto_offset_reset(tmp_path: Path) -
             return sum(path.stat().st_size for path in segment_files(tmp_path / "data", topic))
 
         # Retention passes run while records arrive; wait for the one after the last append.
-        wait_for(lambda: retained_bytes() <= 3 * SEGMENT)
+        wait_for(lambda: retained_bytes() <= 3 * SEGMENT, "retention down to 3 segments", timeout=15)
         low, high = watermarks(broker.bootstrap, topic)
         assert high == RECORDS
         assert int(segment_files(tmp_path / "data", topic)[0].stem) == low > 0
-        wait_for(lambda: not list((tmp_path / "data" / f"{topic}-0").glob("*.deleted")))
+        wait_for(
+            lambda: not list((tmp_path / "data" / f"{topic}-0").glob("*.deleted")),
+            "the deleted segments' files to go",
+            timeout=15,
+        )
 
         assert first_message(broker.bootstrap, topic, 0, "earliest") == (low, 0)
         assert first_message(broker.bootstrap, topic, 0, "error") == (-1, KafkaError._AUTO_OFFSET_RESET)
@@ -104,7 +101,7 @@ def test_time_retention_drops_old_segments_only(tmp_path: Path) -> None:
         create_topic(broker.bootstrap, topic, {"segment.bytes": str(SEGMENT), "retention.ms": "60000"})
         produce(broker.bootstrap, topic, 3000, timestamp=int(time.time() * 1000) - 3_600_000)
         produce(broker.bootstrap, topic, 1000)
-        wait_for(lambda: watermarks(broker.bootstrap, topic)[0] > 0)
+        wait_for(lambda: watermarks(broker.bootstrap, topic)[0] > 0, "the log start to move past 0", timeout=15)
         low, high = watermarks(broker.bootstrap, topic)
         assert high == 4000
         # Whole segments of old records go; the segment holding the first new record stays.
@@ -145,7 +142,9 @@ def test_delete_records(tmp_path: Path, via: str) -> None:
         assert first_message(broker.bootstrap, topic, 2400, "error") == (-1, KafkaError._AUTO_OFFSET_RESET)
         assert first_message(broker.bootstrap, topic, 2400, "earliest") == (2500, 0)
         # Segments wholly below the new start go at the next retention pass.
-        wait_for(lambda: int(segment_files(tmp_path / "data", topic)[0].stem) > 0)
+        wait_for(
+            lambda: int(segment_files(tmp_path / "data", topic)[0].stem) > 0, "the first segment to go", timeout=15
+        )
         assert int(segment_files(tmp_path / "data", topic)[0].stem) <= 2500
 
         # Beyond the high watermark is refused; the start survives a crash.
