@@ -58,7 +58,13 @@ def check_topic_config(config: dict[str, str]) -> dict[str, str]:
     return config
 
 
-_SCHEMA = {"additionalProperties": {"x-kubernetes-int-or-string": True}}
+# Bounds let the API server price the CEL rules over these maps (it refuses rules it cannot bound).
+MAX_CONFIG_KEYS = 256
+MAX_CONFIG_VALUE = 4096
+_SCHEMA = {
+    "maxProperties": MAX_CONFIG_KEYS,
+    "additionalProperties": {"x-kubernetes-int-or-string": True, "maxLength": MAX_CONFIG_VALUE},
+}
 
 BrokerConfigMap = Annotated[
     dict[str, str],

@@ -115,7 +115,7 @@ Quantity = Annotated[
     str,
     BeforeValidator(lambda value: str(value) if isinstance(value, int) else value),
     Field(pattern=QUANTITY_PATTERN),
-    WithJsonSchema({"x-kubernetes-int-or-string": True, "pattern": QUANTITY_PATTERN}),
+    WithJsonSchema({"x-kubernetes-int-or-string": True, "pattern": QUANTITY_PATTERN, "maxLength": 64}),
 ]
 # Kubernetes' CEL quantity library compares 500m with 1 and 1Gi with 512Mi as the kubelet would.
 _LIMITS_COVER_REQUESTS = cel(
@@ -132,9 +132,11 @@ class Resources(Model):
 
     # Modest defaults: three brokers, the operator and a control plane fit on one 2-core node.
     requests: dict[str, Quantity] = Field(
-        {"cpu": "250m", "memory": "512Mi"}, description="Minimum resources, e.g. cpu: 500m."
+        {"cpu": "250m", "memory": "512Mi"}, max_length=8, description="Minimum resources, e.g. cpu: 500m."
     )
-    limits: dict[str, Quantity] = Field({"memory": "1Gi"}, description="Maximum resources, e.g. memory: 2Gi.")
+    limits: dict[str, Quantity] = Field(
+        {"memory": "1Gi"}, max_length=8, description="Maximum resources, e.g. memory: 2Gi."
+    )
 
 
 class PodTemplate(Model):

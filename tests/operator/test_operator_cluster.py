@@ -68,8 +68,12 @@ def test_cluster_children_status_scale_and_garbage_collection(
 
     # kstatus: while the broker pod is not ready the cluster is Reconciling, for this generation.
     generation = cluster["metadata"]["generation"]
-    starting = eventually(lambda: phase(custom, "main", "Reconciling"), what="Reconciling")
-    assert starting["Ready"]["reason"] == "BrokersStarting" and starting["Stalled"]["status"] == "False"
+    def starting() -> dict[str, dict] | None:
+        conditions = phase(custom, "main", "Reconciling")
+        return conditions if conditions and conditions["Ready"]["reason"] == "BrokersStarting" else None
+
+    starting = eventually(starting, what="Reconciling: BrokersStarting")
+    assert starting["Stalled"]["status"] == "False"
     assert {condition["observedGeneration"] for condition in starting.values()} == {generation}
 
     # The StatefulSet controller creates the pod; standing in for the kubelet, the test reports it ready.
