@@ -68,6 +68,7 @@ def test_cluster_children_status_scale_and_garbage_collection(
 
     # kstatus: while the broker pod is not ready the cluster is Reconciling, for this generation.
     generation = cluster["metadata"]["generation"]
+
     def starting() -> dict[str, dict] | None:
         conditions = phase(custom, "main", "Reconciling")
         return conditions if conditions and conditions["Ready"]["reason"] == "BrokersStarting" else None
