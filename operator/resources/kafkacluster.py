@@ -20,7 +20,8 @@ from kafkette.operator.resources.base import (
 from kafkette.operator.resources.config import OPERATOR_OWNED_BROKER_KEYS, BrokerConfigMap
 
 DEFAULT_VERSION = "0.1.0"
-DEFAULT_IMAGE_REPOSITORY = "ghcr.io/kafkette/broker"
+# The name `make images` gives the broker image (docker.io/kafkette/broker), so a cluster here runs it as is.
+DEFAULT_IMAGE_REPOSITORY = "kafkette/broker"
 # Kubernetes resource quantities (k8s.io/apimachinery's resource.Quantity), e.g. 10Gi or 500M.
 QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti|P|Pi|E|Ei)?$"
 # The operator's own listener for the controller quorum: its name and port are not free for clients.

@@ -19,7 +19,7 @@ def test_cluster_defaults() -> None:
     spec = KafkaClusterSpec()
     assert spec.brokers == 3
     assert [(listener.name, listener.port) for listener in spec.listeners] == [("PLAINTEXT", 9092)]
-    assert spec.image_ref == "ghcr.io/kafkette/broker:0.1.0"
+    assert spec.image_ref == "kafkette/broker:0.1.0"
     assert spec.to_api()["storage"] == {"size": "10Gi", "deleteClaim": False}
 
 
