@@ -23,6 +23,7 @@ from typing import Any
 from client_workload import Workload
 from confluent_io import create_topic, produce
 from confluent_kafka import Consumer, TopicPartition
+from waiting import wait_for
 
 HERE = Path(__file__).resolve().parent
 WAIT_S = 30.0
@@ -43,16 +44,6 @@ Parser = Callable[[str], Event | None]
 def python_member(script: str, *args: str) -> list[str]:
     """The command line of a Python member script in this folder."""
     return [sys.executable, str(HERE / script), *args]
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = WAIT_S) -> float:
-    """Seconds until `condition` held; fails the test after `timeout`."""
-    start = time.monotonic()
-    while not condition():
-        if time.monotonic() - start > timeout:
-            raise AssertionError(f"not within {timeout} s: {what}")
-        time.sleep(0.02)
-    return time.monotonic() - start
 
 
 class Member:
@@ -143,28 +134,30 @@ def three_members_scenario(
     first = produce(bootstrap, topic, Workload(count=BATCH))
     started = time.monotonic()
     members.extend(start() for _ in range(3))
-    wait_for(lambda: split_evenly(members, PARTITIONS, 2), "3 members with 2 partitions each")
+    wait_for(lambda: split_evenly(members, PARTITIONS, 2), "3 members with 2 partitions each", WAIT_S)
     stable_s = time.monotonic() - started
 
     victim, survivors = members[0], members[1:]
     victim.kill()
-    recovered_s = wait_for(lambda: split_evenly(survivors, PARTITIONS, 3), "the survivors own all partitions")
+    killed_at = time.monotonic()
+    wait_for(lambda: split_evenly(survivors, PARTITIONS, 3), "the survivors own all partitions", WAIT_S)
+    recovered_s = time.monotonic() - killed_at
     second = produce(bootstrap, topic, Workload(count=BATCH))
     expected = {(d.partition, d.offset) for d in first + second}
-    wait_for(lambda: expected <= seen(members), "every record consumed at least once")
+    wait_for(lambda: expected <= seen(members), "every record consumed at least once", WAIT_S)
     # A member reports a record before it commits it: stopping the members now could lose the last commit.
     ends = {p: max(o for q, o in expected if q == p) + 1 for p, _ in expected}
     with offset_reader(bootstrap, group, topic) as read:
-        wait_for(lambda: read().items() >= ends.items(), "every record committed")
+        wait_for(lambda: read().items() >= ends.items(), "every record committed", WAIT_S)
         for member in survivors:
             member.stop()
         committed = read()
     assert all(offset > 0 for offset in committed.values()), committed
     resumed = start()
     members.append(resumed)
-    wait_for(lambda: len(resumed.assigned) == PARTITIONS, "the new member owns every partition")
+    wait_for(lambda: len(resumed.assigned) == PARTITIONS, "the new member owns every partition", WAIT_S)
     produce(bootstrap, topic, Workload(count=BATCH))
-    wait_for(lambda: {p for p, _ in resumed.records} == set(range(PARTITIONS)), "records on every partition")
+    wait_for(lambda: {p for p, _ in resumed.records} == set(range(PARTITIONS)), "records on every partition", WAIT_S)
     first_read = {p: min(o for q, o in resumed.records if q == p) for p in range(PARTITIONS)}
     assert first_read == committed, f"the new member read from {first_read}, committed were {committed}"
     return stable_s, recovered_s

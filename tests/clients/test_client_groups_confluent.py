@@ -12,8 +12,9 @@ import time
 import pytest
 from client_workload import Workload
 from confluent_io import create_topic, produce
-from confluent_kafka import Consumer, TopicPartition
-from group_members import PARTITIONS, WAIT_S, Member, python_member, split_evenly, three_members_scenario, wait_for
+from confluent_kafka import Consumer, Message, TopicPartition
+from group_members import PARTITIONS, WAIT_S, Member, python_member, split_evenly, three_members_scenario
+from waiting import wait_for
 
 from kafkette.broker.testing import BrokerProcess
 
@@ -45,9 +46,9 @@ def test_two_groups_keep_their_own_offsets(group_broker: BrokerProcess) -> None:
     for group, count in (("first", 10), ("second", 25)):
         consumer = group_consumer(group_broker.bootstrap, group)
         consumer.subscribe([topic])
-        taken = consume(consumer, count)
+        consume(consumer, count)
         consumer.commit(asynchronous=False)
-        committed[group] = taken
+        committed[group] = count
         consumer.close()
     for group, taken in committed.items():
         consumer = group_consumer(group_broker.bootstrap, group)
@@ -68,16 +69,16 @@ def group_consumer(bootstrap: str, group: str, reset: str = "earliest") -> Consu
     )
 
 
-def consume(consumer: Consumer, count: int) -> int:
-    """Poll until `count` records arrived; returns the count."""
-    taken = 0
-    deadline = time.monotonic() + WAIT_S
-    while taken < count:
-        assert time.monotonic() < deadline, f"only {taken} of {count} records"
-        message = consumer.poll(0.2)
-        if message is not None and not message.error():
-            taken += 1
-    return taken
+def next_record(consumer: Consumer) -> Message | None:
+    """The next record within 0.2 s, or None (errors such as partition EOF count as none)."""
+    message = consumer.poll(0.2)
+    return message if message is not None and not message.error() else None
+
+
+def consume(consumer: Consumer, count: int) -> None:
+    """Take `count` records."""
+    for taken in range(count):
+        wait_for(lambda: next_record(consumer), f"record {taken + 1} of {count}", WAIT_S)
 
 
 @pytest.mark.parametrize("how", ["terminate", "kill"])
@@ -94,11 +95,7 @@ def test_committed_offsets_survive_a_broker_restart(group_broker: BrokerProcess,
     group_broker.start()
     resumed = group_consumer(group_broker.bootstrap, "resume")
     resumed.subscribe([topic])
-    message = None
-    deadline = time.monotonic() + WAIT_S
-    while message is None or message.error():
-        assert time.monotonic() < deadline
-        message = resumed.poll(0.2)
+    message = wait_for(lambda: next_record(resumed), "a record after the restart", WAIT_S)
     assert message.offset() == 12
     resumed.close()
 
@@ -121,7 +118,7 @@ def test_auto_offset_reset_without_a_commit(group_broker: BrokerProcess, reset: 
             offsets.append(message.offset())
         return bool(offsets)
 
-    wait_for(received_one, "a record")
+    wait_for(received_one, "a record", WAIT_S)
     if reset == "earliest":
         assert offsets[0] == 0
     else:
@@ -134,15 +131,17 @@ def test_static_member_restart_keeps_its_partitions(group_broker: BrokerProcess,
     create_topic(group_broker.bootstrap, topic, PARTITIONS)
     # The first member leads; the restarted one is a follower, whose return needs no new assignment.
     group_members.append(confluent_member(group_broker.bootstrap, "s", topic, "range", "static-0"))
-    wait_for(lambda: len(group_members[0].assigned) == PARTITIONS, "the first member owns everything")
+    wait_for(lambda: len(group_members[0].assigned) == PARTITIONS, "the first member owns everything", WAIT_S)
     group_members.extend(confluent_member(group_broker.bootstrap, "s", topic, "range", f"static-{i}") for i in (1, 2))
-    wait_for(lambda: split_evenly(group_members, PARTITIONS, 2), "3 static group_members with 2 partitions each")
+    wait_for(
+        lambda: split_evenly(group_members, PARTITIONS, 2), "3 static group_members with 2 partitions each", WAIT_S
+    )
     before = [list(m.assigned) for m in group_members]
     changes = [m.changes for m in group_members[:2]]
 
     group_members[2].kill()
     group_members[2] = confluent_member(group_broker.bootstrap, "s", topic, "range", "static-2")
-    wait_for(lambda: group_members[2].assigned == before[2], "the restarted member has its partitions back")
+    wait_for(lambda: group_members[2].assigned == before[2], "the restarted member has its partitions back", WAIT_S)
     assert [m.assigned for m in group_members] == before
     time.sleep(1.0)  # long enough for a rebalance, had one started, to show in the others' assignments
     assert [m.changes for m in group_members[:2]] == changes, "the others were rebalanced"
