@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 # Set by the operator on each broker pod: its node's topology label value (broker.rack); "" when unlabelled.
 RACK_ANNOTATION = "kafkette.dev/rack"
+# Stands for the pod's IP in the per-broker properties (`advertise: podIP`); filled in by `start` in the pod.
+POD_IP_PLACEHOLDER = "${POD_IP}"
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ import jinja2
 import yaml
 
 from kafkette.operator.kube.names import (
+    POD_IP_PLACEHOLDER,
     ClusterNames,
     common_labels,
     kafka_cluster_id,
@@ -26,7 +27,6 @@ from kafkette.operator.resources.kafkacluster import CONTROLLER_LISTENER, CONTRO
 
 DATA_VOLUME = "/var/lib/kafkette"  # the PVC's mount point
 DATA_DIR = f"{DATA_VOLUME}/data"  # log.dirs: a directory the broker creates on the volume
-POD_IP_PLACEHOLDER = "${POD_IP}"
 TEMPLATES = ("configmap", "services", "pdb", "statefulset")
 POD_INFO_DIR = "/etc/podinfo"
 CONTAINER_SECURITY = {

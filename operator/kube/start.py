@@ -16,8 +16,8 @@ import sys
 import time
 from pathlib import Path
 
-from kafkette.operator.kube.names import RACK_ANNOTATION
-from kafkette.operator.kube.render import POD_IP_PLACEHOLDER
+# Only modules without the operator's own dependencies (jinja2, kubernetes, kopf): the broker image lacks them.
+from kafkette.operator.kube.names import POD_IP_PLACEHOLDER, RACK_ANNOTATION
 
 RACK_WAIT_POLL_S = 1.0
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 from typing import Any
 
@@ -164,3 +166,14 @@ def test_ordinal_from_pod_name() -> None:
     assert ordinal("demo-broker-12") == 12
     with pytest.raises(ValueError, match="not a StatefulSet pod"):
         ordinal("demo-broker")
+
+
+def test_the_broker_pods_helpers_import_without_the_operators_dependencies() -> None:
+    """start and probe run in the broker image, which leaves out jinja2, PyYAML, kubernetes and kopf."""
+    blocked = ("jinja2", "yaml", "kubernetes", "kopf")
+    code = (
+        "import sys\n"
+        f"sys.modules.update(dict.fromkeys({blocked!r}))\n"  # a None entry makes `import x` fail
+        "import kafkette.operator.kube.start, kafkette.operator.kube.probe\n"
+    )
+    subprocess.run([sys.executable, "-P", "-c", code], check=True, timeout=60)
