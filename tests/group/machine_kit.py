@@ -80,6 +80,7 @@ class Driver:
     writes: dict[int, Write] = field(default_factory=dict)  # waiting for their outcome
     written: list[Write] = field(default_factory=list)  # every write, in order
     issued: set[Ticket] = field(default_factory=set)
+    rejoins: dict[int, Ticket] = field(default_factory=dict)  # write id -> the static member's join it answers
 
     def __post_init__(self) -> None:
         ids = itertools.count(1)
@@ -118,7 +119,9 @@ class Driver:
 
     def join(self, joining: JoinRequest) -> Ticket:
         ticket = self._ticket()
-        self.run(self.machine.join(self.now, ticket, joining))
+        for effect in self.run(self.machine.join(self.now, ticket, joining)):
+            if isinstance(effect, Write) and effect.write_id is not None and ticket not in self.joins:
+                self.rejoins[effect.write_id] = ticket
         return ticket
 
     def sync(
