@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from waiting import wait_for
 
 from kafkette.operator.cli.main import main
 from kafkette.operator.local import runtime
@@ -19,13 +19,6 @@ def status(capsys: pytest.CaptureFixture[str], cluster_dir: Path) -> dict:
     capsys.readouterr()
     assert main(["status", "--dir", str(cluster_dir), "--json"]) == 0
     return json.loads(capsys.readouterr().out)
-
-
-def eventually(check: Callable[[], bool], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.5)
 
 
 def test_three_brokers(cluster_dir: Path, free_port: Callable[[int], int], capsys: pytest.CaptureFixture[str]) -> None:
@@ -44,21 +37,23 @@ def test_three_brokers(cluster_dir: Path, free_port: Callable[[int], int], capsy
     assert raw["registered"] == [0, 1, 2] and raw["controller"] in (0, 1, 2)
 
     assert main(["topics", "--bootstrap", f"127.0.0.1:{port}", "create", "--topic", "t", "--partitions", "3"]) == 0
-    eventually(lambda: status(capsys, cluster_dir)["partitions"] == 3)
+    wait_for(lambda: status(capsys, cluster_dir)["partitions"] == 3, "3 partitions in the status", 60, 0.5)
     assert status(capsys, cluster_dir)["under_replicated"] == []
 
     # A crashed broker drops out of the ISRs and the registered brokers, and comes back after start.
     assert main(["kill", "1", "--dir", d]) == 0
-    eventually(lambda: 1 not in (status(capsys, cluster_dir)["registered"] or [1]))
-    eventually(lambda: len(status(capsys, cluster_dir)["under_replicated"]) == 3)
+    wait_for(lambda: 1 not in (status(capsys, cluster_dir)["registered"] or [1]), "broker 1 unregistered", 60, 0.5)
+    wait_for(lambda: len(status(capsys, cluster_dir)["under_replicated"]) == 3, "3 under-replicated", 60, 0.5)
     assert status(capsys, cluster_dir)["offline"] == []
     assert main(["start", "1", "--dir", d]) == 0
-    eventually(lambda: status(capsys, cluster_dir)["under_replicated"] == [])
+    wait_for(lambda: status(capsys, cluster_dir)["under_replicated"] == [], "no under-replicated", 60, 0.5)
 
     # Stopping the active controller moves the role to another voter.
     controller = status(capsys, cluster_dir)["controller"]
     assert main(["stop", str(controller), "--dir", d]) == 0
-    eventually(lambda: status(capsys, cluster_dir)["controller"] not in (controller, None, -1))
+    wait_for(
+        lambda: status(capsys, cluster_dir)["controller"] not in (controller, None, -1), "a new controller", 60, 0.5
+    )
     assert main(["start", str(controller), "--dir", d]) == 0
 
     assert main(["down", "--dir", d]) == 0
