@@ -15,6 +15,7 @@ from kubernetes.dynamic import DynamicClient
 from kafkette.broker.process import BrokerProcess
 from kafkette.operator import crds
 from kafkette.operator.kube.handlers.common import BOOTSTRAP_ANNOTATION
+from kafkette.operator.kube.names import RACK_ANNOTATION, label_selector, selector_labels
 from kafkette.operator.testing import ControlPlane, OperatorProcess
 from kafkette.operator.testing.tools import helm
 
@@ -70,5 +71,30 @@ def test_operator_runs_with_the_charts_rbac(
         )
         custom.delete("topics", "orders")
         eventually(lambda: not custom.exists("topics", "orders"), 30, "Topic finalized")
+        assert rack_of_a_bound_broker_pod(kube, namespace, custom) == "zone-c"  # get nodes, patch pods
         log = operator.log()
     assert "Forbidden" not in log and " 403" not in log, log[-3000:]
+
+
+def rack_of_a_bound_broker_pod(kube: client.ApiClient, namespace: str, custom: Custom) -> str:
+    """A rack-aware cluster's pod, bound to a labelled Node by hand (no scheduler here): the annotation the
+    operator writes needs the chart's node-reader binding."""
+    core = client.CoreV1Api(kube)
+    node = f"node-{namespace}"
+    core.create_node({"metadata": {"name": node, "labels": {"topology.kubernetes.io/zone": "zone-c"}}})
+    try:
+        spec = {"brokers": 1, "rack": {"topologyKey": "topology.kubernetes.io/zone"}}
+        custom.create("kafkaclusters", "racked", spec, annotations={BOOTSTRAP_ANNOTATION: "127.0.0.1:1"})
+        selector = label_selector(selector_labels("racked"))
+        (pod,) = eventually(lambda: core.list_namespaced_pod(namespace, label_selector=selector).items, 30, "pod")
+        binding = {"metadata": {"name": pod.metadata.name}, "target": {"kind": "Node", "name": node}}
+        core.create_namespaced_pod_binding(pod.metadata.name, namespace, binding, _preload_content=False)
+        return eventually(
+            lambda: (core.read_namespaced_pod(pod.metadata.name, namespace).metadata.annotations or {}).get(
+                RACK_ANNOTATION
+            ),
+            30,
+            "rack annotation",
+        )
+    finally:
+        core.delete_node(node)
