@@ -8,11 +8,12 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from waiting import wait_for
 
 from kafkette.broker.protocol.framing import decode_response, encode_request
 from kafkette.broker.protocol.messages.describe_quorum_request import DescribeQuorumRequest, PartitionData, TopicData
@@ -81,16 +82,6 @@ class Voters:
         return None
 
 
-def _wait_for(what: Callable[[], Any], timeout: float, message: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = what()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(message)
-
-
 def describe_quorum(port: int) -> DescribeQuorumResponse:
     request = DescribeQuorumRequest(topics=[TopicData(topic_name="__cluster_metadata", partitions=[PartitionData()])])
     with socket.create_connection((HOST, port), timeout=5) as s:
@@ -118,8 +109,8 @@ def _has_prefix(status: dict[str, Any] | None, records: list[str]) -> bool:
 
 
 def test_failover_catch_up_and_describe_quorum(voters: Voters) -> None:
-    leader, epoch = _wait_for(voters.leader, 20, "no leader elected")
-    _wait_for(lambda: len((voters.status(leader) or {"records": []})["records"]) > 120, 20, "no records committed")
+    leader, epoch = wait_for(voters.leader, "a leader all voters agree on", 20)
+    wait_for(lambda: len((voters.status(leader) or {"records": []})["records"]) > 120, "120 records committed", 20)
 
     quorum = describe_quorum(voters.ports[leader]).topics[0].partitions[0]
     assert (quorum.leader_id, quorum.leader_epoch) == (leader, epoch)
@@ -131,24 +122,26 @@ def test_failover_catch_up_and_describe_quorum(voters: Voters) -> None:
     committed = before["records"]
     voters.kill(leader)
     killed_at = time.monotonic()
-    new_leader, new_epoch = _wait_for(voters.leader, 10, "no new leader after kill -9 of the old one")
+    new_leader, new_epoch = wait_for(voters.leader, "a new leader after kill -9 of the old one", 10)
     failover_s = time.monotonic() - killed_at
     assert new_leader != leader and new_epoch > epoch
     print(f"\nfailover after kill -9: {failover_s:.2f} s")
     # Everything the old leader had applied was committed, so it survives on every other voter.
     for node in voters.procs:
-        _wait_for(lambda n=node: _has_prefix(voters.status(n), committed), 10, f"voter {node} lost committed records")
+        wait_for(
+            lambda n=node: _has_prefix(voters.status(n), committed), f"voter {node} to hold the committed records", 10
+        )
 
     # The new leader keeps snapshotting: the restarted voter is behind its log start and needs a snapshot.
-    _wait_for(
+    wait_for(
         lambda: (voters.status(new_leader) or {"log_start_offset": 0})["log_start_offset"] > before["log_end_offset"],
+        "the new leader to move its log start past the old leader's end",
         20,
-        "the new leader never moved its log start past the old leader's end",
     )
     voters.start(leader)
-    _wait_for(lambda: voters.leader() is not None and voters.status(leader), 10, "the restarted voter did not rejoin")
+    wait_for(lambda: voters.leader() is not None and voters.status(leader), "the restarted voter to rejoin", 10)
     latest = voters.status(new_leader)
     assert latest is not None
-    _wait_for(lambda: _has_prefix(voters.status(leader), latest["records"]), 10, "restarted voter did not catch up")
+    wait_for(lambda: _has_prefix(voters.status(leader), latest["records"]), "the restarted voter to catch up", 10)
     commit_ms = sorted(latest["commit_ms"])
     print(f"commit latency, 1 record, 3 voters: p50 {commit_ms[len(commit_ms) // 2]} ms, max {commit_ms[-1]} ms")
