@@ -4,7 +4,7 @@ Hypothesis drives the sans-io machine with requests from new, known, stale and
 static members, fires whichever timer it likes (time jumps to it) and lets
 writes succeed or fail in any order. After every step: the bookkeeping of
 ``check_invariants`` holds, every generation has one leader, a member gets its
-assignment only in a generation it joined, generations never go back, and
+assignment only in a generation it was told it joined, generations never go back, and
 every request is answered exactly once or still parked.
 """
 
@@ -42,7 +42,9 @@ class World:
     identity: dict[str, str] = field(default_factory=dict)  # member id -> its instance id, or itself
     leaders: dict[int, str] = field(default_factory=dict)  # generation -> the leader's identity
     joined: set[tuple[str, int]] = field(default_factory=set)  # (identity, generation) given a join answer
-    sync_of: dict[int, tuple[str, int]] = field(default_factory=dict)  # sync ticket -> (member id, generation)
+    told: dict[str, int] = field(default_factory=dict)  # identity -> the last generation a join answer gave it
+    # sync ticket -> (member id, generation sent, the group's generation then)
+    sync_of: dict[int, tuple[str, int, int]] = field(default_factory=dict)
     seen: set[int] = field(default_factory=set)  # answers already checked
     generation: int = 0
 
@@ -69,11 +71,12 @@ def step(data: st.DataObject, world: World) -> None:
         else:
             driver.join(request(protocols=protocols, required=kind == "new, v4+"))
     elif action == "sync":
+        # A client sends the generation it was last told (or, late, the one before).
         member_id = member_choice(data, world)
-        at = generation - data.draw(st.integers(0, 1))
+        at = world.told.get(world.identity.get(member_id, member_id), 0) - data.draw(st.integers(0, 1))
         members = list(group.members) if group else []
         ticket = driver.sync(member_id, at, {m: m.encode() for m in members}, instance_id=_instance(world, member_id))
-        world.sync_of[ticket] = (member_id, at)
+        world.sync_of[ticket] = (member_id, at, generation)
     elif action == "heartbeat":
         member_id = member_choice(data, world)
         driver.heartbeat(member_id, generation, _instance(world, member_id))
@@ -115,12 +118,14 @@ def check(world: World) -> None:
         leader = world.identity[result.leader]
         assert world.leaders.setdefault(result.generation, leader) == leader, "two leaders in one generation"
         world.joined.add((world.identity[result.member_id], result.generation))
+        world.told[world.identity[result.member_id]] = result.generation
     for ticket, sync_result in driver.syncs.items():
         if ticket in world.seen:
             continue
         world.seen.add(ticket)
-        member_id, at = world.sync_of[ticket]
+        member_id, at, current = world.sync_of[ticket]
         if sync_result.error == ErrorCode.NONE:
+            assert at == current, "an assignment for another generation"
             assert (world.identity[member_id], at) in world.joined, "an assignment for a member that never joined"
     for at, leader in world.leaders.items():
         assert (leader, at) in world.joined, "a leader that did not join its generation"
