@@ -55,6 +55,8 @@ def _structural(node: Any) -> Any:
             (kept,) = [variant for variant in variants if variant.get("type") != "null"]
             node = {**kept, **node}
     node = {key: value for key, value in node.items() if key not in _DROPPED_KEYS}
+    if "const" in node:  # a one-value Literal; the API server knows enum, not const (it would ignore it)
+        node["enum"] = [node.pop("const")]
     if node.get("additionalProperties") is False:
         del node["additionalProperties"]  # the API server prunes or rejects unknown fields itself
     elif node.get("additionalProperties") is True:

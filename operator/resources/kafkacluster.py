@@ -27,9 +27,6 @@ QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti|P|Pi|E|Ei)?$"
 # The operator's own listener for the controller quorum: its name and port are not free for clients.
 CONTROLLER_LISTENER = "CONTROLLER"
 CONTROLLER_PORT = 9093
-# Listener names the broker would read as a security protocol it does not implement.
-UNSUPPORTED_PROTOCOLS = ("SSL", "SASL_PLAINTEXT", "SASL_SSL")
-RESERVED_LISTENER_NAMES = (CONTROLLER_LISTENER, *UNSUPPORTED_PROTOCOLS)
 # Child names: "<name>-broker-<ordinal>" pods and "<name>-broker-<hash>" revisions stay DNS labels (<= 63).
 MAX_CLUSTER_NAME = 40
 CLUSTER_NAME_PATTERN = "^[a-z]([-a-z0-9]*[a-z0-9])?$"
@@ -65,19 +62,6 @@ class Rack(Model):
     )
 
 
-def _check_listener_name(name: str) -> str:
-    if name in RESERVED_LISTENER_NAMES:
-        raise ValueError(_RESERVED_NAME_MESSAGE)
-    return name
-
-
-_RESERVED_NAME_MESSAGE = (
-    f"{CONTROLLER_LISTENER} is the operator's controller listener and "
-    f"{', '.join(UNSUPPORTED_PROTOCOLS)} are not supported (PLAINTEXT only):"
-    " name the listener e.g. PLAINTEXT or EXTERNAL"
-)
-
-
 def _check_listener_port(port: int) -> int:
     if port == CONTROLLER_PORT:
         raise ValueError(_CONTROLLER_PORT_MESSAGE)
@@ -90,13 +74,10 @@ _CONTROLLER_PORT_MESSAGE = f"port {CONTROLLER_PORT} is the controller quorum's; 
 class Listener(Model):
     """A client listener of every broker."""
 
-    name: Annotated[str, AfterValidator(_check_listener_name)] = Field(
-        pattern=r"^[A-Z][A-Z0-9_]*$",
-        max_length=64,
-        description="Listener name, e.g. PLAINTEXT (upper case).",
-        json_schema_extra={
-            "x-kubernetes-validations": [cel(f"!(self in {list(RESERVED_LISTENER_NAMES)})", _RESERVED_NAME_MESSAGE)]
-        },
+    # Without a listener.security.protocol.map a Kafka listener is named by its security protocol, and the
+    # broker implements PLAINTEXT alone (no TLS or SASL yet): any other name is unknown and refused.
+    name: Literal["PLAINTEXT"] = Field(
+        description="The listener's name, which is its security protocol: PLAINTEXT (TLS and SASL are not supported)."
     )
     port: Annotated[int, AfterValidator(_check_listener_port)] = Field(
         ge=1024,

@@ -57,12 +57,20 @@ def test_invalid_topic_is_rejected_with_a_readable_message(custom: Custom, spec:
     [
         ({"brokers": 0}, "spec.brokers in body should be greater than or equal to 1"),
         ({"storage": {"size": "lots"}}, "spec.storage.size in body should match"),
-        ({"listeners": [{"name": "plaintext", "port": 9092}]}, "spec.listeners[0].name in body should match"),
-        ({"listeners": [{"name": "CONTROLLER", "port": 9092}]}, "CONTROLLER is the operator's controller listener"),
-        ({"listeners": [{"name": "SASL_SSL", "port": 9092}]}, "are not supported (PLAINTEXT only)"),
-        ({"listeners": [{"name": "EXTERNAL", "port": 9093}]}, "port 9093 is the controller quorum's"),
-        ({"listeners": [{"name": "A", "port": 9092, "advertise": "nodeIP"}]}, 'supported values: "dns", "podIP"'),
-        ({"listeners": [{"name": "A", "port": 9092}, {"name": "B", "port": 9094}]}, "must have at most 1 item"),
+        (
+            {"listeners": [{"name": "NOT_A_LISTENER", "port": 9092}]},
+            'spec.listeners[0].name: Unsupported value: "NOT_A_LISTENER": supported values: "PLAINTEXT"',
+        ),
+        ({"listeners": [{"name": "SASL_SSL", "port": 9092}]}, 'supported values: "PLAINTEXT"'),
+        ({"listeners": [{"name": "PLAINTEXT", "port": 9093}]}, "port 9093 is the controller quorum's"),
+        (
+            {"listeners": [{"name": "PLAINTEXT", "port": 9092, "advertise": "nodeIP"}]},
+            'supported values: "dns", "podIP"',
+        ),
+        (
+            {"listeners": [{"name": "PLAINTEXT", "port": 9092}, {"name": "PLAINTEXT", "port": 9094}]},
+            "must have at most 1 item",
+        ),
         ({"listeners": []}, "should have at least 1 items"),
         ({"brokers": 1, "config": {"min.insync.replicas": 2}}, "min.insync.replicas cannot exceed brokers"),
         ({"config": {"default.replication.factor": "4"}}, "default.replication.factor cannot exceed brokers"),
@@ -86,7 +94,7 @@ def test_valid_quantities_and_replica_counts_are_accepted(custom: Custom) -> Non
         "brokers": 3,
         "config": {"min.insync.replicas": 2, "default.replication.factor": "3"},
         "resources": {"requests": {"cpu": 1, "memory": "512Mi"}, "limits": {"cpu": "1500m", "memory": "1Gi"}},
-        "listeners": [{"name": "EXTERNAL", "port": 9094, "advertise": "podIP"}],
+        "listeners": [{"name": "PLAINTEXT", "port": 9094, "advertise": "podIP"}],
     }
     assert custom.create("kafkaclusters", "main", spec)["spec"]["resources"]["requests"]["cpu"] == 1
 

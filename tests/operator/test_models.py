@@ -96,10 +96,10 @@ def test_kstatus_conditions_name_one_phase_and_the_generation() -> None:
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ({"listeners": [{"name": "CONTROLLER", "port": 9092}]}, "controller listener"),
-        ({"listeners": [{"name": "SASL_SSL", "port": 9092}]}, "not supported"),
-        ({"listeners": [{"name": "EXTERNAL", "port": 9093}]}, "controller quorum"),
-        ({"listeners": [{"name": "A", "port": 9092}, {"name": "B", "port": 9094}]}, "at most 1 item"),
+        ({"listeners": [{"name": "NOT_A_LISTENER", "port": 9092}]}, "Input should be 'PLAINTEXT'"),
+        ({"listeners": [{"name": "SASL_SSL", "port": 9092}]}, "Input should be 'PLAINTEXT'"),
+        ({"listeners": [{"name": "PLAINTEXT", "port": 9093}]}, "controller quorum"),
+        ({"listeners": [{"name": "PLAINTEXT", "port": 9092}, {"name": "PLAINTEXT", "port": 9094}]}, "at most 1 item"),
         ({"brokers": 1, "config": {"min.insync.replicas": 2}}, r"min.insync.replicas \(2\) cannot exceed brokers"),
         ({"resources": {"requests": {"cpu": "lots"}}}, "should match pattern"),
     ],

@@ -28,7 +28,7 @@ SPECS = {
         "image": "registry.example/kafkette:dev",
         "storage": {"size": "50Gi", "class": "fast", "deleteClaim": True},
         "rack": {"topologyKey": "topology.kubernetes.io/zone"},
-        "listeners": [{"name": "POD_NETWORK", "port": 9094, "advertise": "podIP"}],
+        "listeners": [{"name": "PLAINTEXT", "port": 9094, "advertise": "podIP"}],
         "config": {"min.insync.replicas": 2, "default.replication.factor": 3},
         "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "2Gi"}},
         "template": {
@@ -129,9 +129,9 @@ def test_one_broker_votes_alone() -> None:
 def test_advertised_listeners_use_dns_or_pod_ip() -> None:
     template = render(SPECS["everything"])["ConfigMap/demo-config"]["data"]["broker-3.properties"]
     config = parse_properties(server_properties(template, "10.1.2.3", "zone-a"))
-    assert config["advertised.listeners"] == "POD_NETWORK://10.1.2.3:9094"
-    assert config["listeners"] == "POD_NETWORK://0.0.0.0:9094"  # broker 3 is no voter: no controller listener
-    assert config["inter.broker.listener.name"] == "POD_NETWORK"
+    assert config["advertised.listeners"] == "PLAINTEXT://10.1.2.3:9094"
+    assert config["listeners"] == "PLAINTEXT://0.0.0.0:9094"  # broker 3 is no voter: no controller listener
+    assert config["inter.broker.listener.name"] == "PLAINTEXT"
     assert config["broker.rack"] == "zone-a"
     assert "broker.rack" not in parse_properties(server_properties(template, "10.1.2.3", None))
     dns = broker_config(render(SPECS["defaults"]), 1)
