@@ -9,6 +9,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from java_harness import require_java, run_harness
+from waiting import wait_for
 
 from kafkette.broker.testing import BrokerProcess
 
@@ -38,6 +39,7 @@ def produce(bootstrap: str, topic: str) -> Newest:
     for key in TOMBSTONED:
         producer.produce(topic, None, key=f"k{key}".encode(), on_delivery=on_delivery)
     assert producer.flush(30) == 0
+    # A write after segment.ms rolls the segment, so every update above becomes cleanable.
     time.sleep(SEGMENT_MS / 1000 + 0.2)
     producer.produce(topic, b"last", key=b"last", on_delivery=on_delivery)
     assert producer.flush(10) == 0
@@ -71,10 +73,9 @@ def test_java_reads_a_compacted_topic(tmp_path: Path) -> None:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         admin.create_topics([NewTopic(topic, 1, 1, config=configs)])[topic].result(10)
         newest = produce(broker.bootstrap, topic)
-        deadline = time.monotonic() + 60
-        while record_count(broker.bootstrap, topic) != len(newest):
-            assert time.monotonic() < deadline, "the cleaner did not compact the topic in time"
-            time.sleep(0.3)
+        wait_for(
+            lambda: record_count(broker.bootstrap, topic) == len(newest), "the cleaner to compact the topic", 60, 0.3
+        )
         # Compaction left gaps: the survivors' offsets are far from 0..n-1, which the plain consume mode refuses.
         assert max(offset for offset, _ in newest.values()) + 1 > 10 * len(newest)
 

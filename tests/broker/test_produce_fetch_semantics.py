@@ -172,7 +172,7 @@ def test_long_poll_answers_as_soon_as_data_arrives(broker: InProcessBroker, clie
     producer_done = threading.Event()
 
     def produce_later() -> None:
-        time.sleep(0.3)
+        time.sleep(0.3)  # the fetch below parks first: the record arrives while it waits
         with RawClient(broker.bootstrap) as other:
             produce(other, make_batch(1), partition=1)
         producer_done.set()

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from waiting import wait_for
 
 from kafkette.broker.testing import BrokerProcess
 
@@ -72,12 +73,12 @@ def by_key(records: list[tuple[bytes, int, bytes | None]]) -> dict[bytes, tuple[
 
 def compacted_to(bootstrap: str, topic: str, size: int, timeout: float = 60) -> dict[bytes, tuple[int, bytes | None]]:
     """The records once the cleaner brought the partition down to ``size`` of them."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def compacted() -> list[tuple[bytes, int, bytes | None]] | None:
         records = read_all(bootstrap, topic)
-        if len(records) == size or time.monotonic() > deadline:
-            return by_key(records)
-        time.sleep(0.3)
+        return records if len(records) == size else None
+
+    return by_key(wait_for(compacted, f"the cleaner to leave {size} records in {topic}", timeout, 0.3))
 
 
 @pytest.mark.parametrize("compression", ["lz4", "zstd"])
