@@ -124,11 +124,14 @@ def test_replication_factor_change_is_refused(custom: Custom, kafka: AdminClient
     )
 
 
-def test_topic_waits_for_its_cluster(kube: client.ApiClient, namespace: str, operator: OperatorProcess) -> None:
-    custom = Custom(kube, namespace)
+def test_topic_waits_for_its_cluster(custom: Custom, kafka: AdminClient, broker: BrokerProcess) -> None:
     custom.create("topics", "orphan", {"clusterRef": "nowhere"})
     condition = eventually(lambda: custom.condition("topics", "orphan"), TIMEOUT, "a condition")
     assert (condition["status"], condition["reason"]) == ("False", "ClusterNotFound")
-    # The cluster may be on its way (applied in the same batch): waiting is work under way, not a failure.
-    assert (custom.condition("topics", "orphan", "Reconciling") or {}).get("status") == "True"
-    assert (custom.condition("topics", "orphan", "Stalled") or {}).get("status") == "False"
+    # A dangling clusterRef needs a person: Stalled (kstatus Failed), with the reason.
+    assert (custom.condition("topics", "orphan", "Stalled") or {}).get("status") == "True"
+    assert (custom.condition("topics", "orphan", "Reconciling") or {}).get("status") == "False"
+    # Once the cluster exists the retry finds it and the topic is created.
+    custom.create("kafkaclusters", "nowhere", {"brokers": 1}, annotations={BOOTSTRAP_ANNOTATION: broker.bootstrap})
+    eventually(lambda: ready(custom, "orphan"), TIMEOUT, "Ready once the cluster exists")
+    assert partitions(kafka, "orphan") == 1

@@ -54,8 +54,8 @@ async def _refresh(spec: Any, name: str, namespace: str, body: Any, status: Any,
         admin = await admin_for_cluster(parsed.cluster_ref, namespace)
         group = await admin.group(group_id, frozenset(parsed.topics))
     except ClusterMissing as exc:
-        # The cluster may be on its way (applied in the same batch): waiting is work under way, not a failure.
-        patch.status.update(report(status, generation, reconciling("ClusterNotFound", str(exc))))
+        # A dangling clusterRef needs a person (the lag timer keeps looking, so a later cluster is found).
+        patch.status.update(report(status, generation, stalled("ClusterNotFound", str(exc))))
         return
     except AdminError as exc:
         patch.status.update(report(status, generation, reconciling("KafkaError", str(exc))))

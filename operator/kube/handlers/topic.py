@@ -99,7 +99,9 @@ async def reconcile(raw_spec: Any, name: str, namespace: str, body: Any, status:
             await _carry_out(admin, kafka_name, spec, plan, body)
             actual = await admin.describe_topic(kafka_name)
     except ClusterMissing as exc:
-        patch.status.update(report(status, generation, reconciling("ClusterNotFound", str(exc))))
+        # A dangling clusterRef (a typo, a deleted cluster) needs a person: Stalled. Still retried, so a cluster
+        # created later is found; one that exists but is still starting is KafkaError below, Reconciling.
+        patch.status.update(report(status, generation, stalled("ClusterNotFound", str(exc))))
         raise kopf.TemporaryError(str(exc), delay=resync_seconds()) from None
     except AdminError as exc:
         patch.status.update(report(status, generation, reconciling("KafkaError", str(exc))))
