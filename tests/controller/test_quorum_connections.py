@@ -13,6 +13,8 @@ import socket
 import struct
 from pathlib import Path
 
+from waiting import wait_for_async
+
 from kafkette.broker.config import Voter
 from kafkette.broker.controller import messages as m
 from kafkette.broker.controller.quorum import QuorumController
@@ -35,11 +37,9 @@ async def _leader(directory: Path) -> QuorumController:
     voter = Voter(0, "127.0.0.1", _free_port())
     controller = QuorumController(0, {0: voter}, directory, CLUSTER_ID, Timing(pre_vote=False))
     await controller.start()
-    for _ in range(200):
-        if controller.raft.is_leader and controller.raft.high_watermark > 0:
-            break
-        await asyncio.sleep(0.01)
-    assert controller.raft.is_leader
+    await wait_for_async(
+        lambda: controller.raft.is_leader and controller.raft.high_watermark > 0, "the single voter to lead", 2, 0.01
+    )
     return controller
 
 
@@ -75,7 +75,7 @@ async def _exchange(leader: QuorumController) -> None:
     # Nothing new at the log end: the first fetch is parked for a long time, the resend replaces it.
     writer.write(_fetch_frame(leader, 1, max_wait_ms=60_000))
     await writer.drain()
-    await asyncio.sleep(0.1)
+    await asyncio.sleep(0.1)  # the leader reads and parks the first fetch before the resend arrives
     writer.write(_fetch_frame(leader, 2, max_wait_ms=0))
     await writer.drain()
     closed = await asyncio.wait_for(reader.read(), 5)
