@@ -12,6 +12,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 import pytest
+from waiting import wait_for_async
 
 from kafkette.broker.config import BrokerConfig
 from kafkette.broker.metadata.lifecycle import BrokerLifecycle
@@ -41,7 +42,7 @@ def test_fetcher_stops_after_a_swallowed_cancel(monkeypatch: pytest.MonkeyPatch)
 
     async def scenario() -> None:
         fetcher._task = asyncio.get_running_loop().create_task(fetcher._run())
-        await asyncio.sleep(0.05)
+        await wait_for_async(lambda: turns, "the fetcher's first turn", 5)
         await fetcher.stop()
         assert fetcher._task is None and turns
 
@@ -57,7 +58,7 @@ def test_heartbeats_stop_after_a_swallowed_cancel(monkeypatch: pytest.MonkeyPatc
 
     async def scenario() -> None:
         lifecycle._task = asyncio.get_running_loop().create_task(lifecycle._heartbeat_periodically())
-        await asyncio.sleep(0.05)
+        await wait_for_async(lambda: beats, "the first heartbeat", 5)
         await lifecycle.stop()
         assert lifecycle._task.done() and beats
 
