@@ -45,8 +45,13 @@ DAEMONS=(containerd etcd kube-apiserver kube-controller-manager kube-scheduler k
 in_node() { nsenter --net="$NETNS_PATH" "$@"; }
 kubectl_node() { in_node "$KUBECTL_BIN/kubectl" --kubeconfig "$PKI/admin.kubeconfig" "$@"; }
 pid_of() { cat "$PIDS/$1.pid" 2>/dev/null || true; }
+# running PID: the process exists and is no zombie (this machine's init reaps orphans only every few seconds).
+running() {
+    local state
+    state="$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" && [ "$state" != Z ]
+}
 alive() {
     local pid
     pid="$(pid_of "$1")"
-    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
+    [ -n "$pid" ] && running "$pid"
 }

@@ -8,14 +8,14 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 [ "$(id -u)" -eq 0 ] || { echo "node-down: needs root" >&2; exit 1; }
 
-# stop NAME: SIGTERM, then SIGKILL after 20 s; returns once the process is gone.
+# stop NAME [SECONDS]: SIGTERM, then SIGKILL after SECONDS (20); returns once the process is gone.
 stop() {
-    local name="$1" pid waited=0
+    local name="$1" grace="${2:-20}" pid waited=0
     pid="$(pid_of "$name")"
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+    if [ -n "$pid" ] && running "$pid"; then
         kill "$pid"
-        while kill -0 "$pid" 2>/dev/null; do
-            if [ "$waited" -eq 200 ]; then kill -KILL "$pid"; fi
+        while running "$pid"; do
+            if [ "$waited" -eq $((grace * 10)) ]; then kill -KILL "$pid"; fi
             sleep 0.1
             waited=$((waited + 1))
         done
@@ -35,7 +35,10 @@ if alive containerd; then
     for id in $(ctr_node tasks ls -q 2>/dev/null); do ctr_node tasks delete -f "$id" >/dev/null 2>&1 || true; done
     for id in $(ctr_node containers ls -q 2>/dev/null); do ctr_node containers delete "$id" >/dev/null 2>&1 || true; done
 fi
-for name in kube-apiserver etcd containerd; do stop "$name"; done
+stop kube-apiserver
+stop etcd
+# With its containers gone containerd has nothing left to save, yet lingers for about 15 s after SIGTERM.
+stop containerd 2
 
 # A shim of ours that outlived containerd (it names our socket on its command line).
 for proc in /proc/[0-9]*; do
@@ -70,6 +73,14 @@ if [ -e "$NETNS_PATH" ]; then
     echo "deleted network namespace $NETNS"
 fi
 
+if [ -s "$STATE/outside-mounts" ]; then
+    while read -r target; do
+        if [ -z "$(ls -A "$target" 2>/dev/null)" ]; then
+            while mountpoint -q "$target"; do umount "$target"; done
+            rmdir "$target"
+        fi
+    done <"$STATE/outside-mounts"
+fi
 if [ -s "$STATE/host-sysctls" ]; then
     sysctl -q -w $(cat "$STATE/host-sysctls")
     echo "restored $(tr '\n' ' ' <"$STATE/host-sysctls")"

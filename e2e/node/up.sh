@@ -43,6 +43,8 @@ if [ ! -s "$STATE/host-sysctls" ]; then
     for path in /var/lib/kubelet /var/lib/cni /run/containerd /var/log/pods /var/log/containers; do
         [ -e "$path" ] || echo "$path"
     done >"$STATE/outside-paths"
+    # `ip netns add` bind-mounts /run/netns on itself the first time.
+    mountpoint -q /run/netns || echo /run/netns >"$STATE/outside-mounts"
 fi
 
 if [ ! -e "$NETNS_PATH" ]; then
