@@ -2,7 +2,9 @@
 
 Each append is fsynced before it returns: a voter's fetch offset and the
 leader's own end offset count towards the high watermark, so they must survive
-a crash. Snapshots are ``<endOffset:020d>-<epoch:010d>.checkpoint`` as in Kafka;
+a crash. Leader epochs are the storage log's own (its leader-epoch cache, filled
+from the batches' partitionLeaderEpoch); ``epochs`` answers Raft's questions from
+them. Snapshots are ``<endOffset:020d>-<epoch:010d>.checkpoint`` as in Kafka;
 taking one moves the log start offset up and drops the segments below it.
 """
 
@@ -12,11 +14,12 @@ import re
 import struct
 from pathlib import Path
 
-from kafkette.broker.controller.epochs import EpochCache
+from kafkette.broker.controller import epochs
 from kafkette.broker.controller.messages import OffsetAndEpoch
 from kafkette.broker.protocol.batch import iter_batches
 from kafkette.broker.protocol.messages.leader_change_message import LeaderChangeMessage, Voter
 from kafkette.broker.protocol.records import ControlRecordType, Record, encode_batch, encode_control_record_key
+from kafkette.broker.storage import EpochEntry
 from kafkette.broker.storage.config import LogConfig
 from kafkette.broker.storage.files import atomic_write, fsync_dir, remove_files
 from kafkette.broker.storage.log import Log, wall_clock_ms
@@ -39,7 +42,6 @@ class MetadataLog:
         directory.mkdir(parents=True, exist_ok=True)
         self._snapshot = self._find_snapshot()
         self._log = self._open()
-        self._epochs = self._load_epochs()
 
     def _find_snapshot(self) -> OffsetAndEpoch | None:
         found = [_SNAPSHOT.match(p.name) for p in self.directory.iterdir()]
@@ -47,25 +49,34 @@ class MetadataLog:
         return max(ids, key=lambda s: (s.offset, s.epoch), default=None)
 
     def _open(self) -> Log:
-        start = self._snapshot.offset if self._snapshot else 0
-        log = Log.open(self.directory / METADATA_PARTITION, LOG_CONFIG, log_start_offset=start)
-        if log.log_end_offset < start:
+        snapshot = self._snapshot
+        log = Log.open(
+            self.directory / METADATA_PARTITION, LOG_CONFIG, log_start_offset=snapshot.offset if snapshot else 0
+        )
+        if snapshot is not None and log.log_end_offset < snapshot.offset:
             # The snapshot (fetched from the leader) is newer than anything in the log.
             log.delete()
-            log = Log.open(self.directory / METADATA_PARTITION, LOG_CONFIG, log_start_offset=start)
+            log = self._empty_log_at(snapshot)
         return log
 
-    def _load_epochs(self) -> EpochCache:
-        cache = EpochCache()
-        if self._snapshot is not None:
-            cache.reset_to(self._snapshot)
-        for header in self._log.tail_batch_headers(len(self._log.segments)):
-            if header.next_offset > self._log.log_start_offset:
-                cache.assign(header.partition_leader_epoch, max(header.base_offset, self._log.log_start_offset))
-        return cache
+    def _empty_log_at(self, snapshot_id: OffsetAndEpoch) -> Log:
+        """A log that starts where ``snapshot_id`` ends, in the snapshot's epoch."""
+        log = Log.open(self.directory / METADATA_PARTITION, LOG_CONFIG, log_start_offset=snapshot_id.offset)
+        if snapshot_id.epoch > 0:
+            log.assign_leader_epoch(snapshot_id.epoch, snapshot_id.offset)
+        return log
 
     def close(self) -> None:
         self._log.close()
+
+    def _epochs(self) -> tuple[EpochEntry, ...]:
+        """The log's leader epochs, led by the snapshot's: an epoch that began right where the snapshot ends took
+        the snapshot epoch's place in the log's cache, but Raft still answers for the snapshot's epoch there."""
+        entries = self._log.leader_epoch_entries
+        snapshot = self._snapshot
+        if snapshot is None or snapshot.epoch <= 0 or (entries and entries[0].epoch <= snapshot.epoch):
+            return entries
+        return (EpochEntry(snapshot.epoch, snapshot.offset), *entries)
 
     # --- ReplicatedLog --------------------------------------------------------------------
 
@@ -78,13 +89,13 @@ class MetadataLog:
         return self._log.log_end_offset
 
     def last_epoch(self) -> int:
-        return self._epochs.last_epoch()
+        return epochs.last_epoch(self._epochs())
 
     def end_offset_for(self, epoch: int) -> OffsetAndEpoch:
-        return self._epochs.end_offset_for(epoch, self.end_offset)
+        return epochs.end_offset_for(self._epochs(), epoch, self.end_offset)
 
     def epoch_at(self, offset: int) -> int:
-        return self._epochs.epoch_at(offset)
+        return epochs.epoch_at(self._epochs(), offset)
 
     def append_as_leader(self, records: list[bytes], epoch: int) -> int:
         now = wall_clock_ms()
@@ -103,7 +114,6 @@ class MetadataLog:
         return self._append(bytearray(batch), epoch)
 
     def _append(self, batch: bytearray, epoch: int) -> int:
-        self._epochs.assign(epoch, self.end_offset)
         self._log.append(batch, epoch)
         self._log.flush()
         return self.end_offset
@@ -114,8 +124,6 @@ class MetadataLog:
         # An answer to an older fetch (the log moved since) would leave a gap or overlap: drop it.
         if not headers or headers[0].base_offset != self.end_offset:
             return
-        for header in headers:
-            self._epochs.assign(header.partition_leader_epoch, header.base_offset)
         self._log.append_as_follower(data)
         self._log.flush()
 
@@ -124,7 +132,6 @@ class MetadataLog:
 
     def truncate_to(self, end_offset: int) -> None:
         self._log.truncate_to(max(end_offset, self.start_offset))
-        self._epochs.truncate_from_end(self.end_offset)
 
     def latest_snapshot(self) -> OffsetAndEpoch | None:
         return self._snapshot
@@ -139,13 +146,11 @@ class MetadataLog:
         self._write_snapshot(snapshot_id, data)
         self._log.delete_records_before(snapshot_id.offset)
         remove_files(self._log.delete_expired_segments(wall_clock_ms()))
-        self._epochs.truncate_from_start(snapshot_id.offset)
 
     def install_snapshot(self, snapshot_id: OffsetAndEpoch, data: bytes) -> None:
         self._write_snapshot(snapshot_id, data)
         self._log.delete()
-        self._log = Log.open(self.directory / METADATA_PARTITION, LOG_CONFIG, log_start_offset=snapshot_id.offset)
-        self._epochs.reset_to(snapshot_id)
+        self._log = self._empty_log_at(snapshot_id)
 
     def read_snapshot(self) -> bytes | None:
         if self._snapshot is None:

@@ -104,7 +104,7 @@ class FollowState:
 
 
 def _latest_epoch(partition: Partition) -> int:
-    return partition.log.leader_epochs.latest_epoch
+    return partition.log.latest_leader_epoch
 
 
 class _Channel:
@@ -285,13 +285,12 @@ class ReplicaFetcher:
 
     def _apply_epoch_answer(self, state: FollowState, answer: EpochEndOffset) -> None:
         partition = state.partition
-        log_end = partition.log_end_offset
-
-        def local_end_for(epoch: int) -> tuple[int, int]:
-            return partition.log.leader_epochs.end_offset_for(epoch, log_end)
-
         point = truncation_point(
-            log_end, partition.high_watermark, local_end_for, answer.leader_epoch, answer.end_offset
+            partition.log_end_offset,
+            partition.high_watermark,
+            partition.log.end_offset_for_epoch,
+            answer.leader_epoch,
+            answer.end_offset,
         )
         self._truncate_to(state, point.offset)
         state.needs_truncation = not point.done

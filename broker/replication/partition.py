@@ -215,7 +215,7 @@ class Partition:
         self._next_proposal_ms = 0
         self._epoch_start_offset = self.log.log_end_offset
         # As Kafka's maybeAssignEpochStartOffset: OffsetForLeaderEpoch answers for the new epoch before any append.
-        self.log.leader_epochs.assign(leader_epoch, self._epoch_start_offset)
+        self.log.assign_leader_epoch(leader_epoch, self._epoch_start_offset)
         now = self._clock()
         self._followers = {
             replica: FollowerState(last_caught_up_ms=now if replica in self.isr else 0)

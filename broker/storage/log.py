@@ -28,7 +28,7 @@ from .errors import (
     disk_errors,
 )
 from .files import fsync_dir
-from .leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache, read_leader_epoch_checkpoint
+from .leader_epoch import LEADER_EPOCH_CHECKPOINT, EpochEntry, LeaderEpochCache, read_leader_epoch_checkpoint
 from .naming import (
     CLEANED_DIR_SUFFIX,
     DELETED_FILE_SUFFIX,
@@ -73,7 +73,7 @@ class Log:
         self.directory = directory
         self.config = config
         self._segments = segments
-        self.leader_epochs = leader_epochs
+        self._leader_epochs = leader_epochs
         self._clock = clock
         self._log_end_offset = segments[-1].next_offset
         self._log_start_offset = min(max(log_start_offset, segments[0].base_offset), self._log_end_offset)
@@ -129,8 +129,8 @@ class Log:
             leader_epochs = _load_leader_epochs(directory, segments)
             log = cls(directory, config, segments, log_start_offset, clock, leader_epochs, high_watermark)
             # The file is written before the data it describes, so after a crash it may run past the log.
-            log.leader_epochs.truncate_from_end(log.log_end_offset)
-            log.leader_epochs.truncate_from_start(log.log_start_offset)
+            log._leader_epochs.truncate_from_end(log.log_end_offset)
+            log._leader_epochs.truncate_from_start(log.log_start_offset)
         return log
 
     # --- what the rest of the broker reads -------------------------------------------------
@@ -222,6 +222,21 @@ class Log:
         self._write(batches, metas, first_offset, size, epochs)
         return AppendResult(first_offset, expected - 1, None, size, records)
 
+    @property
+    def leader_epoch_entries(self) -> tuple[EpochEntry, ...]:
+        """Where each leader epoch's records start in this log, oldest first (the leader-epoch-checkpoint)."""
+        return self._leader_epochs.entries
+
+    @property
+    def latest_leader_epoch(self) -> int:
+        """The epoch of the newest records, or of an epoch assigned before any of its records; -1 when none."""
+        return self._leader_epochs.latest_epoch
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch's answer from this log: (the largest epoch at or below ``leader_epoch``, the offset
+        where it ends), as Kafka's ``endOffsetFor``; (-1, -1) when no epoch qualifies."""
+        return self._leader_epochs.end_offset_for(leader_epoch, self._log_end_offset)
+
     def assign_leader_epoch(self, leader_epoch: int, start_offset: int) -> None:
         """Record that ``leader_epoch`` starts at ``start_offset`` before any record of it is written.
 
@@ -230,7 +245,7 @@ class Log:
         """
         self._check_open()
         with self._going_offline_on_disk_error(), disk_errors("recording a leader epoch of", self.directory):
-            self.leader_epochs.assign(leader_epoch, start_offset)
+            self._leader_epochs.assign(leader_epoch, start_offset)
 
     def _write(
         self,
@@ -246,7 +261,7 @@ class Log:
         now = self._clock()
         with self._going_offline_on_disk_error(), disk_errors("appending to", self.directory):
             # Before the data, as Kafka: a crash in between leaves an entry past the log end, which open drops.
-            self.leader_epochs.assign_all(epochs)
+            self._leader_epochs.assign_all(epochs)
             if self._should_roll(size, metas[-1].last_offset, now):
                 self._roll(first_offset)
             self._active.append(data, metas, now)
@@ -366,7 +381,7 @@ class Log:
             # (start offset == log end) must go: a follower announcing it as its latest epoch would be
             # told it diverged, truncate nothing, and ask again forever (Kafka trims here too).
             with disk_errors("truncating", self.directory):
-                self.leader_epochs.truncate_from_end(self._log_end_offset)
+                self._leader_epochs.truncate_from_end(self._log_end_offset)
             return
         with disk_errors("truncating", self.directory):
             if offset <= self._segments[0].base_offset:
@@ -381,7 +396,7 @@ class Log:
             self._active.flush()
             fsync_dir(self.directory)
             # After the data: a crash in between leaves entries past the log end, which open drops.
-            self.leader_epochs.truncate_from_end(self._active.next_offset)
+            self._leader_epochs.truncate_from_end(self._active.next_offset)
         self._log_end_offset = self._active.next_offset
         self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
         self._recovery_point = min(self._recovery_point, self._log_end_offset)
@@ -396,7 +411,7 @@ class Log:
         self._segments = [LogSegment.create(self.directory, offset, self.config)]
         self._log_start_offset = offset
         # Kafka's truncateFullyAndStartAt: no record is left for any epoch to describe.
-        self.leader_epochs.clear()
+        self._leader_epochs.clear()
 
     def close(self) -> None:
         """Seal the active segment's time index and flush everything (an offline log only closes files)."""
@@ -455,7 +470,7 @@ class Log:
         self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
         with self._going_offline_on_disk_error(), disk_errors("deleting segments of", self.directory):
             renamed = [path for seg in doomed for path in seg.rename_to_deleted()]
-            self.leader_epochs.truncate_from_start(self._log_start_offset)
+            self._leader_epochs.truncate_from_start(self._log_start_offset)
         logger.info("%s: deleted %d segments; log start offset now %d", self.directory, count, self._log_start_offset)
         return renamed
 
@@ -469,7 +484,7 @@ class Log:
             raise OffsetOutOfRangeError(offset, self._log_start_offset, self._log_end_offset)
         self._log_start_offset = max(self._log_start_offset, offset)
         with self._going_offline_on_disk_error(), disk_errors("moving the log start of", self.directory):
-            self.leader_epochs.truncate_from_start(self._log_start_offset)
+            self._leader_epochs.truncate_from_start(self._log_start_offset)
         return self._log_start_offset
 
     def closed_segments(self) -> list[LogSegment]:

@@ -11,11 +11,12 @@ import heapq
 import random
 from dataclasses import dataclass, field
 
+from kafkette.broker.controller import epochs
 from kafkette.broker.controller import messages as m
-from kafkette.broker.controller.epochs import EpochCache
 from kafkette.broker.controller.log import ElectionState
 from kafkette.broker.controller.messages import OffsetAndEpoch
 from kafkette.broker.controller.raft import RaftNode, Role, Timing
+from kafkette.broker.storage import EpochEntry
 
 LEADER_CHANGE = b"<leader>"
 
@@ -43,7 +44,6 @@ class MemoryLog:
     def __init__(self) -> None:
         self.entries: list[Entry] = []
         self._start = 0
-        self.cache = EpochCache()
         self.snapshot: tuple[OffsetAndEpoch, bytes] | None = None
 
     @property
@@ -54,20 +54,29 @@ class MemoryLog:
     def end_offset(self) -> int:
         return self._start + len(self.entries)
 
+    def epoch_entries(self) -> list[EpochEntry]:
+        """Where each epoch's entries start, led by the snapshot's epoch: what the metadata log's storage keeps."""
+        runs: list[EpochEntry] = []
+        if self.snapshot is not None and self.snapshot[0].epoch > 0:
+            runs.append(EpochEntry(self.snapshot[0].epoch, self._start))
+        for offset, entry in enumerate(self.entries, self._start):
+            if not runs or entry.epoch > runs[-1].epoch:
+                runs.append(EpochEntry(entry.epoch, offset))
+        return runs
+
     def last_epoch(self) -> int:
-        return self.cache.last_epoch()
+        return epochs.last_epoch(self.epoch_entries())
 
     def end_offset_for(self, epoch: int) -> OffsetAndEpoch:
-        return self.cache.end_offset_for(epoch, self.end_offset)
+        return epochs.end_offset_for(self.epoch_entries(), epoch, self.end_offset)
 
     def epoch_at(self, offset: int) -> int:
-        return self.cache.epoch_at(offset)
+        return epochs.epoch_at(self.epoch_entries(), offset)
 
     def entry(self, offset: int) -> Entry:
         return self.entries[offset - self._start]
 
     def append_as_leader(self, records: list[bytes], epoch: int) -> int:
-        self.cache.assign(epoch, self.end_offset)
         self.entries.extend(Entry(epoch, r) for r in records)
         return self.end_offset
 
@@ -79,7 +88,6 @@ class MemoryLog:
         if base != self.end_offset:
             return
         for entry in entries:
-            self.cache.assign(entry.epoch, self.end_offset)
             self.entries.append(entry)
 
     def read(self, offset: int, max_bytes: int) -> object | None:
@@ -92,7 +100,6 @@ class MemoryLog:
         if end_offset >= self.end_offset:
             return
         del self.entries[max(0, end_offset - self._start) :]
-        self.cache.truncate_from_end(max(end_offset, self._start))
 
     def latest_snapshot(self) -> OffsetAndEpoch | None:
         return self.snapshot[0] if self.snapshot else None
@@ -106,13 +113,11 @@ class MemoryLog:
     def create_snapshot(self, snapshot_id: OffsetAndEpoch, data: bytes) -> None:
         del self.entries[: snapshot_id.offset - self._start]
         self._start = snapshot_id.offset
-        self.cache.truncate_from_start(snapshot_id.offset)
         self.snapshot = (snapshot_id, data)
 
     def install_snapshot(self, snapshot_id: OffsetAndEpoch, data: bytes) -> None:
         self.entries = []
         self._start = snapshot_id.offset
-        self.cache.reset_to(snapshot_id)
         self.snapshot = (snapshot_id, data)
 
 

@@ -181,6 +181,6 @@ def test_a_follower_drops_an_epoch_it_led_without_writing_and_catches_up(tmp_pat
         cluster.elect(1)
         assert (await produce(first, acks=1, count=2)).error_code == ErrorCode.NONE
         await eventually(lambda: first.log_bytes() == second.log_bytes())
-        assert partition_of(second).log.leader_epochs.entries == partition_of(first).log.leader_epochs.entries
+        assert partition_of(second).log.leader_epoch_entries == partition_of(first).log.leader_epoch_entries
 
     with_cluster(tmp_path, body)

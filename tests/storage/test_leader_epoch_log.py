@@ -51,16 +51,16 @@ def log_0013(tmp_path: Path, make_batch: BatchFactory) -> Log:
 
 
 def test_leader_appends_record_each_new_epoch(log_0013: Log) -> None:
-    assert log_0013.leader_epochs.entries == (E(0, 0), E(1, 5), E(3, 6))
+    assert log_0013.leader_epoch_entries == (E(0, 0), E(1, 5), E(3, 6))
     assert checkpoint(log_0013) == [E(0, 0), E(1, 5), E(3, 6)]
-    assert log_0013.leader_epochs.latest_epoch == 3
+    assert log_0013.latest_leader_epoch == 3
 
 
 @pytest.mark.parametrize(
     ("requested", "expected"), [(0, (0, 5)), (1, (1, 6)), (2, (1, 6)), (3, (3, 8)), (4, (-1, -1)), (-1, (-1, -1))]
 )
 def test_end_offset_for_each_epoch(log_0013: Log, requested: int, expected: tuple[int, int]) -> None:
-    assert log_0013.leader_epochs.end_offset_for(requested, log_0013.log_end_offset) == expected
+    assert log_0013.end_offset_for_epoch(requested) == expected
 
 
 def test_the_file_is_written_per_new_epoch_not_per_append(
@@ -82,7 +82,7 @@ def test_the_file_is_written_per_new_epoch_not_per_append(
 
 def test_a_new_log_has_no_file_until_an_append(tmp_path: Path, make_batch: BatchFactory) -> None:
     log = Log.open(tmp_path / "t-0", CONFIG)
-    assert log.leader_epochs.entries == ()
+    assert log.leader_epoch_entries == ()
     assert checkpoint(log) is None
     log.close()
     assert checkpoint(Log.open(tmp_path / "t-0", CONFIG)) is None
@@ -91,9 +91,9 @@ def test_a_new_log_has_no_file_until_an_append(tmp_path: Path, make_batch: Batch
 def test_follower_appends_take_epochs_from_batch_headers(tmp_path: Path, make_batch: BatchFactory) -> None:
     log = Log.open(tmp_path / "t-0", CONFIG)
     log.append_as_follower(follower_batches(make_batch, 0, (2, 2), (1, 2), (3, 5)))
-    assert log.leader_epochs.entries == (E(2, 0), E(5, 3))
+    assert log.leader_epoch_entries == (E(2, 0), E(5, 3))
     log.append_as_follower(follower_batches(make_batch, 6, (1, 5), (2, 7)))
-    assert log.leader_epochs.entries == (E(2, 0), E(5, 3), E(7, 7))
+    assert log.leader_epoch_entries == (E(2, 0), E(5, 3), E(7, 7))
     assert checkpoint(log) == [E(2, 0), E(5, 3), E(7, 7)]
     # The leader stamped them; the follower keeps the stamps.
     read = log.read(0, 1 << 20)
@@ -105,56 +105,56 @@ def test_follower_appends_take_epochs_from_batch_headers(tmp_path: Path, make_ba
 def test_follower_batches_without_an_epoch_are_not_recorded(tmp_path: Path, make_batch: BatchFactory) -> None:
     log = Log.open(tmp_path / "t-0", CONFIG)
     log.append_as_follower(follower_batches(make_batch, 0, (1, -1), (1, 4)))
-    assert log.leader_epochs.entries == (E(4, 1),)
+    assert log.leader_epoch_entries == (E(4, 1),)
 
 
 def test_a_new_leader_records_its_epoch_before_writing(log_0013: Log, make_batch: BatchFactory) -> None:
     log_0013.assign_leader_epoch(5, log_0013.log_end_offset)
-    assert log_0013.leader_epochs.end_offset_for(3, log_0013.log_end_offset) == (3, 8)
+    assert log_0013.end_offset_for_epoch(3) == (3, 8)
     log_0013.append(make_batch(values(1)), leader_epoch=5)
-    assert log_0013.leader_epochs.entries == (E(0, 0), E(1, 5), E(3, 6), E(5, 8))
+    assert log_0013.leader_epoch_entries == (E(0, 0), E(1, 5), E(3, 6), E(5, 8))
 
 
 def test_truncate_to_drops_later_epochs(log_0013: Log) -> None:
     log_0013.truncate_to(7)  # inside the epoch-3 batch: the whole batch goes
     assert log_0013.log_end_offset == 6
-    assert log_0013.leader_epochs.entries == (E(0, 0), E(1, 5))
-    assert log_0013.leader_epochs.end_offset_for(1, log_0013.log_end_offset) == (1, 6)
+    assert log_0013.leader_epoch_entries == (E(0, 0), E(1, 5))
+    assert log_0013.end_offset_for_epoch(1) == (1, 6)
     log_0013.truncate_to(3)
-    assert log_0013.leader_epochs.entries == (E(0, 0),)
+    assert log_0013.leader_epoch_entries == (E(0, 0),)
     assert checkpoint(log_0013) == [E(0, 0)]
 
 
 def test_full_truncation_clears_the_cache(log_0013: Log) -> None:
     log_0013.truncate_to(0)
-    assert log_0013.leader_epochs.entries == ()
+    assert log_0013.leader_epoch_entries == ()
     assert checkpoint(log_0013) == []
 
 
 def test_appending_after_truncation_reuses_the_offsets(log_0013: Log, make_batch: BatchFactory) -> None:
     log_0013.truncate_to(5)
     log_0013.append(make_batch(values(1)), leader_epoch=4)
-    assert log_0013.leader_epochs.entries == (E(0, 0), E(4, 5))
+    assert log_0013.leader_epoch_entries == (E(0, 0), E(4, 5))
 
 
 def test_truncating_at_the_log_end_drops_an_epoch_that_has_no_records(log_0013: Log) -> None:
     # A replica that became leader at epoch 5 and appended nothing, then follows again: the leader's
     # OffsetForLeaderEpoch answer is the log end, and epoch 5 must not outlive that truncation.
     log_0013.assign_leader_epoch(5, log_0013.log_end_offset)
-    assert log_0013.leader_epochs.latest_epoch == 5
+    assert log_0013.latest_leader_epoch == 5
     log_0013.truncate_to(log_0013.log_end_offset)
     assert log_0013.log_end_offset == 8
-    assert log_0013.leader_epochs.entries == (E(0, 0), E(1, 5), E(3, 6))
+    assert log_0013.leader_epoch_entries == (E(0, 0), E(1, 5), E(3, 6))
     assert checkpoint(log_0013) == [E(0, 0), E(1, 5), E(3, 6)]
 
 
 def test_delete_records_moves_the_first_epoch_start(log_0013: Log) -> None:
     log_0013.delete_records_before(5)
-    assert log_0013.leader_epochs.entries == (E(1, 5), E(3, 6))
+    assert log_0013.leader_epoch_entries == (E(1, 5), E(3, 6))
     log_0013.delete_records_before(7)
-    assert log_0013.leader_epochs.entries == (E(3, 7),)
+    assert log_0013.leader_epoch_entries == (E(3, 7),)
     assert checkpoint(log_0013) == [E(3, 7)]
-    assert log_0013.leader_epochs.end_offset_for(1, log_0013.log_end_offset) == (1, 7)
+    assert log_0013.end_offset_for_epoch(1) == (1, 7)
 
 
 def test_retention_moves_the_first_epoch_start(tmp_path: Path, make_batch: BatchFactory) -> None:
@@ -163,17 +163,17 @@ def test_retention_moves_the_first_epoch_start(tmp_path: Path, make_batch: Batch
     for epoch in (0, 0, 0, 1, 1, 2):
         log.append(make_batch(values(2)), leader_epoch=epoch)
     assert [seg.base_offset for seg in log.segments] == [0, 4, 8]
-    assert log.leader_epochs.entries == (E(0, 0), E(1, 6), E(2, 10))
+    assert log.leader_epoch_entries == (E(0, 0), E(1, 6), E(2, 10))
     log.delete_expired_segments(now=0)
     assert log.log_start_offset == 8
-    assert log.leader_epochs.entries == (E(1, 8), E(2, 10))
+    assert log.leader_epoch_entries == (E(1, 8), E(2, 10))
     assert checkpoint(log) == [E(1, 8), E(2, 10)]
 
 
 def test_entries_survive_a_clean_reopen(log_0013: Log) -> None:
     log_0013.close()
     again = Log.open(log_0013.directory, CONFIG, clean_shutdown=True)
-    assert again.leader_epochs.entries == (E(0, 0), E(1, 5), E(3, 6))
+    assert again.leader_epoch_entries == (E(0, 0), E(1, 5), E(3, 6))
 
 
 def test_crash_reopen_drops_entries_past_the_recovered_end(log_0013: Log) -> None:
@@ -183,14 +183,14 @@ def test_crash_reopen_drops_entries_past_the_recovered_end(log_0013: Log) -> Non
     os.truncate(last, last.stat().st_size - 5)
     again = Log.open(log_0013.directory, CONFIG, recovery_point=0, clean_shutdown=False)
     assert again.log_end_offset == 6
-    assert again.leader_epochs.entries == (E(0, 0), E(1, 5))
+    assert again.leader_epoch_entries == (E(0, 0), E(1, 5))
     assert checkpoint(again) == [E(0, 0), E(1, 5)]
 
 
 def test_crash_reopen_keeps_the_log_start_move(log_0013: Log) -> None:
     log_0013.close()
     again = Log.open(log_0013.directory, CONFIG, recovery_point=0, log_start_offset=6)
-    assert again.leader_epochs.entries == (E(3, 6),)
+    assert again.leader_epoch_entries == (E(3, 6),)
 
 
 @pytest.mark.parametrize("damage", ["missing", "corrupt", "empty"])
@@ -202,7 +202,7 @@ def test_a_lost_file_is_rebuilt_from_the_batches(log_0013: Log, damage: str) -> 
     else:
         path.write_text("0\n7\n1 2\n" if damage == "corrupt" else "")
     again = Log.open(log_0013.directory, CONFIG, clean_shutdown=True)
-    assert again.leader_epochs.entries == (E(0, 0), E(1, 5), E(3, 6))
+    assert again.leader_epoch_entries == (E(0, 0), E(1, 5), E(3, 6))
     assert checkpoint(again) == [E(0, 0), E(1, 5), E(3, 6)]
 
 
@@ -212,7 +212,7 @@ def test_a_log_without_epochs_gets_an_empty_file_once(tmp_path: Path, make_batch
     log.close()
     (log.directory / LEADER_EPOCH_CHECKPOINT).unlink(missing_ok=True)
     again = Log.open(log.directory, CONFIG, clean_shutdown=True)
-    assert again.leader_epochs.entries == ()
+    assert again.leader_epoch_entries == ()
     assert checkpoint(again) == []
 
 

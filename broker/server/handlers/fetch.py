@@ -124,7 +124,7 @@ def _diverging_epoch(partition: Partition, wanted: FetchPartition) -> EpochEndOf
     """Where the follower's last fetched epoch ends in our log, when its fetch offset lies past that (KIP-595)."""
     if wanted.last_fetched_epoch < 0:
         return None
-    epoch, end_offset = partition.log.leader_epochs.end_offset_for(wanted.last_fetched_epoch, partition.log_end_offset)
+    epoch, end_offset = partition.log.end_offset_for_epoch(wanted.last_fetched_epoch)
     if epoch < wanted.last_fetched_epoch or end_offset < wanted.fetch_offset:
         return EpochEndOffset(epoch=epoch, end_offset=end_offset)
     return None

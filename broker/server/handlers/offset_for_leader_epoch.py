@@ -35,8 +35,7 @@ def _end_offset(partition: Partition | None, wanted: OffsetForLeaderPartition) -
     if code != ErrorCode.NONE:
         result.error_code = code
         return result
-    log = partition.log
-    result.leader_epoch, result.end_offset = log.leader_epochs.end_offset_for(wanted.leader_epoch, log.log_end_offset)
+    result.leader_epoch, result.end_offset = partition.log.end_offset_for_epoch(wanted.leader_epoch)
     return result
 
 
