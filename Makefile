@@ -37,6 +37,7 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	PYTHONPATH=typecheck $(BIN)/lint-imports --no-cache
 
 test: bytecode java-client kcat-check lint helm spark-kafka
 	$(BIN)/pytest
