@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import waiting
+
 from kafkette.broker.protocol.errors import ErrorCode
 from kafkette.broker.protocol.messages.describe_cluster_request import DescribeClusterRequest
 from kafkette.broker.protocol.messages.describe_cluster_response import DescribeClusterResponse
@@ -128,21 +130,9 @@ def error_name(code: int) -> str:
 # --- waiting --------------------------------------------------------------------------------------------
 
 
-def wait_for(check: Callable[[], T], timeout: float, what: str, interval: float = 0.1) -> T:
-    """The first truthy value of `check()`; AssertionError naming `what` after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    last_error: Exception | None = None
-    while True:
-        try:
-            found = check()
-            if found:
-                return found
-        except (OSError, AssertionError) as exc:
-            last_error = exc
-        if time.monotonic() >= deadline:
-            detail = f" (last error: {last_error!r})" if last_error else ""
-            raise AssertionError(f"{what}: not within {timeout:g} s{detail}")
-        time.sleep(interval)
+def wait_for(check: Callable[[], T | None], what: str, timeout: float, interval: float = 0.1) -> T:
+    """waiting.wait_for where a broker down or restarting (OSError) or a probe's failed assert means "not yet"."""
+    return waiting.wait_for(check, what, timeout, interval, ignoring=(OSError, AssertionError))
 
 
 # --- the cluster ----------------------------------------------------------------------------------------
@@ -237,7 +227,7 @@ class Cluster:
         def seen() -> bool:
             return all(len(self.partitions(topic, via=node_id)) == partitions for node_id in self.alive())
 
-        wait_for(seen, timeout, f"every broker lists {topic} with {partitions} partitions")
+        wait_for(seen, f"every broker lists {topic} with {partitions} partitions", timeout)
 
     def healthy(self, topics: Iterable[str] | None = None) -> bool:
         """Every broker alive and listed by every broker, every partition (of `topics`) led with a full ISR."""
@@ -253,7 +243,7 @@ class Cluster:
         started = time.monotonic()
         topics = None if topics is None else list(topics)
         try:
-            wait_for(lambda: self.healthy(topics), timeout, "cluster healthy", interval=0.25)
+            wait_for(lambda: self.healthy(topics), "cluster healthy", timeout, interval=0.25)
         except AssertionError as exc:
             raise AssertionError(f"{exc}\n{self.describe()}") from None
         return time.monotonic() - started
@@ -283,8 +273,8 @@ def next_coordinator(cluster: Cluster, group: str, old: int, timeout: float = 30
     # Wrapped in a tuple: broker 0 may take over, and a bare 0 would read as "not yet" to wait_for.
     (found,) = wait_for(
         lambda: (c,) if (c := find_coordinator(cluster.port(survivor), group)) not in (-1, old) else None,
-        timeout,
         "a new coordinator",
+        timeout,
         interval=0.2,
     )
     return found

@@ -26,7 +26,7 @@ def test_controlled_shutdown_moves_leadership_first(make_cluster: MakeCluster, n
     led = {p for p, leader in leaders.items() if leader == target}
 
     with SteadyProducer(cluster.bootstrap, TOPIC, PARTITIONS, rate=300) as producer:
-        wait_for(lambda: len(producer.acks) > 300, 30, "the producer gets going")
+        wait_for(lambda: len(producer.acks) > 300, "the producer gets going", 30)
         started = time.monotonic()
         cluster.stop(target)
         numbers["controlled_shutdown_s"] = time.monotonic() - started
@@ -37,8 +37,8 @@ def test_controlled_shutdown_moves_leadership_first(make_cluster: MakeCluster, n
             assert all(leader >= 0 for leader in view.values()), view
         assert "controlled shutdown complete" in cluster.log(target)
         moment = time.monotonic()
-        wait_for(lambda: producer.first_ack_after(moment, led), 30, "partitions that moved take writes")
-        time.sleep(1.0)
+        wait_for(lambda: producer.first_ack_after(moment, led), "partitions that moved take writes", 30)
+        time.sleep(1.0)  # one more second of writes to the moved partitions, none of which may fail
     assert producer.errors == [], producer.errors[:10]
     acked = [ack for _, ack in producer.acks]
     print(f"\n[controlled shutdown] acknowledged {len(acked)} records, no delivery errors")

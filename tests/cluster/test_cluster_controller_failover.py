@@ -49,21 +49,21 @@ def test_controller_failover(make_cluster: MakeCluster, numbers: Numbers) -> Non
     assert led, "the balanced placement gives every broker partitions to lead"
 
     with SteadyProducer(cluster.bootstrap, TOPIC, PARTITIONS, rate=200) as producer:
-        wait_for(lambda: len(producer.acks) > 200, 30, "the producer gets going")
+        wait_for(lambda: len(producer.acks) > 200, "the producer gets going", 30)
         killed_at = time.monotonic()
         cluster.kill(controller)
 
         # Wrapped in a tuple: broker 0 may win, and a bare 0 would read as "not yet" to wait_for.
         (new_controller,) = wait_for(
             lambda: (c,) if (c := cluster.controller(exclude=[controller])) not in (-1, controller) else None,
-            FAILOVER_LIMIT_S,
             "another broker reports a new controller",
+            FAILOVER_LIMIT_S,
             interval=0.05,
         )
         numbers["controller_failover_s"] = time.monotonic() - killed_at
-        wait_for(lambda: create_topic_now(cluster, "after-failover"), FAILOVER_LIMIT_S, "CreateTopics succeeds")
+        wait_for(lambda: create_topic_now(cluster, "after-failover"), "CreateTopics succeeds", FAILOVER_LIMIT_S)
         numbers["create_topics_after_controller_kill_s"] = time.monotonic() - killed_at
-        first = wait_for(lambda: producer.first_ack_after(killed_at, led), 30, "moved partitions take writes")
+        first = wait_for(lambda: producer.first_ack_after(killed_at, led), "moved partitions take writes", 30)
         numbers["leader_failover_s"] = first - killed_at
         assert new_controller in cluster.voters() and new_controller != controller
         assert first - killed_at < FAILOVER_LIMIT_S
@@ -81,7 +81,7 @@ def test_controller_failover(make_cluster: MakeCluster, numbers: Numbers) -> Non
         everyone = sorted(ends) == cluster.voters() and all(end >= partition.high_watermark for end in ends.values())
         return partition.high_watermark if everyone else 0
 
-    high_watermark = wait_for(caught_up, 30, "every voter reaches the quorum high watermark")
+    high_watermark = wait_for(caught_up, "every voter reaches the quorum high watermark", 30)
     logs = {node_id: metadata_batches(cluster, node_id, high_watermark) for node_id in cluster.voters()}
     # Snapshots may have dropped different prefixes: compare what the voters hold in common.
     common = set.intersection(*(set(batches) for batches in logs.values()))

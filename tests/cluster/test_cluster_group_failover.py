@@ -40,17 +40,19 @@ class Members:
         self.commit_errors: list[str] = []
 
     def poll_until(self, values: set[bytes], timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while not values <= self.seen:
-            assert time.monotonic() < deadline, f"consumed {len(values & self.seen)} of {len(values)}"
-            for consumer in self.consumers:
-                messages = [m for m in consumer.consume(num_messages=500, timeout=0.2) if m.error() is None]
-                self.seen.update(m.value() for m in messages)
-                if messages:
-                    try:
-                        consumer.commit(asynchronous=False)
-                    except KafkaException as exc:  # the coordinator moving: the next poll commits again
-                        self.commit_errors.append(exc.args[0].name())
+        wait_for(lambda: values <= self.poll_once(), f"the members to consume {len(values)} records", timeout)
+
+    def poll_once(self) -> set[bytes]:
+        """One poll of each member, committing what it took; returns every value seen so far."""
+        for consumer in self.consumers:
+            messages = [m for m in consumer.consume(num_messages=500, timeout=0.2) if m.error() is None]
+            self.seen.update(m.value() for m in messages)
+            if messages:
+                try:
+                    consumer.commit(asynchronous=False)
+                except KafkaException as exc:  # the coordinator moving: the next poll commits again
+                    self.commit_errors.append(exc.args[0].name())
+        return self.seen
 
     def committed(self) -> dict[int, int]:
         wanted = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
@@ -90,12 +92,12 @@ def test_group_survives_coordinator_failover(make_cluster: MakeCluster, numbers:
         new_coordinator = next_coordinator(cluster, GROUP, coordinator)
         numbers["group_coordinator_failover_s"] = time.monotonic() - killed_at
         # The new leader of the group's __consumer_offsets partition has the commits made before the kill.
-        assert wait_for(lambda: members.committed() == committed, 30, "committed offsets after failover")
+        assert wait_for(lambda: members.committed() == committed, "committed offsets after failover", 30)
 
         second = [f"second-{i:05d}".encode() for i in range(BATCH)]
         assert produce_all(cluster.bootstrap, TOPIC, second, RELIABLE, partitions=PARTITIONS)[1] == []
         members.poll_until(set(second), 90)
-        assert wait_for(lambda: members.committed() == end_offsets(cluster), 30, "the new records committed")
+        assert wait_for(lambda: members.committed() == end_offsets(cluster), "the new records committed", 30)
         print(
             f"\n[group failover] coordinator {coordinator} -> {new_coordinator}, commit errors {members.commit_errors}"
         )

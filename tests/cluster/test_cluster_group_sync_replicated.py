@@ -95,12 +95,12 @@ def stable_group(cluster: Cluster, instance_id: str | None, follower_stopped_dur
     """One member that joined and synced (its assignment b"assigned"), optionally while a follower was stopped."""
     first = cluster.ids[0]
     (coordinator,) = wait_for(
-        lambda: (c,) if (c := find_coordinator(cluster.port(first), GROUP)) >= 0 else None, 30, "a coordinator"
+        lambda: (c,) if (c := find_coordinator(cluster.port(first), GROUP)) >= 0 else None, "a coordinator", 30
     )
-    isr = wait_for(lambda: full_isr(cluster.port(first), partition_for(GROUP, OFFSETS_PARTITIONS)), 30, "full ISR")
+    isr = wait_for(lambda: full_isr(cluster.port(first), partition_for(GROUP, OFFSETS_PARTITIONS)), "full ISR", 30)
     follower = next(node for node in isr if node != coordinator)
     port = cluster.port(coordinator)
-    joined = wait_for(lambda: join(port, instance_id), 30, "JoinGroup answered")
+    joined = wait_for(lambda: join(port, instance_id), "JoinGroup answered", 30)
     assert isinstance(joined, JoinGroupResponse) and joined.error_code == 0, joined
     assert joined.leader == joined.member_id
     sync = SyncGroupRequest(
@@ -135,7 +135,7 @@ def test_sync_group_waits_for_the_followers_and_the_next_coordinator_knows_the_g
 
     cluster.kill(group.coordinator)
     successor = next_coordinator(cluster, GROUP, group.coordinator)
-    answer = wait_for(lambda: heartbeat(cluster.port(successor), group.joined), 30, "a heartbeat answered")
+    answer = wait_for(lambda: heartbeat(cluster.port(successor), group.joined), "a heartbeat answered", 30)
     assert answer == (ErrorCode.NONE,)
 
 
@@ -156,5 +156,5 @@ def test_static_rejoin_waits_for_the_followers_and_the_next_coordinator_knows_th
 
     cluster.kill(group.coordinator)
     successor = cluster.port(next_coordinator(cluster, GROUP, group.coordinator))
-    assert wait_for(lambda: heartbeat(successor, rejoined, INSTANCE), 30, "a heartbeat answered") == (ErrorCode.NONE,)
+    assert wait_for(lambda: heartbeat(successor, rejoined, INSTANCE), "a heartbeat answered", 30) == (ErrorCode.NONE,)
     assert heartbeat(successor, group.joined, INSTANCE) == (ErrorCode.FENCED_INSTANCE_ID,)

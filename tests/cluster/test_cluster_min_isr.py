@@ -30,7 +30,7 @@ def test_acks_all_needs_min_insync_replicas(make_cluster: MakeCluster) -> None:
 
     cluster.kill(3)
     cluster.kill(0)
-    wait_for(lambda: cluster.partitions(TOPIC, via=2)[0].isr == (2,), 30, "ISR shrinks to the leader")
+    wait_for(lambda: cluster.partitions(TOPIC, via=2)[0].isr == (2,), "ISR shrinks to the leader", 30)
     assert cluster.partitions(TOPIC, via=2)[0].leader == 2
 
     # The exact code, from the leader itself.
@@ -49,7 +49,7 @@ def test_acks_all_needs_min_insync_replicas(make_cluster: MakeCluster) -> None:
 
     cluster.start(3)
     cluster.start(0)
-    wait_for(lambda: sorted(cluster.partitions(TOPIC, via=2)[0].isr) == [0, 2, 3], 60, "ISR expands again")
+    wait_for(lambda: sorted(cluster.partitions(TOPIC, via=2)[0].isr) == [0, 2, 3], "ISR expands again", 60)
     assert produce_raw(cluster.port(2), TOPIC, 0, [b"raw-all-again"], acks=-1) == ErrorCode.NONE
     acks, errors = produce_all(cluster.bootstrap, TOPIC, [b"after"], RELIABLE)
     assert not errors and len(acks) == 1

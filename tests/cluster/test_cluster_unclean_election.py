@@ -37,12 +37,12 @@ def test_unclean_election_only_when_enabled(make_cluster: MakeCluster) -> None:
     cluster.kill(2)
     for i in range(5):
         assert produce_raw(cluster.port(1), TOPIC, 0, [f"only-on-1-{i}".encode()], acks=1) == ErrorCode.NONE
-    wait_for(lambda: partition_state(cluster, 1)[2] == [1], 30, "ISR shrinks to the leader")
+    wait_for(lambda: partition_state(cluster, 1)[2] == [1], "ISR shrinks to the leader", 30)
 
     # The leader dies; only the stale follower comes back.
     cluster.kill(1)
     cluster.start(2)
-    wait_for(lambda: partition_state(cluster, 0)[1] == -1, 30, "the partition goes offline")
+    wait_for(lambda: partition_state(cluster, 0)[1] == -1, "the partition goes offline", 30)
     offline_since = time.monotonic()
     while time.monotonic() - offline_since < OFFLINE_FOR_S:
         for via in (0, 2):
@@ -54,9 +54,9 @@ def test_unclean_election_only_when_enabled(make_cluster: MakeCluster) -> None:
 
     # Unclean election allowed: the stale replica leads, alone in the ISR.
     assert alter_topic_config(cluster.port(0), TOPIC, {"unclean.leader.election.enable": "true"}) == ErrorCode.NONE
-    wait_for(lambda: partition_state(cluster, 0) == (0, 2, [2]), 30, "the stale replica is elected")
+    wait_for(lambda: partition_state(cluster, 0) == (0, 2, [2]), "the stale replica is elected", 30)
     assert partition_state(cluster, 2) == (0, 2, [2]) or wait_for(
-        lambda: partition_state(cluster, 2) == (0, 2, [2]), 10, "broker 2 sees itself lead"
+        lambda: partition_state(cluster, 2) == (0, 2, [2]), "broker 2 sees itself lead", 10
     )
     acks, errors = produce_all(cluster.bootstrap, TOPIC, [b"after-unclean"], RELIABLE)
     assert not errors and len(acks) == 1
