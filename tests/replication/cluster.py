@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
@@ -210,11 +209,3 @@ class Cluster:
     async def stop(self) -> None:
         for node in self.nodes.values():
             await node.stop()
-
-
-async def eventually(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.02)

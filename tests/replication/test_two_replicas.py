@@ -7,6 +7,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from waiting import wait_for_async
+
 from kafkette.broker.protocol.errors import ErrorCode
 from kafkette.broker.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from kafkette.broker.protocol.messages.fetch_response import FetchResponse
@@ -15,7 +17,7 @@ from kafkette.broker.protocol.messages.produce_response import PartitionProduceR
 from kafkette.broker.server.handlers.fetch import handle_fetch
 from kafkette.broker.server.handlers.produce import handle_produce
 
-from .cluster import TOPIC, Cluster, Node, eventually
+from .cluster import TOPIC, Cluster, Node
 from .helpers import batch
 
 
@@ -76,7 +78,7 @@ def test_the_follower_copies_the_log_and_acks_all_waits_for_it(tmp_path: Path) -
         assert partition_of(follower).log_end_offset == 3
         second = await produce(leader, count=2)
         assert (second.error_code, second.base_offset) == (ErrorCode.NONE, 3)
-        await eventually(lambda: partition_of(follower).high_watermark == 5)
+        await wait_for_async(lambda: partition_of(follower).high_watermark == 5, "the follower's high watermark at 5")
         assert follower.log_bytes() == leader.log_bytes()
         read = await consume(leader)
         assert read.error_code == ErrorCode.NONE and read.high_watermark == 5
@@ -96,7 +98,7 @@ def test_a_diverged_follower_truncates_to_the_leaders_log(tmp_path: Path) -> Non
         follower.logs.get_or_create(TOPIC, 0).append(batch(3, "lost"), 1)
         await cluster.start(leader=1, isr=(1, 2), leader_epoch=2)
         assert (await produce(leader, count=4)).base_offset == 2
-        await eventually(lambda: partition_of(follower).log_end_offset == 6)
+        await wait_for_async(lambda: partition_of(follower).log_end_offset == 6, "the follower's log end at 6")
         assert follower.log_bytes() == leader.log_bytes()
         assert b"lost" not in follower.log_bytes()
 
@@ -147,7 +149,7 @@ def test_a_follower_outside_the_isr_joins_it_once_caught_up(tmp_path: Path) -> N
         await cluster.start(leader=1, isr=(1,))
         leader = cluster.nodes[1]
         assert (await produce(leader, count=5)).error_code == ErrorCode.NONE
-        await eventually(lambda: cluster.state()[1] == (1, 2))
+        await wait_for_async(lambda: cluster.state()[1] == (1, 2), "the ISR to grow to (1, 2)")
         assert partition_of(leader).isr == (1, 2)
         assert cluster.nodes[2].log_bytes() == leader.log_bytes()
 
@@ -163,7 +165,7 @@ def test_leadership_moves_and_the_old_leader_follows(tmp_path: Path) -> None:
         assert not partition_of(old).is_leader and partition_of(new).is_leader
         answer = await produce(new, count=2)
         assert (answer.error_code, answer.base_offset) == (ErrorCode.NONE, 3)
-        await eventually(lambda: old.log_bytes() == new.log_bytes())
+        await wait_for_async(lambda: old.log_bytes() == new.log_bytes(), "the logs to be byte-identical")
         assert partition_of(new).leader_epoch == 2
 
     with_cluster(tmp_path, body)
@@ -176,11 +178,11 @@ def test_a_follower_drops_an_epoch_it_led_without_writing_and_catches_up(tmp_pat
         await cluster.start(leader=1, isr=(1, 2))
         first, second = cluster.nodes[1], cluster.nodes[2]
         assert (await produce(first)).error_code == ErrorCode.NONE
-        await eventually(lambda: first.log_bytes() == second.log_bytes())
+        await wait_for_async(lambda: first.log_bytes() == second.log_bytes(), "the logs to be byte-identical")
         cluster.elect(2)
         cluster.elect(1)
         assert (await produce(first, acks=1, count=2)).error_code == ErrorCode.NONE
-        await eventually(lambda: first.log_bytes() == second.log_bytes())
+        await wait_for_async(lambda: first.log_bytes() == second.log_bytes(), "the logs to be byte-identical")
         assert partition_of(second).log.leader_epoch_entries == partition_of(first).log.leader_epoch_entries
 
     with_cluster(tmp_path, body)
