@@ -132,6 +132,12 @@ e2e: venv
 	$(MAKE) --no-print-directory node-down || status=1; \
 	exit $$status
 
+# The broker, operator and Spark images as OCI archives, with no Docker and no registry (docs/images.md);
+# loaded into the node's containerd when e2e/.node/env exists. Layers are cached in ~/.cache/kafkette/images.
+.PHONY: images
+images: venv spark-kafka
+	KAFKETTE_CACHE=$(KAFKETTE_CACHE) $(BIN)/python -P images/build.py
+
 # The randomized Raft schedules (loss, reordering, crashes, partitions) with many more seeds than `make test`.
 .PHONY: fuzz-raft
 fuzz-raft: venv
