@@ -114,19 +114,24 @@ kube-bins:
 
 # --- the single-node cluster (docs/node.md) -----------------------------------------------------------
 # A real Kubernetes node inside the network namespace kafkette-node; `source e2e/.node/env` afterwards.
-.PHONY: node node-down e2e
-node: helm kube-bins
+.PHONY: node-bins node node-down e2e
+# Debian packages, CoreDNS, local-path-provisioner, pause and the node's own images, each only when missing.
+node-bins: helm kube-bins
 	bash e2e/node/packages.sh
 	KAFKETTE_CACHE=$(KAFKETTE_CACHE) bash e2e/node/build-addons.sh
 	KAFKETTE_CACHE=$(KAFKETTE_CACHE) bash e2e/node/images.sh
+
+node: node-bins
 	KAFKETTE_CACHE=$(KAFKETTE_CACHE) KUBECTL_LAYER_VERSION=$(KUBECTL_LAYER_VERSION) bash e2e/node/up.sh
 
 node-down:
 	bash e2e/node/down.sh
 
 # node + images + the e2e suite inside the node's namespace; the node goes down whatever the outcome.
+# Skipped (saying why) only on a machine that cannot run a node at all: no root or no `ip netns`.
 e2e: venv
-	@status=0; \
+	@if ! problem="$$(bash e2e/node/prerequisites.sh)"; then echo "e2e skipped: $$problem"; exit 0; fi; \
+	status=0; \
 	$(MAKE) --no-print-directory node images && \
 		. e2e/.node/env && node-exec $(BIN)/pytest e2e || status=$$?; \
 	$(MAKE) --no-print-directory node-down || status=1; \

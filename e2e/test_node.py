@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -25,15 +24,14 @@ NODE_STATE = Path(__file__).resolve().parent / ".node"
 
 
 def _missing_prerequisite() -> str | None:
-    if os.geteuid() != 0:
-        return "not root (the node needs network namespaces, mounts and cgroups)"
-    if shutil.which("ip") is None or subprocess.run(["ip", "netns", "list"], capture_output=True).returncode != 0:
-        return "no `ip netns` (iproute2 with network namespace support)"
-    return None
+    check = subprocess.run(
+        ["bash", Path(__file__).with_name("node") / "prerequisites.sh"], capture_output=True, text=True
+    )
+    return check.stdout.strip() if check.returncode != 0 else None
 
 
 if (_problem := _missing_prerequisite()) is not None:
-    pytest.skip(f"the node tier needs root and ip netns: {_problem}", allow_module_level=True)
+    pytest.skip(f"this machine cannot run the node: {_problem}", allow_module_level=True)
 
 
 @pytest.fixture(scope="module", autouse=True)

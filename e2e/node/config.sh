@@ -6,9 +6,17 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 mkdir -p "$CONF/net.d" "$STATE/containerd" "$STATE/kubelet" "$STATE/pod-logs" "$STATE/volumes" "$STATE/cni"
 
+# put FILE: writes stdin to FILE only when it differs, since kube-proxy exits when its file is rewritten.
+put() {
+    local content
+    content="$(cat)"
+    [ -f "$1" ] && [ "$(cat "$1")" = "$content" ] && return 0
+    echo "$content" >"$1"
+}
+
 # root here lacks CAP_SYS_RESOURCE: a negative oom_score_adj in a sandbox makes runc fail, so the CRI
 # plugin clamps it (restrict_oom_score_adj). No systemd, so runc manages cgroupfs directly.
-cat >"$CONF/containerd.toml" <<TOML
+put "$CONF/containerd.toml" <<TOML
 version = 2
 root = "$STATE/containerd"
 state = "$RUNDIR/containerd"
@@ -43,7 +51,7 @@ state = "$RUNDIR/containerd"
 TOML
 
 # One bridge for every pod; the bridge is the pods' gateway and reaches the node IP, nothing further.
-cat >"$CONF/net.d/10-kafkette.conflist" <<JSON
+put "$CONF/net.d/10-kafkette.conflist" <<JSON
 {
   "cniVersion": "1.0.0",
   "name": "kafkette",
@@ -67,9 +75,9 @@ cat >"$CONF/net.d/10-kafkette.conflist" <<JSON
 JSON
 
 # Pods that ask for the node's own resolver (dnsPolicy Default) get CoreDNS as well.
-echo "nameserver $NODE_IP" >"$CONF/resolv.conf"
+echo "nameserver $NODE_IP" | put "$CONF/resolv.conf"
 
-cat >"$CONF/kubelet.yaml" <<YAML
+put "$CONF/kubelet.yaml" <<YAML
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 # This kernel has cgroup v1 and there is no systemd.
@@ -107,7 +115,7 @@ syncFrequency: 10s
 YAML
 
 # conntrack values of 0 leave the machine-wide conntrack sysctls alone.
-cat >"$CONF/kube-proxy.yaml" <<YAML
+put "$CONF/kube-proxy.yaml" <<YAML
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: iptables
@@ -116,6 +124,7 @@ clientConnection:
 hostnameOverride: $NODE_NAME
 clusterCIDR: $POD_SUBNET
 bindAddress: $NODE_IP
+nodePortAddresses: [primary]
 metricsBindAddress: 127.0.0.1:10249
 healthzBindAddress: 127.0.0.1:10256
 conntrack:
@@ -126,7 +135,7 @@ conntrack:
 YAML
 
 # Cluster names only: the namespace has no way out, so there is nothing to forward other names to.
-cat >"$CONF/Corefile" <<COREFILE
+put "$CONF/Corefile" <<COREFILE
 .:53 {
     bind $NODE_IP
     errors
