@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from kubernetes import client
+from waiting import wait_for
 
 from kafkette.operator.resources import GROUP, VERSION
 
@@ -14,15 +15,8 @@ T = TypeVar("T")
 
 
 def eventually(probe: Callable[[], T | None], timeout: float = 30.0, what: str = "condition") -> T:
-    """Poll `probe` until it returns something truthy; fail with `what` after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(0.2)
+    """waiting.wait_for in the API-server tests' argument order, polling every 0.2 s."""
+    return wait_for(probe, what, timeout, 0.2)
 
 
 class Custom:
