@@ -7,12 +7,12 @@ wrote, so each test file holds only what is specific to its client.
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Mapping
 
 from client_workload import PARTITIONS, Delivered, ReadBack, Received, Workload, normalise_headers
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from waiting import wait_for
 
 TIMEOUT_S = 60.0
 ConfigValue = str | int | bool
@@ -24,19 +24,17 @@ def create_topic(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> No
     new_topic = NewTopic(topic, num_partitions=partitions, replication_factor=1)
     futures = admin.create_topics([new_topic], operation_timeout=TIMEOUT_S, request_timeout=TIMEOUT_S)
     futures[topic].result(TIMEOUT_S)
-    deadline = time.monotonic() + TIMEOUT_S
-    while True:
+
+    def ready() -> bool:
         described = admin.list_topics(topic, timeout=TIMEOUT_S).topics.get(topic)
-        if (
+        return (
             described is not None
             and described.error is None
             and len(described.partitions) == partitions
             and all(partition.leader >= 0 for partition in described.partitions.values())
-        ):
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"topic {topic} not ready after creation: {described}")
-        time.sleep(0.05)
+        )
+
+    wait_for(ready, f"{topic} with {partitions} partitions, each with a leader", TIMEOUT_S)
 
 
 def produce(

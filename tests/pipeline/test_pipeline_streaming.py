@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from confluent_kafka import ConsumerGroupTopicPartitions
 from confluent_kafka.admin import AdminClient
 from pipeline_topics import add_partitions, create_topic, produce, unique_topic
 from pyspark.sql import DataFrame, SparkSession
+from waiting import wait_for
 
 from kafkette.broker.cli.main import main as kafkette_cli
 from kafkette.broker.testing import BrokerProcess
@@ -91,14 +91,13 @@ def test_lag_is_visible_while_a_stream_runs(spark: SparkSession, broker: BrokerP
     try:
         # A continuous query commits each completed batch while planning the next one.
         history: list[int] = []
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
+
+        def all_committed() -> bool:
             history.append(sum(_committed(broker.bootstrap, group).values()))
-            if history[-1] == 400:
-                break
-            time.sleep(0.2)
+            return history[-1] == 400
+
+        wait_for(all_committed, "the query to commit all 400 records", 90, 0.2)
     finally:
         query.stop()
-    assert history[-1] == 400, history
     increasing = sorted(set(history))
     assert len(increasing) >= 3, history  # it advanced in steps, batch by batch
