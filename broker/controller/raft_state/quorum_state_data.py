@@ -50,7 +50,7 @@ class QuorumStateData(Message):
         self.voted_id = voted_id
         self.voted_directory_id = voted_directory_id
         self.applied_offset = applied_offset
-        self.current_voters = [] if current_voters is UNSET else current_voters
+        self.current_voters = [] if isinstance(current_voters, Unset) else current_voters
 
 
 Voter.FIELDS = (

@@ -120,7 +120,7 @@ def _init(struct: StructSpec) -> list[str]:
             elif spec.nullable is not None:
                 # None is a value here (e.g. "all topics"), so "not given" needs its own marker.
                 params.append(f"{name}: {annotation} | Unset = UNSET")
-                body.append(f"        self.{name} = {fresh} if {name} is UNSET else {name}")
+                body.append(f"        self.{name} = {fresh} if isinstance({name}, Unset) else {name}")
             else:
                 params.append(f"{name}: {annotation} = None")
                 body.append(f"        self.{name} = {fresh} if {name} is None else {name}")

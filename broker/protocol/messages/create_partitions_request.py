@@ -40,7 +40,7 @@ class CreatePartitionsTopic(Struct):
     ) -> None:
         self.name = name
         self.count = count
-        self.assignments = [] if assignments is UNSET else assignments
+        self.assignments = [] if isinstance(assignments, Unset) else assignments
 
 
 class CreatePartitionsRequest(Message):

@@ -58,7 +58,7 @@ class CreatableTopicResult(Struct):
         self.topic_config_error_code = topic_config_error_code
         self.num_partitions = num_partitions
         self.replication_factor = replication_factor
-        self.configs = [] if configs is UNSET else configs
+        self.configs = [] if isinstance(configs, Unset) else configs
 
 
 class CreateTopicsResponse(Message):

@@ -78,7 +78,7 @@ class DescribeClientQuotasResponse(Message):
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
-        self.entries = [] if entries is UNSET else entries
+        self.entries = [] if isinstance(entries, Unset) else entries
 
 
 EntityData.FIELDS = (

@@ -27,7 +27,7 @@ class DescribeConfigsResource(Struct):
     ) -> None:
         self.resource_type = resource_type
         self.resource_name = resource_name
-        self.configuration_keys = [] if configuration_keys is UNSET else configuration_keys
+        self.configuration_keys = [] if isinstance(configuration_keys, Unset) else configuration_keys
 
 
 class DescribeConfigsRequest(Message):

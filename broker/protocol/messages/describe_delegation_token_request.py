@@ -42,7 +42,7 @@ class DescribeDelegationTokenRequest(Message):
         *,
         owners: list[DescribeDelegationTokenOwner] | None | Unset = UNSET,
     ) -> None:
-        self.owners = [] if owners is UNSET else owners
+        self.owners = [] if isinstance(owners, Unset) else owners
 
 
 DescribeDelegationTokenOwner.FIELDS = (

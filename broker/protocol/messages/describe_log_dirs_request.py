@@ -42,7 +42,7 @@ class DescribeLogDirsRequest(Message):
         *,
         topics: list[DescribableLogDirTopic] | None | Unset = UNSET,
     ) -> None:
-        self.topics = [] if topics is UNSET else topics
+        self.topics = [] if isinstance(topics, Unset) else topics
 
 
 DescribableLogDirTopic.FIELDS = (

@@ -40,7 +40,7 @@ class DescribeUserScramCredentialsRequest(Message):
         *,
         users: list[UserName] | None | Unset = UNSET,
     ) -> None:
-        self.users = [] if users is UNSET else users
+        self.users = [] if isinstance(users, Unset) else users
 
 
 UserName.FIELDS = (

@@ -45,7 +45,7 @@ class ElectLeadersRequest(Message):
         timeout_ms: int = 60000,
     ) -> None:
         self.election_type = election_type
-        self.topic_partitions = [] if topic_partitions is UNSET else topic_partitions
+        self.topic_partitions = [] if isinstance(topic_partitions, Unset) else topic_partitions
         self.timeout_ms = timeout_ms
 
 

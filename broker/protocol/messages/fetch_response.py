@@ -99,7 +99,7 @@ class PartitionData(Struct):
         self.diverging_epoch = EpochEndOffset() if diverging_epoch is None else diverging_epoch
         self.current_leader = LeaderIdAndEpoch() if current_leader is None else current_leader
         self.snapshot_id = SnapshotId() if snapshot_id is None else snapshot_id
-        self.aborted_transactions = [] if aborted_transactions is UNSET else aborted_transactions
+        self.aborted_transactions = [] if isinstance(aborted_transactions, Unset) else aborted_transactions
         self.preferred_read_replica = preferred_read_replica
         self.records = records
 

@@ -45,7 +45,7 @@ class MetadataRequest(Message):
         include_cluster_authorized_operations: bool = False,
         include_topic_authorized_operations: bool = False,
     ) -> None:
-        self.topics = [] if topics is UNSET else topics
+        self.topics = [] if isinstance(topics, Unset) else topics
         self.allow_auto_topic_creation = allow_auto_topic_creation
         self.include_cluster_authorized_operations = include_cluster_authorized_operations
         self.include_topic_authorized_operations = include_topic_authorized_operations

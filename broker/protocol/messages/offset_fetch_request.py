@@ -59,7 +59,7 @@ class OffsetFetchRequestGroup(Struct):
         self.group_id = group_id
         self.member_id = member_id
         self.member_epoch = member_epoch
-        self.topics = [] if topics is UNSET else topics
+        self.topics = [] if isinstance(topics, Unset) else topics
 
 
 class OffsetFetchRequest(Message):
@@ -80,7 +80,7 @@ class OffsetFetchRequest(Message):
         require_stable: bool = False,
     ) -> None:
         self.group_id = group_id
-        self.topics = [] if topics is UNSET else topics
+        self.topics = [] if isinstance(topics, Unset) else topics
         self.groups = [] if groups is None else groups
         self.require_stable = require_stable
 
