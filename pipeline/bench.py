@@ -16,10 +16,14 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import pyarrow as pa
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark.sql import SparkSession
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
 
 from kafkette.broker.process import BrokerProcess
 from kafkette.pipeline import records
@@ -38,14 +42,17 @@ class TupleRows(KafketteDataSource):
     def name(cls) -> str:
         return "kafkette_tuples"
 
-    def reader(self, schema):  # type: ignore[no-untyped-def]
+    def reader(self, schema: StructType) -> DataSourceReader:
         inner = super().reader(schema)
         read = inner.read
 
-        def as_tuples(partition) -> Iterator[tuple]:  # type: ignore[no-untyped-def]
+        def as_tuples(partition: InputPartition) -> Iterator[tuple[Any, ...]]:
             for batch in read(partition):
+                if not isinstance(batch, pa.RecordBatch):
+                    raise TypeError(f"the kafkette reader yields Arrow batches, not {type(batch).__name__}")
                 yield from zip(*(column.to_pylist() for column in batch.columns), strict=True)
 
+        # Only read() is swapped, so everything else about the reader is the measured one's.
         inner.read = as_tuples  # type: ignore[method-assign]
         return inner
 

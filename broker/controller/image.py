@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
 from types import MappingProxyType
+from typing import TypeVar
 from uuid import UUID
 
 from kafkette.broker.controller.records.broker_registration_change_record import BrokerRegistrationChangeRecord
@@ -27,6 +28,9 @@ from kafkette.broker.controller.records.topic_record import TopicRecord
 from kafkette.broker.controller.records.unfence_broker_record import UnfenceBrokerRecord
 from kafkette.broker.protocol.types import Message
 
+K = TypeVar("K")
+V = TypeVar("V")
+
 # PartitionChangeRecord's "leader unchanged" marker.
 NO_LEADER_CHANGE = -2
 
@@ -38,7 +42,7 @@ class ConfigResourceType(IntEnum):
     BROKER = 4
 
 
-def _frozen(mapping: dict) -> Mapping:  # type: ignore[type-arg]
+def _frozen(mapping: dict[K, V]) -> Mapping[K, V]:
     return MappingProxyType(mapping)
 
 
@@ -136,7 +140,7 @@ class MetadataImage:
         return counts
 
 
-def _with(mapping: Mapping, key: object, value: object | None) -> Mapping:  # type: ignore[type-arg]
+def _with(mapping: Mapping[K, V], key: K, value: V | None) -> Mapping[K, V]:
     """A copy of ``mapping`` with ``key`` set, or removed when ``value`` is None."""
     updated = dict(mapping)
     if value is None:

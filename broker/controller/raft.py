@@ -524,7 +524,7 @@ class RaftNode:
             return False
         if response.epoch < self.epoch:
             return False
-        self._become_follower(now, response.epoch, leader)  # type: ignore[arg-type]
+        self._become_follower(now, response.epoch, leader)
         return True
 
     def _on_fetch_snapshot_response(self, now: int, source: int, response: m.FetchSnapshotResponse) -> None:
