@@ -145,7 +145,7 @@ def heartbeat(
     if request.want_shut_down:
         should_shut_down = not image.partitions_led_by(broker.broker_id)
         # Once it leads nothing the broker may go; fencing it now (not a session later) tells everyone at once.
-        records = []
+        records: list[Message] = []
         after = _then(image, records, _controlled_shutdown(image, broker.broker_id, settings))
         if should_shut_down:
             _then(after, records, _fence(after, broker.broker_id, settings))

@@ -97,7 +97,8 @@ def _elections_after(image: MetadataImage, name: str, settings: ControllerSettin
     if not unclean_enabled(image, name, settings.unclean_leader_election_enable):
         return []
     topic = image.topic_by_name(name)
-    assert topic is not None  # checked before the change
+    if topic is None:
+        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic '{name}' does not exist")
     partitions = [(topic.topic_id, index) for index in sorted(topic.partitions)]
     return list(elect_offline(image, partitions, settings.unclean_leader_election_enable))
 
@@ -122,7 +123,7 @@ def _each_resource(
     validate_only: bool,
     settings: ControllerSettings,
     new_overrides: Callable[[Any, dict[str, str]], dict[str, str | None]],
-    result_class: type[T],
+    result_class: Callable[..., T],
 ) -> tuple[list[Message], list[T]]:
     named = Counter((r.resource_type, r.resource_name) for r in resources)
     records: list[Message] = []

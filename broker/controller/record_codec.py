@@ -23,6 +23,8 @@ def _record_class(api_key: int) -> type[Message]:
 
 def encode_record(record: Message, version: int | None = None) -> bytes:
     """The record in its newest version unless told otherwise."""
+    if record.API_KEY is None:
+        raise ValueError(f"{record.NAME} is not a metadata record: it has no api key")
     if version is None:
         version = record.VALID_VERSIONS[1]
     return bytes((FRAME_VERSION, record.API_KEY, version)) + bytes(record.encode(version))
