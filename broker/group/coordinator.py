@@ -7,13 +7,13 @@ records to the group's partition (waiting for the in-sync replicas where the
 machine asks, as Kafka's coordinator writes with acks=all) and replays the
 partitions it comes to lead; a group whose partition is still loading answers
 COORDINATOR_LOAD_IN_PROGRESS. Committed offsets are kept here, beside the
-machine, in an :class:`OffsetStore`.
+machine, in an :class:`OffsetStore`; the machine only says whether a member
+may commit.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import itertools
 import logging
@@ -43,26 +43,20 @@ from kafkette.broker.group.group import Group, GroupState, JoinResult, SyncResul
 from kafkette.broker.group.machine import GroupMachine
 from kafkette.broker.group.offsets import CommittedOffset, OffsetStore, TopicPartition, expired_offsets
 from kafkette.broker.group.offsets_log import OffsetsTopicLog
-from kafkette.broker.group.placement import OFFSETS_TOPIC, partition_for
-from kafkette.broker.group.record_codec import GroupRecord, KeyValue, OffsetRecord
-from kafkette.broker.group.state_records import group_from_value, offset_from_value, offset_to_value
+from kafkette.broker.group.offsets_topic import OffsetsTopic
+from kafkette.broker.group.record_codec import KeyValue
+from kafkette.broker.group.replay import replay_partition
+from kafkette.broker.group.state_records import offset_to_value
 from kafkette.broker.group.timers import Timers
 from kafkette.broker.metadata.catalog import TopicCatalog
 from kafkette.broker.metadata.channel import ControllerChannel
 from kafkette.broker.protocol.errors import ErrorCode, KafkaError
-from kafkette.broker.protocol.messages.create_topics_request import (
-    CreatableTopic,
-    CreatableTopicConfig,
-    CreateTopicsRequest,
-)
 from kafkette.broker.storage import StorageError
 
 __all__ = ["GroupCoordinator", "GroupOverview", "JoinRequest"]
 
 log = logging.getLogger(__name__)
 
-# How many replayed records between yields to the event loop while loading.
-LOAD_YIELD_EVERY = 1000
 MS_PER_MINUTE = 60_000
 
 
@@ -99,7 +93,7 @@ class GroupCoordinator:
     def __init__(self, config: BrokerConfig, topics: TopicCatalog, controller: ControllerChannel) -> None:
         self.config = config
         self.topics = topics
-        self.controller = controller
+        self.topic = OffsetsTopic(config, topics, controller)
         self.log = OffsetsTopicLog(topics, config.offsets_topic_num_partitions)
         limits = GroupLimits(
             min_session_timeout_ms=config.group_min_session_timeout_ms,
@@ -117,7 +111,6 @@ class GroupCoordinator:
         # Partitions of __consumer_offsets this broker leads and has replayed; and those being replayed.
         self._loaded: set[int] = set()
         self._loading: dict[int, asyncio.Task[None]] = {}
-        self._creating: asyncio.Task[None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         # Writes waiting for the in-sync replicas before the clients are answered.
         self._storing: set[asyncio.Task[None]] = set()
@@ -126,56 +119,30 @@ class GroupCoordinator:
     def groups(self) -> Mapping[str, Group]:
         return self.machine.groups
 
-    # -- lifecycle --------------------------------------------------------------------------
+    # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
         self._tasks.append(asyncio.ensure_future(self._expire_offsets_periodically()))
 
     async def stop(self) -> None:
-        running = [*self._tasks, *self._storing, *self._loading.values(), *([self._creating] if self._creating else [])]
-        for task in running:
+        for task in [*self._tasks, *self._storing, *self._loading.values()]:
             task.cancel()
+        self.topic.stop()
         self._timers.cancel_all()
         self._run(now_ms(), self.machine.stop())
 
     def partition_of(self, group_id: str) -> int:
-        return partition_for(group_id, self.log.partitions)
+        return self.topic.partition_of(group_id)
 
     def ensure_offsets_topic(self) -> None:
-        """Create ``__consumer_offsets`` on first use, as Kafka does when a client first looks for a coordinator."""
-        if self.log.exists() or (self._creating is not None and not self._creating.done()):
-            return
-        self._creating = asyncio.ensure_future(self._create_offsets_topic())
-
-    async def _create_offsets_topic(self) -> None:
-        request = CreateTopicsRequest(
-            topics=[
-                CreatableTopic(
-                    name=OFFSETS_TOPIC,
-                    num_partitions=self.config.offsets_topic_num_partitions,
-                    replication_factor=self.config.offsets_topic_replication_factor,
-                    configs=[CreatableTopicConfig(name="cleanup.policy", value="compact")],
-                )
-            ],
-            timeout_ms=30000,
-        )
-        try:
-            await self.controller.call(request)
-        except KafkaError as exc:
-            log.warning("cannot create %s: %s", OFFSETS_TOPIC, exc)
+        self.topic.ensure_created()
 
     async def wait_for_offsets_topic(self, timeout_s: float) -> None:
-        self.ensure_offsets_topic()
-        if self._creating is not None:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(self._creating), timeout_s)
-        await self.topics.wait_for_topics([OFFSETS_TOPIC], timeout_s)
+        await self.topic.wait_created(timeout_s)
 
     def coordinator_of(self, group_id: str) -> int:
         """The broker leading the group's __consumer_offsets partition (-1: none yet)."""
-        topic = self.topics.topic(OFFSETS_TOPIC)
-        state = self.topics.partition_state(topic, self.partition_of(group_id)) if topic is not None else None
-        return state.leader if state is not None else -1
+        return self.topic.coordinator_of(group_id)
 
     def availability(self, group_id: str) -> ErrorCode:
         """NONE when this coordinator can serve the group now."""
@@ -190,13 +157,7 @@ class GroupCoordinator:
 
     def on_image(self, image: MetadataImage) -> None:
         """Load the partitions this broker now leads, and let go of the groups of those it no longer leads."""
-        topic = self.topics.topic(OFFSETS_TOPIC)
-        led = set()
-        if topic is not None:
-            for index in range(topic.partitions):
-                state = self.topics.partition_state(topic, index)
-                if state is not None and state.leader == self.config.node_id:
-                    led.add(index)
+        led = self.topic.led_by(self.config.node_id)
         for index in led - self._loaded - set(self._loading):
             self._loading[index] = asyncio.ensure_future(self._load_led(index))
         for index in (self._loaded | set(self._loading)) - led:
@@ -219,33 +180,11 @@ class GroupCoordinator:
 
     async def _load(self, index: int) -> None:
         now = now_ms()
-        loaded_groups: dict[str, Group | None] = {}
-        for count, (key, value) in enumerate(self.log.replay(index)):
-            record = record_codec.decode_record(key, value)
-            if isinstance(record, OffsetRecord):
-                tp = (record.topic, record.partition)
-                if record.value is None:
-                    self.offsets.remove(record.group, tp)
-                else:
-                    self.offsets.put(record.group, tp, offset_from_value(record.value))
-            elif isinstance(record, GroupRecord):
-                loaded_groups[record.group] = (
-                    None if record.value is None else group_from_value(record.group, record.value, now)
-                )
-            if count % LOAD_YIELD_EVERY == LOAD_YIELD_EVERY - 1:
-                await asyncio.sleep(0)
-        groups = [group for group in loaded_groups.values() if group is not None]
-        known = {group.group_id for group in groups}
-        # A group with committed offsets but no metadata record stores offsets only: it is Empty.
-        groups += [
-            Group(group_id, now)
-            for group_id in self.offsets.groups()
-            if self.partition_of(group_id) == index and group_id not in known
-        ]
+        groups = await replay_partition(self.log, index, self.offsets, now)
         self._run(now, self.machine.load(now, groups))
         self._loaded.add(index)
 
-    # -- persistence ------------------------------------------------------------------------
+    # -- persistence -----------------------------------------------------------------------
 
     def _refusal(self, group_id: str) -> ErrorCode:
         """NONE when a request naming the group may go to the machine."""
@@ -369,7 +308,7 @@ class GroupCoordinator:
         self._run(now, effects)
         return ErrorCode.NONE, errors
 
-    # -- offsets ----------------------------------------------------------------------------
+    # -- offsets ---------------------------------------------------------------------------
 
     def commit_offsets(
         self,
@@ -473,7 +412,7 @@ class GroupCoordinator:
             self.offsets.remove(group_id, tp)
         return ErrorCode.NONE, results
 
-    # -- administration ---------------------------------------------------------------------
+    # -- administration --------------------------------------------------------------------
 
     def describe(self, group_id: str) -> tuple[ErrorCode, Group | None]:
         available = self.availability(group_id)
@@ -509,7 +448,7 @@ class GroupCoordinator:
         self._run(now, self.machine.drop(now, group_id))
         return ErrorCode.NONE
 
-    # -- retention ---------------------------------------------------------------------
+    # -- retention -------------------------------------------------------------------------
 
     async def _expire_offsets_periodically(self) -> None:
         while True:
