@@ -131,6 +131,7 @@ class BrokerClient:
 
     async def _receive(self, reader: FrameReader) -> None:
         """Hand each answer to its request until the connection goes; then fail what is still in flight."""
+        lost: Exception = ConnectionError("client closed")
         try:
             while True:
                 self._answer(await reader.read_frame())
@@ -141,10 +142,10 @@ class BrokerClient:
                 self._reader = None
             if reader.transport is not None:
                 reader.transport.abort()
-        for waiting in self._in_flight.values():
-            if not waiting.answer.done():
-                waiting.answer.set_exception(ConnectionError(f"connection to {self.host}:{self.port} lost: {lost}"))
-        self._in_flight.clear()
+            for waiting in self._in_flight.values():
+                if not waiting.answer.done():
+                    waiting.answer.set_exception(ConnectionError(f"connection to {self.host}:{self.port} lost: {lost}"))
+            self._in_flight.clear()
 
     def _answer(self, frame: bytearray) -> None:
         (correlation,) = _CORRELATION.unpack_from(frame)

@@ -105,6 +105,18 @@ def test_a_lost_connection_fails_what_is_in_flight_and_the_next_request_reconnec
     asyncio.run(body())
 
 
+def test_closing_fails_what_is_in_flight() -> None:
+    async def body() -> None:
+        async with peer_and_client() as (_peer, client):
+            held = asyncio.ensure_future(ask(client, "hold", 1))
+            await asyncio.sleep(0.05)
+            await client.close()
+            with pytest.raises(ConnectionError):
+                await asyncio.wait_for(held, 5)
+
+    asyncio.run(body())
+
+
 def test_send_hands_the_answer_to_its_callback() -> None:
     async def body() -> None:
         async with peer_and_client() as (_peer, client):
