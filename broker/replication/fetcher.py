@@ -321,9 +321,9 @@ class ReplicaFetcher:
             return
         for topic in response.responses:
             for data in topic.partitions:
-                state = sent.get((topic.topic, data.partition_index))
-                if state is not None and self._current(state):
-                    self._apply_fetched(state, data)
+                asked = sent.get((topic.topic, data.partition_index))
+                if asked is not None and self._current(asked):
+                    self._apply_fetched(asked, data)
 
     def _fetch_request(self, states: Iterable[FollowState]) -> FetchRequest:
         by_topic: dict[str, list[FetchPartition]] = {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
+from uuid import UUID
 
 from kafkette.broker.controller.image import BrokerImage, PartitionImage
 from kafkette.broker.controller.topics import INTERNAL_TOPICS
@@ -60,7 +61,7 @@ def _topic_entry(broker: Broker, topic: TopicInfo) -> MetadataResponseTopic:
     )
 
 
-def _error_entry(name: str | None, topic_id: object, code: ErrorCode) -> MetadataResponseTopic:
+def _error_entry(name: str | None, topic_id: UUID, code: ErrorCode) -> MetadataResponseTopic:
     return MetadataResponseTopic(error_code=code, name=name, topic_id=topic_id, partitions=[])
 
 
@@ -70,9 +71,9 @@ def _may_create(ctx: RequestContext, request: MetadataRequest, name: str) -> boo
     return allowed and ctx.broker.config.auto_create_topics_enable and name not in INTERNAL_TOPICS
 
 
-def _requested_topic(ctx: RequestContext, name: str | None, topic_id: object) -> MetadataResponseTopic:
+def _requested_topic(ctx: RequestContext, name: str | None, topic_id: UUID) -> MetadataResponseTopic:
     topics = ctx.broker.topics
-    found = topics.topic_by_id(topic_id) if name is None else topics.topic(name)  # type: ignore[arg-type]
+    found = topics.topic_by_id(topic_id) if name is None else topics.topic(name)
     if found is not None:
         return _topic_entry(ctx.broker, found)
     if name is None:
@@ -122,7 +123,10 @@ def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> MetadataRe
     missing = [
         entry.name
         for entry in response.topics
-        if entry.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and _may_create(ctx, request, entry.name)
+        # A topic asked for by id only (no name) is never created.
+        if entry.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        and entry.name is not None
+        and _may_create(ctx, request, entry.name)
     ]
     return _auto_create(ctx, request, missing) if missing else response
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from kafkette.broker.group.offsets import CommittedOffset, TopicPartition
 from kafkette.broker.group.subscriptions import subscribed_topics
@@ -29,6 +30,7 @@ from kafkette.broker.protocol.messages.offset_fetch_response import (
     OffsetFetchResponseTopic,
     OffsetFetchResponseTopics,
 )
+from kafkette.broker.protocol.types import Struct
 from kafkette.broker.server.context import RequestContext
 
 # OffsetFetch v8+ asks for many groups at once (KIP-709); v2+ has a top-level error code.
@@ -36,6 +38,8 @@ MULTI_GROUP_FROM_VERSION = 8
 GROUP_ERROR_FROM_VERSION = 2
 NO_OFFSET = -1
 NO_LEADER_EPOCH = -1
+# A response topic class of either OffsetFetch layout.
+T = TypeVar("T", bound=Struct)
 # Per topic: (partition, committed offset or None, partition error).
 FetchedTopics = dict[str, list[tuple[int, CommittedOffset | None, ErrorCode]]]
 
@@ -102,9 +106,9 @@ def _fetch(ctx: RequestContext, group_id: str, wanted: list[TopicPartition] | No
 
 def _fetched_topics(
     topics: FetchedTopics,
-    topic_cls: type[OffsetFetchResponseTopic] | type[OffsetFetchResponseTopics],
-    partition_cls: type[OffsetFetchResponsePartition] | type[OffsetFetchResponsePartitions],
-) -> list:
+    topic_cls: Callable[..., T],
+    partition_cls: Callable[..., Struct],
+) -> list[T]:
     """The response's topics in either layout (v0-7 and v8+ use different, identically shaped classes)."""
     return [
         topic_cls(
