@@ -57,11 +57,12 @@ class PartitionLag:
     partition: int
     committed: int | None
     end_offset: int
+    log_start: int = 0
 
     @property
     def lag(self) -> int:
-        """Records not yet consumed; with nothing committed, the whole log (log start is taken as 0)."""
-        return max(0, self.end_offset - (self.committed or 0))
+        """Records not yet consumed; with nothing committed, everything from the log start (KEDA's arithmetic)."""
+        return max(0, self.end_offset - (self.committed if self.committed is not None else self.log_start))
 
 
 @dataclass(frozen=True)
@@ -172,7 +173,8 @@ class Admin:
         await self._await(futures[resource], f"alter configs of {name!r}")
 
     async def group(self, group_id: str, topics: frozenset[str] = frozenset()) -> GroupState:
-        """The group's state, members and lag per partition (of `topics` only, when given)."""
+        """The group's state, members and lag per partition: of every partition of `topics` when given (those
+        without a commit lag by their whole log), else of the partitions the group has committed offsets for."""
         described = self._client.describe_consumer_groups([group_id], request_timeout=self.timeout)
         description = await self._await(described[group_id], f"describe group {group_id!r}")
         listed = self._client.list_consumer_group_offsets(
@@ -184,20 +186,31 @@ class Admin:
             for tp in offsets.topic_partitions
             if not topics or tp.topic in topics
         }
-        ends = await self._end_offsets(list(committed))
+        for topic in sorted(topics):
+            metadata = await self._metadata(topic)
+            found = metadata.topics.get(topic)
+            for partition in found.partitions if found is not None and found.error is None else ():
+                committed.setdefault((topic, partition), None)
+        ends = await self._offsets(list(committed), OffsetSpec.latest())
+        starts = await self._offsets(
+            [key for key, offset in committed.items() if offset is None], OffsetSpec.earliest()
+        )
         lag = tuple(
-            PartitionLag(topic, partition, committed[topic, partition], ends[topic, partition])
+            PartitionLag(
+                topic, partition, committed[topic, partition], ends[topic, partition], starts.get((topic, partition), 0)
+            )
             for topic, partition in sorted(committed)
         )
         return GroupState(group_id, str(description.state.name), len(description.members), lag)
 
-    async def _end_offsets(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    async def _offsets(self, partitions: list[tuple[str, int]], spec: OffsetSpec) -> dict[tuple[str, int], int]:
+        """The latest or earliest offset of each partition."""
         if not partitions:
             return {}
-        request = {TopicPartition(topic, partition): OffsetSpec.latest() for topic, partition in partitions}
+        request = {TopicPartition(topic, partition): spec for topic, partition in partitions}
         futures = self._client.list_offsets(request, request_timeout=self.timeout)
-        ends = {}
+        offsets = {}
         for tp, future in futures.items():
-            info = await self._await(future, f"end offset of {tp.topic}-{tp.partition}")
-            ends[tp.topic, tp.partition] = info.offset
-        return ends
+            info = await self._await(future, f"offset of {tp.topic}-{tp.partition}")
+            offsets[tp.topic, tp.partition] = info.offset
+        return offsets

@@ -76,3 +76,19 @@ def test_group_lag_matches_the_cli(
     by_partition = {(row["topic"], row["partition"]): row["lag"] for row in status["lag"]}
     assert by_partition == cli_lag(bootstrap, "billing") == {("clicks", 0): 3, ("clicks", 1): 0}
     assert status["members"] == 0
+
+    # A group that has committed nothing lags by every record of its topics, from the log start.
+    custom.create("consumergroups", "fresh", {"clusterRef": "main", "groupId": "never-consumed", "topics": ["clicks"]})
+    fresh = eventually(
+        lambda: (
+            (custom.get("consumergroups", "fresh").get("status") or {}).get("totalLag") is not None
+            and custom.get("consumergroups", "fresh")["status"]
+        ),
+        30,
+        "lag of a group without commits",
+    )
+    assert fresh["totalLag"] == 10
+    assert [(row["partition"], row["lag"], "committedOffset" in row) for row in fresh["lag"]] == [
+        (0, 5, False),
+        (1, 5, False),
+    ]
