@@ -36,6 +36,17 @@ LocalHandler = Callable[[Message, int], Awaitable[Message]]
 T = TypeVar("T")
 
 
+class UnexpectedResponseError(Exception):
+    """The controller answered a request with a message other than that request's response."""
+
+
+def expect(answer: Message, response_type: type[T]) -> T:
+    """``answer`` as the response type the request called for."""
+    if not isinstance(answer, response_type):
+        raise UnexpectedResponseError(f"expected {response_type.__name__}, got {type(answer).__name__}")
+    return answer
+
+
 def newest_version(body: Message) -> int:
     request = REQUESTS[body.API_KEY]  # type: ignore[index]
     return request.VALID_VERSIONS[1] - (1 if request.LATEST_VERSION_UNSTABLE else 0)
@@ -64,9 +75,7 @@ class ControllerChannel:
     async def forward(self, request: Message, response_type: type[T]) -> T:
         """A client's admin request, decided by the active controller (sent in the newest version: fields the
         client's version lacks keep their defaults, and the answer is encoded in the client's version)."""
-        response = await self.call(request)
-        assert isinstance(response, response_type)
-        return response
+        return expect(await self.call(request), response_type)
 
     async def close(self) -> None:
         for peer in self._peers.values():

@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable
 
 from kafkette.broker.config import BrokerConfig
-from kafkette.broker.metadata.channel import ControllerChannel
+from kafkette.broker.metadata.channel import ControllerChannel, expect
 from kafkette.broker.protocol.errors import ErrorCode, KafkaError
 from kafkette.broker.protocol.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from kafkette.broker.protocol.messages.broker_heartbeat_response import BrokerHeartbeatResponse
@@ -95,8 +95,7 @@ class BrokerLifecycle:
             previous_broker_epoch=self.epoch,
         )
         while True:
-            response = await self._channel.call(request, timeout_s=3600.0)
-            assert isinstance(response, BrokerRegistrationResponse)
+            response = expect(await self._channel.call(request, timeout_s=3600.0), BrokerRegistrationResponse)
             if response.error_code == ErrorCode.NONE:
                 self.epoch = response.broker_epoch
                 log.info("broker %d registered with epoch %d", self.config.node_id, self.epoch)
@@ -124,8 +123,7 @@ class BrokerLifecycle:
             want_shut_down=self._want_shut_down,
         )
         timeout = self.config.broker_session_timeout_ms / 1000
-        response = await self._channel.call(request, timeout_s=timeout)
-        assert isinstance(response, BrokerHeartbeatResponse)
+        response = expect(await self._channel.call(request, timeout_s=timeout), BrokerHeartbeatResponse)
         if response.error_code == ErrorCode.STALE_BROKER_EPOCH:
             # The controller fenced an older registration of ours (e.g. after a long pause): start over.
             await self._register()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from kafkette.broker.metadata.channel import ControllerChannel
+from kafkette.broker.metadata.channel import ControllerChannel, expect
 from kafkette.broker.protocol.errors import ErrorCode, KafkaError
 from kafkette.broker.protocol.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
 from kafkette.broker.protocol.messages.allocate_producer_ids_response import AllocateProducerIdsResponse
@@ -29,8 +29,7 @@ class ProducerIdBlocks:
 
     async def _reserve(self) -> None:
         request = AllocateProducerIdsRequest(broker_id=self._broker_id, broker_epoch=self._broker_epoch())
-        response = await self._channel.call(request)
-        assert isinstance(response, AllocateProducerIdsResponse)
+        response = expect(await self._channel.call(request), AllocateProducerIdsResponse)
         if response.error_code != ErrorCode.NONE:
             raise KafkaError(ErrorCode(response.error_code), "the controller refused a producer id block")
         self._next = response.producer_id_start

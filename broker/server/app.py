@@ -7,7 +7,8 @@ import contextlib
 import logging
 import signal
 import sys
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
 
 from kafkette.broker.config import BrokerConfig
 from kafkette.broker.controller.cluster_controller import ClusterController, NotControllerError, quorum_voters
@@ -16,7 +17,7 @@ from kafkette.broker.controller.quorum import QuorumController
 from kafkette.broker.controller.raft import Timing
 from kafkette.broker.group.coordinator import GroupCoordinator
 from kafkette.broker.metadata.catalog import TopicCatalog
-from kafkette.broker.metadata.channel import ControllerChannel
+from kafkette.broker.metadata.channel import ControllerChannel, expect
 from kafkette.broker.metadata.lifecycle import BrokerLifecycle
 from kafkette.broker.metadata.meta_properties import load_or_create
 from kafkette.broker.metadata.producer_ids import ProducerIdBlocks
@@ -41,6 +42,17 @@ log = logging.getLogger(__name__)
 CHECKPOINT_INTERVAL_S = 60.0
 # How long a SIGTERM'd broker waits for the controller to move its leaderships away before it exits anyway.
 CONTROLLED_SHUTDOWN_S = 15.0
+T = TypeVar("T")
+
+
+class BrokerNotStartedError(RuntimeError):
+    """A service of the broker was used before start() set it up."""
+
+
+def _started(service: T | None, name: str) -> T:
+    if service is None:
+        raise BrokerNotStartedError(f"{name}: the broker has not started")
+    return service
 
 
 class Broker:
@@ -67,41 +79,34 @@ class Broker:
 
     @property
     def topics(self) -> TopicCatalog:
-        assert self._topics is not None, "broker not started"
-        return self._topics
+        return _started(self._topics, "the topic catalog")
 
     @property
     def groups(self) -> GroupCoordinator:
-        assert self._groups is not None, "broker not started"
-        return self._groups
+        return _started(self._groups, "the group coordinator")
 
     @property
     def controller(self) -> ControllerChannel:
         """The way to the active controller, for requests only it may decide."""
-        assert self._channel is not None, "broker not started"
-        return self._channel
+        return _started(self._channel, "the controller channel")
 
     @property
     def producer_ids(self) -> ProducerIdBlocks:
-        assert self._producer_ids is not None, "broker not started"
-        return self._producer_ids
+        return _started(self._producer_ids, "the producer id blocks")
 
     @property
     def controller_id(self) -> int:
         """The active controller as this broker knows it (-1: none elected yet)."""
-        assert self._quorum is not None, "broker not started"
-        leader = self._quorum.raft.leader_id
+        leader = _started(self._quorum, "the quorum").raft.leader_id
         return -1 if leader is None else leader
 
     @property
     def cluster_id(self) -> str:
-        assert self._cluster_id is not None, "broker not started"
-        return self._cluster_id
+        return _started(self._cluster_id, "the cluster id")
 
     @property
     def bound_address(self) -> tuple[str, int]:
-        assert self._bound is not None, "broker not started"
-        return self._bound
+        return _started(self._bound, "the bound address")
 
     @property
     def advertised_address(self) -> tuple[str, int]:
@@ -150,7 +155,11 @@ class Broker:
         sockname = self._server.sockets[0].getsockname()
         self._bound = (sockname[0], sockname[1])
         self._lifecycle = BrokerLifecycle(
-            config, self._cluster_id, self._channel, lambda: self._quorum.applied, lambda: self.advertised_address
+            config,
+            self._cluster_id,
+            self._channel,
+            lambda: _started(self._quorum, "the quorum").applied,
+            lambda: self.advertised_address,
         )
         await self._lifecycle.start()
         await self._lifecycle.wait_unfenced()
@@ -201,10 +210,9 @@ class Broker:
         return self._lifecycle.epoch if self._lifecycle is not None else -1
 
     def _on_image(self, image: MetadataImage) -> None:
-        assert self._topics is not None and self._replicas is not None and self._groups is not None
-        self._topics.update(image)
-        self._replicas.apply(image)
-        self._groups.on_image(image)
+        self.topics.update(image)
+        _started(self._replicas, "the replica manager").apply(image)
+        self.groups.on_image(image)
 
     async def _handle_as_controller(self, body: Message, version: int) -> Message:
         if self._controller is None:
@@ -213,8 +221,7 @@ class Broker:
 
     async def _alter_partition(self, request: AlterPartitionRequest) -> AlterPartitionResponse:
         answer = await self.controller.call(request, timeout_s=self.config.broker_session_timeout_ms / 1000)
-        assert isinstance(answer, AlterPartitionResponse)
-        return answer
+        return expect(answer, AlterPartitionResponse)
 
     async def _checkpoint_periodically(self) -> None:
         while True:
@@ -287,7 +294,7 @@ def run(config: BrokerConfig) -> None:
     if config.kafkette_event_loop == "uvloop":
         import uvloop
 
-        runner = uvloop.run
+        runner: Callable[[Coroutine[Any, Any, None]], None] = uvloop.run
     else:
         runner = asyncio.run
     with contextlib.suppress(KeyboardInterrupt):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 
+from kafkette.broker.metadata.channel import expect
 from kafkette.broker.protocol.errors import ErrorCode, KafkaError
 from kafkette.broker.protocol.messages.create_partitions_request import CreatePartitionsRequest
 from kafkette.broker.protocol.messages.create_partitions_response import CreatePartitionsResponse
@@ -37,10 +38,10 @@ async def forward_create_topics(ctx: RequestContext, request: CreateTopicsReques
                 for t in request.topics
             ]
         )
-    assert isinstance(response, CreateTopicsResponse)
-    created = [r.name for r in response.topics if r.error_code == ErrorCode.NONE and not request.validate_only]
+    answer = expect(response, CreateTopicsResponse)
+    created = [r.name for r in answer.topics if r.error_code == ErrorCode.NONE and not request.validate_only]
     await ctx.broker.topics.wait_for_topics(created, CATCH_UP_S)
-    return response
+    return answer
 
 
 def _with_configs(ctx: RequestContext, request: CreateTopicsRequest, response: CreateTopicsResponse) -> None:
