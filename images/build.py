@@ -13,6 +13,8 @@ Run as root (mmdebstrap and file ownership) from the project's venv: ``make imag
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import gzip
 import hashlib
@@ -56,7 +58,7 @@ SPARK_ENTRYPOINT = "/usr/local/bin/kafkette-spark-entrypoint"
 SHARED_LIBRARY = re.compile(r"\.so(\.\d+)*$")
 LAYER_MEDIA_TYPE = "application/vnd.oci.image.layer.v1.tar+gzip"
 # Bumped when the way layers are made changes, so cached layers made the old way are not reused.
-RECIPE = "1"
+RECIPE = "2"
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,7 @@ class Layer:
     size: int
     unpacked: int
     comment: str
+    created: str
 
 
 @dataclass
@@ -143,7 +146,6 @@ def images() -> tuple[Image, ...]:
             "-m",
             "kafkette.operator.kube.handlers",
         ],
-        "WorkingDir": KAFKETTE.home,
         "ExposedPorts": {"8080/tcp": {}},
     }
     spark_home = f"/{SITE_PACKAGES}/pyspark"
@@ -270,7 +272,8 @@ def pack(root: Path, key: str, comment: str) -> Layer:
     target = blob_path(digest)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging.replace(target)
-    layer = Layer(digest, "sha256:" + uncompressed.hexdigest(), target.stat().st_size, hashing.length, comment)
+    created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    layer = Layer(digest, "sha256:" + uncompressed.hexdigest(), target.stat().st_size, hashing.length, comment, created)
     record = CACHE / "layers" / f"{key}.json"
     record.parent.mkdir(parents=True, exist_ok=True)
     record.write_text(json.dumps(layer.__dict__))
@@ -478,7 +481,9 @@ def image_config(image: Image, layers: list[Layer]) -> dict[str, Any]:
         "os": "linux",
         "config": dict(image.config),
         "rootfs": {"type": "layers", "diff_ids": [layer.diff_id for layer in layers]},
-        "history": [{"created_by": layer.comment} for layer in layers],
+        # Times from the layers, not the clock, so an unchanged image keeps its digest.
+        "created": max(layer.created for layer in layers),
+        "history": [{"created": layer.created, "created_by": layer.comment} for layer in layers],
     }
 
 
@@ -523,15 +528,15 @@ def blobs_of(manifest: Mapping[str, Any]) -> list[str]:
     return [manifest["digest"], content["config"]["digest"], *(layer["digest"] for layer in content["layers"])]
 
 
-def archive(manifest: Mapping[str, Any], path: Path) -> None:
-    """One image as an OCI archive for `ctr images import`."""
+def archive(manifest: Mapping[str, Any], path: Path, blobs: Iterable[str]) -> None:
+    """One image as an OCI archive with the given blobs (all of them, or those the importer lacks)."""
     scratch = path.with_suffix(".tmp")
     with tarfile.open(scratch, "w", format=tarfile.PAX_FORMAT) as tar:
         for name, data in (("oci-layout", b'{"imageLayoutVersion":"1.0.0"}'), ("index.json", index([manifest]))):
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
-        for digest in blobs_of(manifest):
+        for digest in blobs:
             tar.add(blob_path(digest), arcname=f"blobs/sha256/{digest.removeprefix('sha256:')}")
     scratch.replace(path)
 
@@ -561,18 +566,30 @@ def node_containerd() -> dict[str, str] | None:
     return {"CONTAINERD_ADDRESS": address, "CONTAINERD_NAMESPACE": namespace}
 
 
+def ctr(arguments: list[str], containerd: Mapping[str, str]) -> str:
+    return run(["ctr", *arguments], capture_output=True, env={**os.environ, **containerd}).stdout
+
+
 def loaded_digest(name: str, containerd: Mapping[str, str]) -> str | None:
-    listing = run(["ctr", "images", "ls", f"name=={name}"], capture_output=True, env={**os.environ, **containerd})
-    rows = [line.split() for line in listing.stdout.splitlines()[1:] if line.strip()]
+    rows = [line.split() for line in ctr(["images", "ls", f"name=={name}"], containerd).splitlines()[1:] if line]
     return rows[0][2] if rows else None
 
 
-def load(manifest: Mapping[str, Any], path: Path, containerd: Mapping[str, str]) -> bool:
-    """Import the archive unless containerd already has this manifest under the image's name."""
-    name = manifest["annotations"]["io.containerd.image.name"]
-    if loaded_digest(name, containerd) == manifest["digest"]:
+def load(manifest: Mapping[str, Any], containerd: Mapping[str, str]) -> bool:
+    """Import the image unless containerd already has this manifest under its name.
+
+    The archive carries only the blobs containerd lacks (the importer takes the others from its content
+    store), so after a code change only the top layer travels, not Spark's 600 MB."""
+    if loaded_digest(manifest["annotations"]["io.containerd.image.name"], containerd) == manifest["digest"]:
         return False
-    run(["ctr", "images", "import", str(path)], env={**os.environ, **containerd}, stdout=subprocess.DEVNULL)
+    present = set(ctr(["content", "ls", "--quiet"], containerd).split())
+    path = CACHE / "tmp" / f"import-{manifest['digest'][7:]}.tar"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    archive(manifest, path, [digest for digest in blobs_of(manifest) if digest not in present])
+    try:
+        ctr(["images", "import", str(path)], containerd)
+    finally:
+        path.unlink()
     return True
 
 
@@ -610,6 +627,19 @@ def main() -> int:
         return 1
     timer = Timer()
     CACHE.mkdir(parents=True, exist_ok=True)
+    with exclusive(CACHE / "lock"):
+        return build_and_load(timer)
+
+
+@contextlib.contextmanager
+def exclusive(path: Path) -> Iterator[None]:
+    """One build at a time (`make e2e` and a hand-run `make images` share the cache)."""
+    with path.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def build_and_load(timer: Timer) -> int:
     tag = project_version()
     built = build(tag)
     manifests = [item.manifest for item in built]
@@ -621,11 +651,11 @@ def main() -> int:
         path = CACHE / f"{item.image.repository.replace('/', '-')}.oci.tar"
         digest_file = path.with_suffix(".digest")
         if not path.exists() or not digest_file.exists() or digest_file.read_text() != manifest["digest"]:
-            archive(manifest, path)
+            archive(manifest, path, blobs_of(manifest))
             digest_file.write_text(manifest["digest"])
         line = f"{item.image.repository}:{tag} {item.summary()}"
         if containerd is not None:
-            line += ", imported" if load(manifest, path, containerd) else ", already in the node"
+            line += ", imported" if load(manifest, containerd) else ", already in the node"
         print(line, flush=True)
     if containerd is None:
         print(f"no node ({NODE_ENV} is missing): built only; `make node` and rerun to load the images")
