@@ -12,11 +12,12 @@ to drain.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from kafkette.broker.net.frames import FrameCutter, FrameError
 from kafkette.broker.protocol.codec import Splices
@@ -77,8 +78,10 @@ class Connection(asyncio.BufferedProtocol):
     # -- asyncio.Protocol -------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._transport = transport  # type: ignore[assignment]  # uvloop's transports are not asyncio subclasses
-        self._transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH, low=0)
+        # A stream transport, but uvloop's transports are not asyncio subclasses: no isinstance check can say so.
+        stream = cast(asyncio.Transport, transport)
+        self._transport = stream
+        stream.set_write_buffer_limits(high=WRITE_BUFFER_HIGH, low=0)
         self._sendfile_to = _sendfile_fd(transport)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
@@ -132,7 +135,7 @@ class Connection(asyncio.BufferedProtocol):
         else:
             task = asyncio.ensure_future(result)
             self._tasks.add(task)
-            task.add_done_callback(lambda done, slot=slot: self._complete(slot, done))
+            task.add_done_callback(functools.partial(self._complete, slot))
         self._update_reading()
 
     def _complete(self, slot: _Slot, task: asyncio.Future[Response | None]) -> None:
