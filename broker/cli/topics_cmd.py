@@ -141,7 +141,10 @@ def describe_lines(description: TopicDescription, configs: Mapping[str, ConfigEn
 
 def kafka_uuid(uuid: Uuid) -> str:
     """A Uuid as Kafka prints it: URL-safe base64 without padding (str() gives standard base64)."""
-    bits = (uuid.get_most_significant_bits() % 2**64) << 64 | uuid.get_least_significant_bits() % 2**64
+    # confluent-kafka's stubs leave out Uuid's two accessors, which the C type has.
+    high = uuid.get_most_significant_bits()  # type: ignore[attr-defined]
+    low = uuid.get_least_significant_bits()  # type: ignore[attr-defined]
+    bits = (high % 2**64) << 64 | low % 2**64
     return base64.urlsafe_b64encode(bits.to_bytes(16, "big")).rstrip(b"=").decode()
 
 
