@@ -160,8 +160,9 @@ class ConsumerLoop(_Worker):
                 if first is None:
                     continue
                 for message in [first, *self._consumer.consume(num_messages=500, timeout=0)]:
-                    if message.error() is not None:
-                        raise RuntimeError(f"consumer: {message.error().str()}")
+                    error = message.error()
+                    if error is not None:
+                        raise RuntimeError(f"consumer: {error.str()}")
                     self.consumed += 1
                     _kind, timestamp = message.timestamp()
                     self.latency.record(int(time.time() * 1000) - timestamp)
