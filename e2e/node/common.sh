@@ -45,13 +45,16 @@ DAEMONS=(containerd etcd kube-apiserver kube-controller-manager kube-scheduler k
 in_node() { nsenter --net="$NETNS_PATH" "$@"; }
 kubectl_node() { in_node "$KUBECTL_BIN/kubectl" --kubeconfig "$PKI/admin.kubeconfig" "$@"; }
 pid_of() { cat "$PIDS/$1.pid" 2>/dev/null || true; }
-# running PID: the process exists and is no zombie (this machine's init reaps orphans only every few seconds).
+# running PID NAME: PID is a live NAME (its program path names it, so a reused PID is not taken for ours),
+# and no zombie (this machine's init reaps orphans only every few seconds).
 running() {
-    local state
-    state="$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" && [ "$state" != Z ]
+    local state program
+    state="$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" && [ "$state" != Z ] || return 1
+    IFS= read -r -d '' program 2>/dev/null <"/proc/$1/cmdline" || true
+    [ "${program##*/}" = "$2" ]
 }
 alive() {
     local pid
     pid="$(pid_of "$1")"
-    [ -n "$pid" ] && running "$pid"
+    [ -n "$pid" ] && running "$pid" "$1"
 }

@@ -2,7 +2,7 @@
 # Stops the single-node cluster (`make node-down`) and removes everything it made: the daemons it started
 # (by PID, the API server before etcd), the pods' containers and sandboxes, mounts, the pods' and the
 # node's network namespaces (with them the veths, the bridge and every iptables rule), the cgroups kubelet
-# and containerd made, host paths they created, and the host sysctls kubelet rewrote.
+# made, host paths they created, and the host sysctls kubelet rewrote.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
@@ -12,9 +12,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 stop() {
     local name="$1" grace="${2:-20}" pid waited=0
     pid="$(pid_of "$name")"
-    if [ -n "$pid" ] && running "$pid"; then
+    if [ -n "$pid" ] && running "$pid" "$name"; then
         kill "$pid"
-        while running "$pid"; do
+        while running "$pid" "$name"; do
             if [ "$waited" -eq $((grace * 10)) ]; then kill -KILL "$pid"; fi
             sleep 0.1
             waited=$((waited + 1))
@@ -48,26 +48,35 @@ for proc in /proc/[0-9]*; do
     fi
 done
 
-# Processes left in the pods' cgroups, then the cgroups themselves (deepest first), in every v1 hierarchy.
+# Processes left in the pods' cgroups, then the cgroups themselves (deepest first), in every hierarchy.
+# Only kubelet's /kubepods: containers of ours all live under it, while /k8s.io may be another containerd's.
 for hierarchy in /sys/fs/cgroup/*/; do
-    for group in kubepods k8s.io; do
-        [ -d "$hierarchy$group" ] || continue
-        find "$hierarchy$group" -name cgroup.procs -exec cat {} + 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
-        find "$hierarchy$group" -depth -type d -exec rmdir {} + 2>/dev/null || true
-        [ ! -d "$hierarchy$group" ] || echo "node-down: could not remove cgroup $hierarchy$group" >&2
-    done
+    group="${hierarchy}kubepods"
+    [ -d "$group" ] || continue
+    find "$group" -name cgroup.procs -exec cat {} + 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
+    find "$group" -depth -type d -exec rmdir {} + 2>/dev/null || true
+    [ ! -d "$group" ] || echo "node-down: could not remove cgroup $group" >&2
 done
 
-# Mounts under our folders and the pods' network namespaces, deepest first.
+# The pods' network namespaces: those whose interface has an address of our pod subnet (another
+# container runtime on the machine may have cni-* namespaces of its own).
+for pod_netns in /run/netns/cni-*; do
+    [ -e "$pod_netns" ] || continue
+    if ip -n "${pod_netns##*/}" -4 -o addr show 2>/dev/null | grep -q " inet ${POD_SUBNET%.*}\."; then
+        umount "$pod_netns" 2>/dev/null || umount -l "$pod_netns"
+        rm -f "$pod_netns"
+    fi
+done
+
+# Mounts under our folders, deepest first.
 our_mounts() {
-    awk '{print $5}' /proc/self/mountinfo | grep -E "^($STATE|$RUNDIR|/run/containerd|/run/netns/cni-|/var/lib/kubelet)" | sort -r
+    awk '{print $5}' /proc/self/mountinfo | grep -E "^($STATE|$RUNDIR|/var/lib/kubelet)" | sort -r
 }
 for attempt in 1 2 3; do
     mounts="$(our_mounts || true)"
     [ -n "$mounts" ] || break
     while read -r target; do umount "$target" 2>/dev/null || umount -l "$target" 2>/dev/null || true; done <<<"$mounts"
 done
-rm -f /run/netns/cni-*
 if [ -e "$NETNS_PATH" ]; then
     ip netns delete "$NETNS"
     echo "deleted network namespace $NETNS"
@@ -86,7 +95,14 @@ if [ -s "$STATE/host-sysctls" ]; then
     echo "restored $(tr '\n' ' ' <"$STATE/host-sysctls")"
 fi
 if [ -s "$STATE/outside-paths" ]; then
-    while read -r path; do rm -rf --one-file-system "$path"; done <"$STATE/outside-paths"
+    while read -r path; do
+        if [ "$path" = /run/containerd ]; then
+            # Any other containerd on the machine keeps its shims' sockets here: only our emptied folders go.
+            find "$path" -depth -type d -empty -delete 2>/dev/null || true
+        else
+            rm -rf --one-file-system "$path"
+        fi
+    done <"$STATE/outside-paths"
 fi
 
 left="$(our_mounts || true)"
