@@ -95,7 +95,7 @@ def crd(kind: Kind) -> dict[str, Any]:
     subresources: dict[str, Any] = {"status": {}}
     if kind.scale:
         subresources["scale"] = kind.scale.to_api()
-    schema = {
+    schema: dict[str, Any] = {
         "type": "object",
         "description": kind.description,
         "required": ["spec"],

@@ -71,4 +71,5 @@ def annotate(api_version: str, kind: str, name: str, namespace: str, annotations
 
 def node_labels(name: str) -> dict[str, str]:
     """The Node's labels (cluster-scoped: the operator's own ClusterRole allows `get nodes`)."""
-    return client.CoreV1Api(api_client()).read_node(name).metadata.labels or {}
+    metadata = client.CoreV1Api(api_client()).read_node(name).metadata
+    return (metadata.labels if metadata is not None else None) or {}

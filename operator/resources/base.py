@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
+from pydantic.json_schema import JsonDict
 
 GROUP = "kafkette.dev"
 VERSION = "v1alpha1"
@@ -25,7 +26,7 @@ def cel(rule: str, message: str) -> dict[str, Any]:
 
 
 # A field's CEL rule that refuses any change on update (unset fields are not checked).
-IMMUTABLE = {"x-kubernetes-validations": [cel("self == oldSelf", "cannot change after creation")]}
+IMMUTABLE: JsonDict = {"x-kubernetes-validations": [cel("self == oldSelf", "cannot change after creation")]}
 
 
 class Model(BaseModel):
