@@ -3,12 +3,11 @@
 One coordinator serves every ``__consumer_offsets`` partition this broker
 leads (all of them on a single node). It parks JoinGroup and SyncGroup
 responses on futures, runs the machine's timers on the event loop, appends its
-records to the group's partition (waiting for the in-sync replicas where the
+records through :mod:`writes` (waiting for the in-sync replicas where the
 machine asks, as Kafka's coordinator writes with acks=all) and replays the
 partitions it comes to lead; a group whose partition is still loading answers
-COORDINATOR_LOAD_IN_PROGRESS. Committed offsets are kept here, beside the
-machine, in an :class:`OffsetStore`; the machine only says whether a member
-may commit.
+COORDINATOR_LOAD_IN_PROGRESS. Committed offsets live beside the machine
+(:mod:`commits`); the machine only says whether a member may commit.
 """
 
 from __future__ import annotations
@@ -19,13 +18,14 @@ import itertools
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from kafkette.broker.config import BrokerConfig
 from kafkette.broker.controller.image import MetadataImage
 from kafkette.broker.group import record_codec
+from kafkette.broker.group.commits import OffsetCommits
 from kafkette.broker.group.events import (
     AnswerJoin,
     AnswerSync,
@@ -46,12 +46,11 @@ from kafkette.broker.group.offsets_log import OffsetsTopicLog
 from kafkette.broker.group.offsets_topic import OffsetsTopic
 from kafkette.broker.group.record_codec import KeyValue
 from kafkette.broker.group.replay import replay_partition
-from kafkette.broker.group.state_records import offset_to_value
 from kafkette.broker.group.timers import Timers
+from kafkette.broker.group.writes import GroupWrites
 from kafkette.broker.metadata.catalog import TopicCatalog
 from kafkette.broker.metadata.channel import ControllerChannel
-from kafkette.broker.protocol.errors import ErrorCode, KafkaError
-from kafkette.broker.storage import StorageError
+from kafkette.broker.protocol.errors import ErrorCode
 
 __all__ = ["GroupCoordinator", "GroupOverview", "JoinRequest"]
 
@@ -75,15 +74,6 @@ class GroupOverview:
     protocol_type: str
 
 
-# How failed acks=all outcomes of offset commits and assignments reach the client (as Kafka's GroupMetadataManager).
-_WRITE_ERRORS = {
-    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
-}
-
-
 def _answer(future: asyncio.Future[Any], result: object) -> None:
     if not future.done():  # the client's request may have been cancelled meanwhile
         future.set_result(result)
@@ -103,6 +93,8 @@ class GroupCoordinator:
         )
         self.machine = GroupMachine(limits, new_member_id)
         self.offsets = OffsetStore()
+        self.writes = GroupWrites(self.log, self.partition_of, config.offsets_commit_timeout_ms)
+        self.commits = OffsetCommits(topics, self.writes, self.offsets, config.offset_metadata_max_bytes)
         self._timers = Timers()
         # The parked JoinGroup and SyncGroup responses, by the tickets the machine knows them by.
         self._tickets = itertools.count()
@@ -112,8 +104,6 @@ class GroupCoordinator:
         self._loaded: set[int] = set()
         self._loading: dict[int, asyncio.Task[None]] = {}
         self._tasks: list[asyncio.Task[None]] = []
-        # Writes waiting for the in-sync replicas before the clients are answered.
-        self._storing: set[asyncio.Task[None]] = set()
 
     @property
     def groups(self) -> Mapping[str, Group]:
@@ -125,9 +115,10 @@ class GroupCoordinator:
         self._tasks.append(asyncio.ensure_future(self._expire_offsets_periodically()))
 
     async def stop(self) -> None:
-        for task in [*self._tasks, *self._storing, *self._loading.values()]:
+        for task in [*self._tasks, *self._loading.values()]:
             task.cancel()
         self.topic.stop()
+        self.writes.stop()
         self._timers.cancel_all()
         self._run(now_ms(), self.machine.stop())
 
@@ -184,7 +175,7 @@ class GroupCoordinator:
         self._run(now, self.machine.load(now, groups))
         self._loaded.add(index)
 
-    # -- persistence -----------------------------------------------------------------------
+    # -- the machine's effects -------------------------------------------------------------
 
     def _refusal(self, group_id: str) -> ErrorCode:
         """NONE when a request naming the group may go to the machine."""
@@ -210,48 +201,19 @@ class GroupCoordinator:
         self._run(now, self.machine.timer_fired(now, timer))
 
     def _write(self, write: Write) -> None:
-        error, replicated = self._append_replicated(write.group_id, write.records)
+        error, replicated = self.writes.append_replicated(write.group_id, write.records)
         if write.write_id is None:
             return
         if replicated is None:
             now = now_ms()
             self._run(now, self.machine.written(now, write.write_id, error))
             return
-        self._after_write(self._written_when_replicated(write.write_id, replicated))
+        self.writes.then(self._written_when_replicated(write.write_id, replicated))
 
     async def _written_when_replicated(self, write_id: int, replicated: asyncio.Future[ErrorCode]) -> None:
-        error = await self._when_replicated(replicated)
+        error = await self.writes.replicated(replicated)
         now = now_ms()
         self._run(now, self.machine.written(now, write_id, error))
-
-    def _append(self, group_id: str, records: Sequence[KeyValue]) -> ErrorCode:
-        """Write to the group's partition without waiting for the followers (group state, tombstones)."""
-        return self._append_replicated(group_id, records)[0]
-
-    def _append_replicated(
-        self, group_id: str, records: Sequence[KeyValue]
-    ) -> tuple[ErrorCode, asyncio.Future[ErrorCode] | None]:
-        """Write; the error, and a future of the followers' acknowledgement when it is still pending."""
-        try:
-            return ErrorCode.NONE, self.log.append(self.partition_of(group_id), records)
-        except (KafkaError, StorageError) as exc:
-            log.error("cannot write group %s to __consumer_offsets: %s", group_id, exc)
-            return ErrorCode.NOT_COORDINATOR, None
-
-    def _after_write(self, continuation: Coroutine[Any, Any, None]) -> None:
-        """Run what answers a client once its write is replicated; stop() cancels it with the other tasks."""
-        task = asyncio.ensure_future(continuation)
-        self._storing.add(task)
-        task.add_done_callback(self._storing.discard)
-
-    async def _when_replicated(self, replicated: asyncio.Future[ErrorCode]) -> ErrorCode:
-        """The outcome of a write waiting for the in-sync replicas, as the coordinator's error for the client."""
-        try:
-            outcome = await asyncio.wait_for(replicated, self.config.offsets_commit_timeout_ms / 1000)
-        except TimeoutError:
-            outcome = ErrorCode.REQUEST_TIMED_OUT
-        # As Kafka's coordinator: a write the replicas did not take is retriable for the client.
-        return ErrorCode.NONE if outcome == ErrorCode.NONE else _WRITE_ERRORS.get(outcome, ErrorCode.NOT_COORDINATOR)
 
     # -- JoinGroup, SyncGroup, Heartbeat, LeaveGroup ---------------------------------------
 
@@ -319,58 +281,14 @@ class GroupCoordinator:
         offsets: Mapping[TopicPartition, CommittedOffset],
     ) -> dict[TopicPartition, ErrorCode] | Awaitable[dict[TopicPartition, ErrorCode]]:
         """Per-partition results; awaitable while the commit waits for the in-sync replicas (acks=all)."""
-        error = self._check_commit(group_id, generation, member_id, instance_id)
-        results = {tp: error for tp in offsets}
+        error = self._refusal(group_id)
+        if error == ErrorCode.NONE:
+            now = now_ms()
+            error, effects = self.machine.check_commit(now, group_id, generation, member_id, instance_id)
+            self._run(now, effects)
         if error != ErrorCode.NONE:
-            return results
-        accepted: dict[TopicPartition, CommittedOffset] = {}
-        for tp, committed in offsets.items():
-            topic = self.topics.topic(tp[0])
-            if topic is None or not 0 <= tp[1] < topic.partitions:
-                results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif len(committed.metadata.encode()) > self.config.offset_metadata_max_bytes:
-                results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
-            else:
-                accepted[tp] = committed
-        records = [
-            (record_codec.offset_key(group_id, *tp), record_codec.offset_value(offset_to_value(committed)))
-            for tp, committed in accepted.items()
-        ]
-        written, replicated = self._append_replicated(group_id, records)
-        if replicated is None:
-            return self._committed(group_id, accepted, written, results)
-        return self._commit_when_replicated(group_id, accepted, replicated, results)
-
-    async def _commit_when_replicated(
-        self,
-        group_id: str,
-        accepted: dict[TopicPartition, CommittedOffset],
-        replicated: asyncio.Future[ErrorCode],
-        results: dict[TopicPartition, ErrorCode],
-    ) -> dict[TopicPartition, ErrorCode]:
-        return self._committed(group_id, accepted, await self._when_replicated(replicated), results)
-
-    def _committed(
-        self,
-        group_id: str,
-        accepted: dict[TopicPartition, CommittedOffset],
-        written: ErrorCode,
-        results: dict[TopicPartition, ErrorCode],
-    ) -> dict[TopicPartition, ErrorCode]:
-        for tp, committed in accepted.items():
-            results[tp] = written
-            if written == ErrorCode.NONE:
-                self.offsets.put(group_id, tp, committed)
-        return results
-
-    def _check_commit(self, group_id: str, generation: int, member_id: str, instance_id: str | None) -> ErrorCode:
-        refusal = self._refusal(group_id)
-        if refusal != ErrorCode.NONE:
-            return refusal
-        now = now_ms()
-        error, effects = self.machine.check_commit(now, group_id, generation, member_id, instance_id)
-        self._run(now, effects)
-        return error
+            return {tp: error for tp in offsets}
+        return self.commits.commit(group_id, offsets)
 
     def fetch_offsets(
         self, group_id: str, partitions: Iterable[TopicPartition] | None
@@ -379,10 +297,7 @@ class GroupCoordinator:
         refusal = self._refusal(group_id)
         if refusal != ErrorCode.NONE:
             return refusal, {}
-        committed = self.offsets.of(group_id)
-        if partitions is None:
-            return ErrorCode.NONE, dict(committed)
-        return ErrorCode.NONE, {tp: committed.get(tp) for tp in partitions}
+        return ErrorCode.NONE, self.commits.fetch(group_id, partitions)
 
     def delete_offsets(
         self, group_id: str, partitions: Iterable[TopicPartition], subscribed: set[str]
@@ -394,23 +309,7 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.GROUP_ID_NOT_FOUND, {}
-        if not group.is_empty and group.protocol_type != "consumer":
-            return ErrorCode.NON_EMPTY_GROUP, {}
-        results: dict[TopicPartition, ErrorCode] = {}
-        deleted = []
-        for tp in partitions:
-            if group.state is GroupState.STABLE and tp[0] in subscribed:
-                results[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
-            else:
-                results[tp] = ErrorCode.NONE
-                if tp in self.offsets.of(group_id):
-                    deleted.append(tp)
-        error = self._append(group_id, [(record_codec.offset_key(group_id, *tp), None) for tp in deleted])
-        if error != ErrorCode.NONE:
-            return error, {}
-        for tp in deleted:
-            self.offsets.remove(group_id, tp)
-        return ErrorCode.NONE, results
+        return self.commits.delete(group, partitions, subscribed)
 
     # -- administration --------------------------------------------------------------------
 
@@ -440,7 +339,7 @@ class GroupCoordinator:
             (record_codec.offset_key(group_id, *tp), None) for tp in self.offsets.of(group_id)
         ]
         tombstones.append((record_codec.group_key(group_id), None))
-        error = self._append(group_id, tombstones)
+        error = self.writes.append(group_id, tombstones)
         if error != ErrorCode.NONE:
             return error
         self.offsets.drop(group_id)
@@ -464,7 +363,7 @@ class GroupCoordinator:
             empty_since = group.state_timestamp_ms if group.state is GroupState.EMPTY else None
             expired = expired_offsets(self.offsets.of(group.group_id), now, retention_ms, empty_since)
             records = [(record_codec.offset_key(group.group_id, *tp), None) for tp in expired]
-            if records and self._append(group.group_id, records) == ErrorCode.NONE:
+            if records and self.writes.append(group.group_id, records) == ErrorCode.NONE:
                 for tp in expired:
                     self.offsets.remove(group.group_id, tp)
             if group.state is GroupState.EMPTY and not self.offsets.of(group.group_id):

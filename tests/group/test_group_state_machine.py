@@ -8,6 +8,8 @@ The scenarios after it follow one rule each through several events.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -693,3 +695,16 @@ def test_only_an_empty_group_is_deleted() -> None:
 def test_a_write_outcome_nobody_waits_for_is_a_bug() -> None:
     with pytest.raises(GroupStateError):
         Driver().machine.written(0, 7, E.NONE)
+
+
+def test_the_machine_loads_nothing_that_does_io() -> None:
+    """Sans-io by construction: importing the machine loads neither asyncio nor any broker package but the codec's."""
+    probe = """
+import sys
+import kafkette.broker.group.machine
+own = ("kafkette.broker.group", "kafkette.broker.protocol")
+print(sorted(m for m in sys.modules if m in ("asyncio", "socket", "selectors")
+             or (m.startswith("kafkette.broker.") and not m.startswith(own))))
+"""
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "[]"
