@@ -58,3 +58,8 @@ alive() {
     pid="$(pid_of "$1")"
     [ -n "$pid" ] && running "$pid" "$1"
 }
+# One start or stop at a time (several people share this machine): a lock on this folder, held until exit.
+lock_node() {
+    exec 9<"$REPO/e2e/node"
+    flock 9
+}

@@ -7,6 +7,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 [ "$(id -u)" -eq 0 ] || { echo "node-down: needs root" >&2; exit 1; }
+lock_node
 
 # stop NAME [SECONDS]: SIGTERM, then SIGKILL after SECONDS (20); returns once the process is gone.
 stop() {

@@ -25,6 +25,7 @@ wait_for() {
 }
 
 [ "$(id -u)" -eq 0 ] || fail "needs root (network namespaces, mounts, cgroups)"
+lock_node
 for binary in "${DAEMONS[@]}"; do
     case "$binary" in
         containerd) command -v containerd >/dev/null || fail "containerd is missing: run e2e/node/packages.sh" ;;
@@ -73,7 +74,8 @@ start() {
         echo "$name is running (pid $(pid_of "$name"))"
         return 0
     fi
-    setsid nsenter --net="$NETNS_PATH" "$@" >>"$LOGS/$name.log" 2>&1 </dev/null &
+    # Without the lock's descriptor: a daemon holding it would keep every later start and stop waiting.
+    setsid nsenter --net="$NETNS_PATH" "$@" >>"$LOGS/$name.log" 2>&1 </dev/null 9<&- &
     echo $! >"$PIDS/$name.pid"
 }
 
