@@ -2,7 +2,8 @@
 
 The table crosses each state a two-member group can be in (A leads, B follows;
 generation 2 except where the group does not exist) with each event a client
-or a timer can bring, and names the answer, the next state and the generation.
+or a timer can bring, and names the answer, the next state, the generation,
+the answers given to requests parked before, and the records written.
 The scenarios after it follow one rule each through several events.
 """
 
@@ -121,6 +122,8 @@ class Expect:
     answer: ErrorCode | None
     state: GroupState | None  # None: the group does not exist
     generation: int = 2
+    others: tuple[ErrorCode, ...] = ()  # answers the event gives to requests parked before it
+    writes: tuple[str, ...] = ()  # the group records it appends: "awaited" (with a write id) or "unawaited"
 
 
 ABSENT = Expect(E.UNKNOWN_MEMBER_ID, None)
@@ -145,21 +148,21 @@ TABLE: dict[str, dict[str, Expect]] = {
     "join leader, same protocols": {
         "absent": ABSENT,
         "empty": Expect(E.UNKNOWN_MEMBER_ID, S.EMPTY),
-        "preparing": Expect(NO_ANSWER, S.PREPARING_REBALANCE),
+        "preparing": Expect(NO_ANSWER, S.PREPARING_REBALANCE, others=(E.REBALANCE_IN_PROGRESS,)),
         "completing": Expect(E.NONE, S.COMPLETING_REBALANCE),  # a lost answer, sent again
         "stable": Expect(NO_ANSWER, S.PREPARING_REBALANCE),  # the leader rejoins to reassign
     },
     "join follower, same protocols": {
         "absent": ABSENT,
         "empty": Expect(E.UNKNOWN_MEMBER_ID, S.EMPTY),
-        "preparing": Expect(E.NONE, S.COMPLETING_REBALANCE, 3),
+        "preparing": Expect(E.NONE, S.COMPLETING_REBALANCE, 3, others=(E.NONE,)),
         "completing": Expect(E.NONE, S.COMPLETING_REBALANCE),
         "stable": Expect(E.NONE, S.STABLE),
     },
     "join follower, changed metadata": {
         "absent": ABSENT,
         "empty": Expect(E.UNKNOWN_MEMBER_ID, S.EMPTY),
-        "preparing": Expect(E.NONE, S.COMPLETING_REBALANCE, 3),
+        "preparing": Expect(E.NONE, S.COMPLETING_REBALANCE, 3, others=(E.NONE,)),
         "completing": Expect(NO_ANSWER, S.PREPARING_REBALANCE),
         "stable": Expect(NO_ANSWER, S.PREPARING_REBALANCE),
     },
@@ -202,7 +205,7 @@ TABLE: dict[str, dict[str, Expect]] = {
         "absent": ABSENT,
         "empty": Expect(E.UNKNOWN_MEMBER_ID, S.EMPTY),
         "preparing": Expect(E.REBALANCE_IN_PROGRESS, S.PREPARING_REBALANCE),
-        "completing": Expect(NO_ANSWER, S.COMPLETING_REBALANCE),  # until the assignment is stored
+        "completing": Expect(NO_ANSWER, S.COMPLETING_REBALANCE, writes=("awaited",)),  # until the assignment is stored
         "stable": Expect(E.NONE, S.STABLE),
     },
     "sync follower": {
@@ -250,21 +253,21 @@ TABLE: dict[str, dict[str, Expect]] = {
     "leave follower": {
         "absent": ABSENT,
         "empty": Expect(E.UNKNOWN_MEMBER_ID, S.EMPTY),
-        "preparing": Expect(E.NONE, S.COMPLETING_REBALANCE, 3),  # everyone left has rejoined
+        "preparing": Expect(E.NONE, S.COMPLETING_REBALANCE, 3, others=(E.NONE,)),  # everyone left has rejoined
         "completing": Expect(E.NONE, S.PREPARING_REBALANCE),
         "stable": Expect(E.NONE, S.PREPARING_REBALANCE),
     },
     "leave leader": {
         "absent": ABSENT,
         "empty": Expect(E.UNKNOWN_MEMBER_ID, S.EMPTY),
-        "preparing": Expect(E.NONE, S.PREPARING_REBALANCE),
+        "preparing": Expect(E.NONE, S.PREPARING_REBALANCE, others=(E.UNKNOWN_MEMBER_ID,)),
         "completing": Expect(E.NONE, S.PREPARING_REBALANCE),
         "stable": Expect(E.NONE, S.PREPARING_REBALANCE),
     },
     "follower's session expires": {
         "absent": Expect(NO_ANSWER, None),
         "empty": Expect(NO_ANSWER, S.EMPTY),
-        "preparing": Expect(NO_ANSWER, S.COMPLETING_REBALANCE, 3),
+        "preparing": Expect(NO_ANSWER, S.COMPLETING_REBALANCE, 3, others=(E.NONE,)),
         "completing": Expect(NO_ANSWER, S.PREPARING_REBALANCE),
         "stable": Expect(NO_ANSWER, S.PREPARING_REBALANCE),
     },
@@ -278,7 +281,7 @@ TABLE: dict[str, dict[str, Expect]] = {
     "join timer fires": {
         "absent": Expect(NO_ANSWER, None),
         "empty": Expect(NO_ANSWER, S.EMPTY),
-        "preparing": Expect(NO_ANSWER, S.COMPLETING_REBALANCE, 3),  # without B, who did not rejoin
+        "preparing": Expect(NO_ANSWER, S.COMPLETING_REBALANCE, 3, others=(E.NONE,)),  # without B, who did not rejoin
         "completing": Expect(NO_ANSWER, S.COMPLETING_REBALANCE),
         "stable": Expect(NO_ANSWER, S.STABLE),
     },
@@ -309,14 +312,19 @@ def test_the_table_covers_every_state_and_event() -> None:
 @pytest.mark.parametrize(("event", "state", "expect"), CASES, ids=[f"{s}: {e}" for e, s, _ in CASES])
 def test_state_and_event(event: str, state: str, expect: Expect) -> None:
     group = STATES[state]()
-    check_invariants(group.driver)
+    driver = group.driver
+    check_invariants(driver)
+    issued, answered, written = set(driver.issued), {*driver.joins, *driver.syncs}, len(driver.written)
     answer = EVENTS[event](group)
-    found = group.driver.machine.groups.get(GROUP)
+    found = driver.machine.groups.get(GROUP)
     assert answer == expect.answer
     assert (found.state if found else None) == expect.state
     if found is not None:
         assert found.generation == expect.generation
-    check_invariants(group.driver)
+    earlier = sorted({*driver.joins, *driver.syncs} - answered - (driver.issued - issued))
+    assert tuple(driver.error(ticket) for ticket in earlier) == expect.others
+    assert tuple("unawaited" if w.write_id is None else "awaited" for w in driver.written[written:]) == expect.writes
+    check_invariants(driver)
 
 
 # -- joining ---------------------------------------------------------------------------------------
