@@ -35,11 +35,10 @@ from kafkette.broker.group.events import (
     StartTimer,
     StopTimer,
     SyncRequest,
-    Ticket,
     Timer,
     Write,
 )
-from kafkette.broker.group.group import Group, GroupState, JoinResult, SyncResult
+from kafkette.broker.group.group import Group, GroupState, JoinResult, SyncResult, Ticket
 from kafkette.broker.group.machine import GroupMachine
 from kafkette.broker.group.offsets import CommittedOffset, OffsetStore, TopicPartition, expired_offsets
 from kafkette.broker.group.offsets_log import OffsetsTopicLog

@@ -31,11 +31,10 @@ from kafkette.broker.group.events import (
     StartTimer,
     StopTimer,
     SyncRequest,
-    Ticket,
     Timer,
     Write,
 )
-from kafkette.broker.group.group import Group, GroupState, JoinResult, Member, Protocols, SyncResult
+from kafkette.broker.group.group import Group, GroupState, JoinResult, Member, Protocols, SyncResult, Ticket
 from kafkette.broker.group.state_records import group_to_value
 from kafkette.broker.protocol.errors import ErrorCode
 

@@ -23,11 +23,10 @@ from kafkette.broker.group.events import (
     StartTimer,
     StopTimer,
     SyncRequest,
-    Ticket,
     Timer,
     Write,
 )
-from kafkette.broker.group.group import Group, GroupState, JoinResult, Protocols, SyncResult
+from kafkette.broker.group.group import Group, GroupState, JoinResult, Protocols, SyncResult, Ticket
 from kafkette.broker.group.machine import GroupMachine
 from kafkette.broker.protocol.errors import ErrorCode
 
