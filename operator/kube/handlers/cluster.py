@@ -14,6 +14,7 @@ from kafkette.operator.kube.handlers.common import (
     InvalidSpec,
     admin_for,
     cluster_bootstrap,
+    namespace_of,
     observe_seconds,
     parse_spec,
     report,
@@ -113,8 +114,9 @@ def _parse(spec: Any, body: Any, status: Any, patch: Any) -> KafkaClusterSpec | 
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL)
 async def cluster_changed(
-    spec: Any, name: str, namespace: str, uid: str, body: Any, status: Any, patch: Any, **_: Any
+    spec: Any, name: str, namespace: str | None, uid: str, body: Any, status: Any, patch: Any, **_: Any
 ) -> None:
+    namespace = namespace_of(namespace)
     parsed = _parse(spec, body, status, patch)
     if parsed is None:
         return
@@ -124,8 +126,11 @@ async def cluster_changed(
 
 
 @kopf.timer(GROUP, VERSION, PLURAL, interval=observe_seconds(), initial_delay=observe_seconds())
-async def cluster_observe(spec: Any, name: str, namespace: str, body: Any, status: Any, patch: Any, **_: Any) -> None:
+async def cluster_observe(
+    spec: Any, name: str, namespace: str | None, body: Any, status: Any, patch: Any, **_: Any
+) -> None:
     """Status, rack labels and restarts follow the pods within seconds, not at the next resync."""
+    namespace = namespace_of(namespace)
     parsed = _parse(spec, body, status, patch)
     if parsed is not None:
         patch.status.update(await _observe(name, namespace, body, status, parsed))
@@ -133,9 +138,10 @@ async def cluster_observe(spec: Any, name: str, namespace: str, body: Any, statu
 
 @kopf.timer(GROUP, VERSION, PLURAL, interval=resync_seconds(), initial_delay=resync_seconds())
 async def cluster_resync(
-    spec: Any, name: str, namespace: str, uid: str, body: Any, status: Any, patch: Any, **_: Any
+    spec: Any, name: str, namespace: str | None, uid: str, body: Any, status: Any, patch: Any, **_: Any
 ) -> None:
     """Revert edits made to the children by hand (applying is a no-op when nothing drifted)."""
+    namespace = namespace_of(namespace)
     parsed = _parse(spec, body, status, patch)
     if parsed is not None:
         await _apply_children(name, namespace, uid, body, parsed)

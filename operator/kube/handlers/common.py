@@ -6,6 +6,7 @@ import asyncio
 import os
 from typing import Any, TypeVar
 
+import kopf
 from pydantic import BaseModel, ValidationError
 
 from kafkette.operator.admin import Admin
@@ -29,6 +30,13 @@ def observe_seconds() -> float:
 
 
 M = TypeVar("M", bound=BaseModel)
+
+
+def namespace_of(namespace: str | None) -> str:
+    """The namespace kopf hands a handler; Kafkette's resources are namespaced, so it is never None."""
+    if namespace is None:
+        raise kopf.PermanentError("a Kafkette resource without a namespace: its CRD must be namespaced")
+    return namespace
 
 
 class InvalidSpec(Exception):

@@ -11,6 +11,7 @@ from kafkette.operator.kube.handlers.common import (
     ClusterMissing,
     InvalidSpec,
     admin_for_cluster,
+    namespace_of,
     parse_spec,
     ready,
     reconciling,
@@ -67,10 +68,14 @@ async def _refresh(spec: Any, name: str, namespace: str, body: Any, status: Any,
 @kopf.on.resume(GROUP, VERSION, PLURAL)
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL)
-async def group_changed(spec: Any, name: str, namespace: str, body: Any, status: Any, patch: Any, **_: Any) -> None:
+async def group_changed(
+    spec: Any, name: str, namespace: str | None, body: Any, status: Any, patch: Any, **_: Any
+) -> None:
+    namespace = namespace_of(namespace)
     await _refresh(spec, name, namespace, body, status, patch)
 
 
 @kopf.timer(GROUP, VERSION, PLURAL, interval=resync_seconds(), initial_delay=resync_seconds())
-async def group_lag(spec: Any, name: str, namespace: str, body: Any, status: Any, patch: Any, **_: Any) -> None:
+async def group_lag(spec: Any, name: str, namespace: str | None, body: Any, status: Any, patch: Any, **_: Any) -> None:
+    namespace = namespace_of(namespace)
     await _refresh(spec, name, namespace, body, status, patch)

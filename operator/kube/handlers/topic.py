@@ -13,6 +13,7 @@ from kafkette.operator.kube.handlers.common import (
     ClusterMissing,
     InvalidSpec,
     admin_for_cluster,
+    namespace_of,
     parse_spec,
     ready,
     reconciling,
@@ -106,7 +107,9 @@ async def reconcile(raw_spec: Any, name: str, namespace: str, body: Any, status:
     except AdminError as exc:
         patch.status.update(report(status, generation, reconciling("KafkaError", str(exc))))
         raise kopf.TemporaryError(str(exc), delay=min(10.0, resync_seconds())) from None
-    assert actual is not None
+    if actual is None:
+        # Created, but this broker's metadata does not show it yet: look again shortly.
+        raise kopf.TemporaryError(f"topic {kafka_name} not visible yet", delay=min(10.0, resync_seconds()))
     patch.status.update(
         report(status, generation, ready("Reconciled", f"topic {kafka_name} matches the spec")),
         topicName=kafka_name,
@@ -119,18 +122,25 @@ async def reconcile(raw_spec: Any, name: str, namespace: str, body: Any, status:
 @kopf.on.resume(GROUP, VERSION, PLURAL)
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL)
-async def topic_changed(spec: Any, name: str, namespace: str, body: Any, status: Any, patch: Any, **_: Any) -> None:
+async def topic_changed(
+    spec: Any, name: str, namespace: str | None, body: Any, status: Any, patch: Any, **_: Any
+) -> None:
+    namespace = namespace_of(namespace)
     await reconcile(spec, name, namespace, body, status, patch)
 
 
 @kopf.timer(GROUP, VERSION, PLURAL, interval=resync_seconds(), initial_delay=resync_seconds(), idle=resync_seconds())
-async def topic_resync(spec: Any, name: str, namespace: str, body: Any, status: Any, patch: Any, **_: Any) -> None:
+async def topic_resync(
+    spec: Any, name: str, namespace: str | None, body: Any, status: Any, patch: Any, **_: Any
+) -> None:
     """Revert out-of-band changes (configs altered with other tools, a deleted topic)."""
+    namespace = namespace_of(namespace)
     await reconcile(spec, name, namespace, body, status, patch)
 
 
 @kopf.on.delete(GROUP, VERSION, PLURAL)
-async def topic_deleted(spec: Any, name: str, namespace: str, body: Any, **_: Any) -> None:
+async def topic_deleted(spec: Any, name: str, namespace: str | None, body: Any, **_: Any) -> None:
+    namespace = namespace_of(namespace)
     try:
         parsed = parse_spec(TopicSpec, spec)
     except InvalidSpec as exc:
