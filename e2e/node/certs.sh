@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Writes the node's certificates and kubeconfigs into e2e/.node/pki with openssl: one CA signs the API
 # server's serving certificate, the kubelet's serving certificate and one client certificate per
-# component; a separate key pair signs service-account tokens. Files that exist are kept.
+# component; a separate key pair signs service-account tokens. Files that exist are kept. Keys are
+# ECDSA P-256: generated in milliseconds, where eleven RSA keys take seconds on a busy machine.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
@@ -9,21 +10,21 @@ mkdir -p "$PKI"
 cd "$PKI"
 
 if [ ! -s ca.crt ]; then
-    openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 3650 \
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout ca.key -out ca.crt -days 3650 \
         -subj "/CN=kafkette-node-ca" 2>/dev/null
 fi
 if [ ! -s sa.key ]; then
-    openssl genrsa -out sa.key 2048 2>/dev/null
-    openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+    openssl ecparam -name prime256v1 -genkey -noout -out sa.key
+    openssl ec -in sa.key -pubout -out sa.pub 2>/dev/null
 fi
 
 # issue NAME SUBJECT USAGE [SAN]: a key and a CA-signed certificate NAME.key/NAME.crt.
 issue() {
     local name="$1" subject="$2" usage="$3" san="${4:-}" extensions
     [ -s "$name.crt" ] && return 0
-    extensions="basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=$usage"
+    extensions="basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=$usage"
     [ -n "$san" ] && extensions+="\nsubjectAltName=$san"
-    openssl req -newkey rsa:2048 -nodes -keyout "$name.key" -out "$name.csr" -subj "$subject" 2>/dev/null
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$name.key" -out "$name.csr" -subj "$subject" 2>/dev/null
     openssl x509 -req -in "$name.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
         -extfile <(printf "%b\n" "$extensions") -out "$name.crt" 2>/dev/null
     rm -f "$name.csr"

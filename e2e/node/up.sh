@@ -80,11 +80,6 @@ start() {
 }
 
 start containerd containerd --config "$CONF/containerd.toml"
-wait_for 30 containerd ctr --address "$CONTAINERD_SOCKET" version
-for archive in "$IMAGES_DIR"/*.tar; do
-    ctr --address "$CONTAINERD_SOCKET" -n k8s.io images import "$archive" >/dev/null
-done
-
 start etcd "$KUBE_BIN/etcd" --name "$NODE_NAME" --data-dir "$STATE/etcd" \
     --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
     --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
@@ -100,6 +95,11 @@ start kube-apiserver "$KUBE_BIN/kube-apiserver" --etcd-servers http://127.0.0.1:
     --service-account-issuer "https://kubernetes.default.svc.$CLUSTER_DOMAIN" \
     --service-cluster-ip-range "$SERVICE_CIDR" --authorization-mode Node,RBAC \
     --enable-admission-plugins NodeRestriction --allow-privileged=true --v=1
+# The add-on images go in while the API server starts.
+wait_for 30 containerd ctr --address "$CONTAINERD_SOCKET" version
+for archive in "$IMAGES_DIR"/*.tar; do
+    ctr --address "$CONTAINERD_SOCKET" -n k8s.io images import "$archive" >/dev/null
+done
 wait_for 90 kube-apiserver kubectl_node get --raw /readyz
 echo "API server ready: $(elapsed)"
 
