@@ -177,3 +177,14 @@ def test_the_broker_pods_helpers_import_without_the_operators_dependencies() -> 
         "import kafkette.operator.kube.start, kafkette.operator.kube.probe\n"
     )
     subprocess.run([sys.executable, "-P", "-c", code], check=True, timeout=60)
+
+
+def test_adding_brokers_restarts_none_but_a_config_or_voter_change_restarts_all() -> None:
+    def config_hash(spec: dict[str, Any]) -> str:
+        pod = render(spec)["StatefulSet/demo-broker"]["spec"]["template"]
+        return pod["metadata"]["annotations"]["kafkette.dev/config-hash"]
+
+    three = config_hash({"brokers": 3})
+    assert config_hash({"brokers": 5}) == three  # same voters, same shared config: nobody restarts
+    assert config_hash({"brokers": 1}) != three  # another voter set
+    assert config_hash({"brokers": 3, "config": {"log.retention.ms": 1000}}) != three
