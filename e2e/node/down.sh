@@ -42,11 +42,11 @@ stop etcd
 stop containerd 2
 
 # A shim of ours that outlived containerd (it names our socket on its command line).
+shim="$(command -v containerd-shim-runc-v2 || true)"
 for proc in /proc/[0-9]*; do
-    if [ "$(readlink "$proc/exe" 2>/dev/null)" = "$(command -v containerd-shim-runc-v2)" ] &&
-        tr '\0' ' ' <"$proc/cmdline" 2>/dev/null | grep -q -- "-address $CONTAINERD_SOCKET "; then
-        kill -KILL "${proc#/proc/}" 2>/dev/null || true
-    fi
+    [ -n "$shim" ] && [ "$(readlink "$proc/exe" 2>/dev/null)" = "$shim" ] || continue
+    cmdline="$(tr '\0' ' ' 2>/dev/null <"$proc/cmdline" || true)"
+    if [[ "$cmdline" == *"-address $CONTAINERD_SOCKET "* ]]; then kill -KILL "${proc#/proc/}" 2>/dev/null || true; fi
 done
 
 # Processes left in the pods' cgroups, then the cgroups themselves (deepest first), in every hierarchy.
