@@ -15,7 +15,7 @@ from kafkette.broker.protocol.types import Message
 
 # The type checker sees every class as imported; at run time __getattr__ imports each on first use.
 if TYPE_CHECKING:
-    from .quorum_state_data import QuorumStateData
+    from .quorum_state_data import QuorumStateData as QuorumStateData
 
 MODULES = {
     'QuorumStateData': 'quorum_state_data',

@@ -15,31 +15,31 @@ from kafkette.broker.protocol.types import Message
 
 # The type checker sees every class as imported; at run time __getattr__ imports each on first use.
 if TYPE_CHECKING:
-    from .abort_transaction_record import AbortTransactionRecord
-    from .access_control_entry_record import AccessControlEntryRecord
-    from .begin_transaction_record import BeginTransactionRecord
-    from .broker_registration_change_record import BrokerRegistrationChangeRecord
-    from .client_quota_record import ClientQuotaRecord
-    from .config_record import ConfigRecord
-    from .delegation_token_record import DelegationTokenRecord
-    from .end_transaction_record import EndTransactionRecord
-    from .feature_level_record import FeatureLevelRecord
-    from .fence_broker_record import FenceBrokerRecord
-    from .no_op_record import NoOpRecord
-    from .partition_change_record import PartitionChangeRecord
-    from .partition_record import PartitionRecord
-    from .producer_ids_record import ProducerIdsRecord
-    from .register_broker_record import RegisterBrokerRecord
-    from .register_controller_record import RegisterControllerRecord
-    from .remove_access_control_entry_record import RemoveAccessControlEntryRecord
-    from .remove_delegation_token_record import RemoveDelegationTokenRecord
-    from .remove_topic_record import RemoveTopicRecord
-    from .remove_user_scram_credential_record import RemoveUserScramCredentialRecord
-    from .topic_record import TopicRecord
-    from .unfence_broker_record import UnfenceBrokerRecord
-    from .unregister_broker_record import UnregisterBrokerRecord
-    from .user_scram_credential_record import UserScramCredentialRecord
-    from .zk_migration_state_record import ZkMigrationStateRecord
+    from .abort_transaction_record import AbortTransactionRecord as AbortTransactionRecord
+    from .access_control_entry_record import AccessControlEntryRecord as AccessControlEntryRecord
+    from .begin_transaction_record import BeginTransactionRecord as BeginTransactionRecord
+    from .broker_registration_change_record import BrokerRegistrationChangeRecord as BrokerRegistrationChangeRecord
+    from .client_quota_record import ClientQuotaRecord as ClientQuotaRecord
+    from .config_record import ConfigRecord as ConfigRecord
+    from .delegation_token_record import DelegationTokenRecord as DelegationTokenRecord
+    from .end_transaction_record import EndTransactionRecord as EndTransactionRecord
+    from .feature_level_record import FeatureLevelRecord as FeatureLevelRecord
+    from .fence_broker_record import FenceBrokerRecord as FenceBrokerRecord
+    from .no_op_record import NoOpRecord as NoOpRecord
+    from .partition_change_record import PartitionChangeRecord as PartitionChangeRecord
+    from .partition_record import PartitionRecord as PartitionRecord
+    from .producer_ids_record import ProducerIdsRecord as ProducerIdsRecord
+    from .register_broker_record import RegisterBrokerRecord as RegisterBrokerRecord
+    from .register_controller_record import RegisterControllerRecord as RegisterControllerRecord
+    from .remove_access_control_entry_record import RemoveAccessControlEntryRecord as RemoveAccessControlEntryRecord
+    from .remove_delegation_token_record import RemoveDelegationTokenRecord as RemoveDelegationTokenRecord
+    from .remove_topic_record import RemoveTopicRecord as RemoveTopicRecord
+    from .remove_user_scram_credential_record import RemoveUserScramCredentialRecord as RemoveUserScramCredentialRecord
+    from .topic_record import TopicRecord as TopicRecord
+    from .unfence_broker_record import UnfenceBrokerRecord as UnfenceBrokerRecord
+    from .unregister_broker_record import UnregisterBrokerRecord as UnregisterBrokerRecord
+    from .user_scram_credential_record import UserScramCredentialRecord as UserScramCredentialRecord
+    from .zk_migration_state_record import ZkMigrationStateRecord as ZkMigrationStateRecord
 
 MODULES = {
     'AbortTransactionRecord': 'abort_transaction_record',

@@ -15,36 +15,36 @@ from kafkette.broker.protocol.types import Message
 
 # The type checker sees every class as imported; at run time __getattr__ imports each on first use.
 if TYPE_CHECKING:
-    from .consumer_group_current_member_assignment_key import ConsumerGroupCurrentMemberAssignmentKey
-    from .consumer_group_current_member_assignment_value import ConsumerGroupCurrentMemberAssignmentValue
-    from .consumer_group_member_metadata_key import ConsumerGroupMemberMetadataKey
-    from .consumer_group_member_metadata_value import ConsumerGroupMemberMetadataValue
-    from .consumer_group_metadata_key import ConsumerGroupMetadataKey
-    from .consumer_group_metadata_value import ConsumerGroupMetadataValue
-    from .consumer_group_partition_metadata_key import ConsumerGroupPartitionMetadataKey
-    from .consumer_group_partition_metadata_value import ConsumerGroupPartitionMetadataValue
-    from .consumer_group_target_assignment_member_key import ConsumerGroupTargetAssignmentMemberKey
-    from .consumer_group_target_assignment_member_value import ConsumerGroupTargetAssignmentMemberValue
-    from .consumer_group_target_assignment_metadata_key import ConsumerGroupTargetAssignmentMetadataKey
-    from .consumer_group_target_assignment_metadata_value import ConsumerGroupTargetAssignmentMetadataValue
-    from .group_metadata_key import GroupMetadataKey
-    from .group_metadata_value import GroupMetadataValue
-    from .offset_commit_key import OffsetCommitKey
-    from .offset_commit_value import OffsetCommitValue
-    from .share_group_current_member_assignment_key import ShareGroupCurrentMemberAssignmentKey
-    from .share_group_current_member_assignment_value import ShareGroupCurrentMemberAssignmentValue
-    from .share_group_member_metadata_key import ShareGroupMemberMetadataKey
-    from .share_group_member_metadata_value import ShareGroupMemberMetadataValue
-    from .share_group_metadata_key import ShareGroupMetadataKey
-    from .share_group_metadata_value import ShareGroupMetadataValue
-    from .share_group_partition_metadata_key import ShareGroupPartitionMetadataKey
-    from .share_group_partition_metadata_value import ShareGroupPartitionMetadataValue
-    from .share_group_state_partition_metadata_key import ShareGroupStatePartitionMetadataKey
-    from .share_group_state_partition_metadata_value import ShareGroupStatePartitionMetadataValue
-    from .share_group_target_assignment_member_key import ShareGroupTargetAssignmentMemberKey
-    from .share_group_target_assignment_member_value import ShareGroupTargetAssignmentMemberValue
-    from .share_group_target_assignment_metadata_key import ShareGroupTargetAssignmentMetadataKey
-    from .share_group_target_assignment_metadata_value import ShareGroupTargetAssignmentMetadataValue
+    from .consumer_group_current_member_assignment_key import ConsumerGroupCurrentMemberAssignmentKey as ConsumerGroupCurrentMemberAssignmentKey
+    from .consumer_group_current_member_assignment_value import ConsumerGroupCurrentMemberAssignmentValue as ConsumerGroupCurrentMemberAssignmentValue
+    from .consumer_group_member_metadata_key import ConsumerGroupMemberMetadataKey as ConsumerGroupMemberMetadataKey
+    from .consumer_group_member_metadata_value import ConsumerGroupMemberMetadataValue as ConsumerGroupMemberMetadataValue
+    from .consumer_group_metadata_key import ConsumerGroupMetadataKey as ConsumerGroupMetadataKey
+    from .consumer_group_metadata_value import ConsumerGroupMetadataValue as ConsumerGroupMetadataValue
+    from .consumer_group_partition_metadata_key import ConsumerGroupPartitionMetadataKey as ConsumerGroupPartitionMetadataKey
+    from .consumer_group_partition_metadata_value import ConsumerGroupPartitionMetadataValue as ConsumerGroupPartitionMetadataValue
+    from .consumer_group_target_assignment_member_key import ConsumerGroupTargetAssignmentMemberKey as ConsumerGroupTargetAssignmentMemberKey
+    from .consumer_group_target_assignment_member_value import ConsumerGroupTargetAssignmentMemberValue as ConsumerGroupTargetAssignmentMemberValue
+    from .consumer_group_target_assignment_metadata_key import ConsumerGroupTargetAssignmentMetadataKey as ConsumerGroupTargetAssignmentMetadataKey
+    from .consumer_group_target_assignment_metadata_value import ConsumerGroupTargetAssignmentMetadataValue as ConsumerGroupTargetAssignmentMetadataValue
+    from .group_metadata_key import GroupMetadataKey as GroupMetadataKey
+    from .group_metadata_value import GroupMetadataValue as GroupMetadataValue
+    from .offset_commit_key import OffsetCommitKey as OffsetCommitKey
+    from .offset_commit_value import OffsetCommitValue as OffsetCommitValue
+    from .share_group_current_member_assignment_key import ShareGroupCurrentMemberAssignmentKey as ShareGroupCurrentMemberAssignmentKey
+    from .share_group_current_member_assignment_value import ShareGroupCurrentMemberAssignmentValue as ShareGroupCurrentMemberAssignmentValue
+    from .share_group_member_metadata_key import ShareGroupMemberMetadataKey as ShareGroupMemberMetadataKey
+    from .share_group_member_metadata_value import ShareGroupMemberMetadataValue as ShareGroupMemberMetadataValue
+    from .share_group_metadata_key import ShareGroupMetadataKey as ShareGroupMetadataKey
+    from .share_group_metadata_value import ShareGroupMetadataValue as ShareGroupMetadataValue
+    from .share_group_partition_metadata_key import ShareGroupPartitionMetadataKey as ShareGroupPartitionMetadataKey
+    from .share_group_partition_metadata_value import ShareGroupPartitionMetadataValue as ShareGroupPartitionMetadataValue
+    from .share_group_state_partition_metadata_key import ShareGroupStatePartitionMetadataKey as ShareGroupStatePartitionMetadataKey
+    from .share_group_state_partition_metadata_value import ShareGroupStatePartitionMetadataValue as ShareGroupStatePartitionMetadataValue
+    from .share_group_target_assignment_member_key import ShareGroupTargetAssignmentMemberKey as ShareGroupTargetAssignmentMemberKey
+    from .share_group_target_assignment_member_value import ShareGroupTargetAssignmentMemberValue as ShareGroupTargetAssignmentMemberValue
+    from .share_group_target_assignment_metadata_key import ShareGroupTargetAssignmentMetadataKey as ShareGroupTargetAssignmentMetadataKey
+    from .share_group_target_assignment_metadata_value import ShareGroupTargetAssignmentMetadataValue as ShareGroupTargetAssignmentMetadataValue
 
 MODULES = {
     'ConsumerGroupCurrentMemberAssignmentKey': 'consumer_group_current_member_assignment_key',

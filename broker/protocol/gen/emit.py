@@ -194,7 +194,7 @@ def emit_index(messages: list[MessageSpec]) -> str:
         "",
         "# The type checker sees every class as imported; at run time __getattr__ imports each on first use.",
         "if TYPE_CHECKING:",
-        *(f"    from .{message.module_name} import {message.name}" for message in messages),
+        *(f"    from .{message.module_name} import {message.name} as {message.name}" for message in messages),
         "",
         "MODULES = {",
         *(f"    {message.name!r}: {message.module_name!r}," for message in messages),

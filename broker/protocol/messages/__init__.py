@@ -15,192 +15,192 @@ from kafkette.broker.protocol.types import Message
 
 # The type checker sees every class as imported; at run time __getattr__ imports each on first use.
 if TYPE_CHECKING:
-    from .add_offsets_to_txn_request import AddOffsetsToTxnRequest
-    from .add_offsets_to_txn_response import AddOffsetsToTxnResponse
-    from .add_partitions_to_txn_request import AddPartitionsToTxnRequest
-    from .add_partitions_to_txn_response import AddPartitionsToTxnResponse
-    from .add_raft_voter_request import AddRaftVoterRequest
-    from .add_raft_voter_response import AddRaftVoterResponse
-    from .allocate_producer_ids_request import AllocateProducerIdsRequest
-    from .allocate_producer_ids_response import AllocateProducerIdsResponse
-    from .alter_client_quotas_request import AlterClientQuotasRequest
-    from .alter_client_quotas_response import AlterClientQuotasResponse
-    from .alter_configs_request import AlterConfigsRequest
-    from .alter_configs_response import AlterConfigsResponse
-    from .alter_partition_reassignments_request import AlterPartitionReassignmentsRequest
-    from .alter_partition_reassignments_response import AlterPartitionReassignmentsResponse
-    from .alter_partition_request import AlterPartitionRequest
-    from .alter_partition_response import AlterPartitionResponse
-    from .alter_replica_log_dirs_request import AlterReplicaLogDirsRequest
-    from .alter_replica_log_dirs_response import AlterReplicaLogDirsResponse
-    from .alter_user_scram_credentials_request import AlterUserScramCredentialsRequest
-    from .alter_user_scram_credentials_response import AlterUserScramCredentialsResponse
-    from .api_versions_request import ApiVersionsRequest
-    from .api_versions_response import ApiVersionsResponse
-    from .assign_replicas_to_dirs_request import AssignReplicasToDirsRequest
-    from .assign_replicas_to_dirs_response import AssignReplicasToDirsResponse
-    from .begin_quorum_epoch_request import BeginQuorumEpochRequest
-    from .begin_quorum_epoch_response import BeginQuorumEpochResponse
-    from .broker_heartbeat_request import BrokerHeartbeatRequest
-    from .broker_heartbeat_response import BrokerHeartbeatResponse
-    from .broker_registration_request import BrokerRegistrationRequest
-    from .broker_registration_response import BrokerRegistrationResponse
-    from .consumer_group_describe_request import ConsumerGroupDescribeRequest
-    from .consumer_group_describe_response import ConsumerGroupDescribeResponse
-    from .consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest
-    from .consumer_group_heartbeat_response import ConsumerGroupHeartbeatResponse
-    from .consumer_protocol_assignment import ConsumerProtocolAssignment
-    from .consumer_protocol_subscription import ConsumerProtocolSubscription
-    from .controlled_shutdown_request import ControlledShutdownRequest
-    from .controlled_shutdown_response import ControlledShutdownResponse
-    from .controller_registration_request import ControllerRegistrationRequest
-    from .controller_registration_response import ControllerRegistrationResponse
-    from .create_acls_request import CreateAclsRequest
-    from .create_acls_response import CreateAclsResponse
-    from .create_delegation_token_request import CreateDelegationTokenRequest
-    from .create_delegation_token_response import CreateDelegationTokenResponse
-    from .create_partitions_request import CreatePartitionsRequest
-    from .create_partitions_response import CreatePartitionsResponse
-    from .create_topics_request import CreateTopicsRequest
-    from .create_topics_response import CreateTopicsResponse
-    from .default_principal_data import DefaultPrincipalData
-    from .delete_acls_request import DeleteAclsRequest
-    from .delete_acls_response import DeleteAclsResponse
-    from .delete_groups_request import DeleteGroupsRequest
-    from .delete_groups_response import DeleteGroupsResponse
-    from .delete_records_request import DeleteRecordsRequest
-    from .delete_records_response import DeleteRecordsResponse
-    from .delete_share_group_state_request import DeleteShareGroupStateRequest
-    from .delete_share_group_state_response import DeleteShareGroupStateResponse
-    from .delete_topics_request import DeleteTopicsRequest
-    from .delete_topics_response import DeleteTopicsResponse
-    from .describe_acls_request import DescribeAclsRequest
-    from .describe_acls_response import DescribeAclsResponse
-    from .describe_client_quotas_request import DescribeClientQuotasRequest
-    from .describe_client_quotas_response import DescribeClientQuotasResponse
-    from .describe_cluster_request import DescribeClusterRequest
-    from .describe_cluster_response import DescribeClusterResponse
-    from .describe_configs_request import DescribeConfigsRequest
-    from .describe_configs_response import DescribeConfigsResponse
-    from .describe_delegation_token_request import DescribeDelegationTokenRequest
-    from .describe_delegation_token_response import DescribeDelegationTokenResponse
-    from .describe_groups_request import DescribeGroupsRequest
-    from .describe_groups_response import DescribeGroupsResponse
-    from .describe_log_dirs_request import DescribeLogDirsRequest
-    from .describe_log_dirs_response import DescribeLogDirsResponse
-    from .describe_producers_request import DescribeProducersRequest
-    from .describe_producers_response import DescribeProducersResponse
-    from .describe_quorum_request import DescribeQuorumRequest
-    from .describe_quorum_response import DescribeQuorumResponse
-    from .describe_topic_partitions_request import DescribeTopicPartitionsRequest
-    from .describe_topic_partitions_response import DescribeTopicPartitionsResponse
-    from .describe_transactions_request import DescribeTransactionsRequest
-    from .describe_transactions_response import DescribeTransactionsResponse
-    from .describe_user_scram_credentials_request import DescribeUserScramCredentialsRequest
-    from .describe_user_scram_credentials_response import DescribeUserScramCredentialsResponse
-    from .elect_leaders_request import ElectLeadersRequest
-    from .elect_leaders_response import ElectLeadersResponse
-    from .end_quorum_epoch_request import EndQuorumEpochRequest
-    from .end_quorum_epoch_response import EndQuorumEpochResponse
-    from .end_txn_request import EndTxnRequest
-    from .end_txn_response import EndTxnResponse
-    from .envelope_request import EnvelopeRequest
-    from .envelope_response import EnvelopeResponse
-    from .expire_delegation_token_request import ExpireDelegationTokenRequest
-    from .expire_delegation_token_response import ExpireDelegationTokenResponse
-    from .fetch_request import FetchRequest
-    from .fetch_response import FetchResponse
-    from .fetch_snapshot_request import FetchSnapshotRequest
-    from .fetch_snapshot_response import FetchSnapshotResponse
-    from .find_coordinator_request import FindCoordinatorRequest
-    from .find_coordinator_response import FindCoordinatorResponse
-    from .get_telemetry_subscriptions_request import GetTelemetrySubscriptionsRequest
-    from .get_telemetry_subscriptions_response import GetTelemetrySubscriptionsResponse
-    from .heartbeat_request import HeartbeatRequest
-    from .heartbeat_response import HeartbeatResponse
-    from .incremental_alter_configs_request import IncrementalAlterConfigsRequest
-    from .incremental_alter_configs_response import IncrementalAlterConfigsResponse
-    from .init_producer_id_request import InitProducerIdRequest
-    from .init_producer_id_response import InitProducerIdResponse
-    from .initialize_share_group_state_request import InitializeShareGroupStateRequest
-    from .initialize_share_group_state_response import InitializeShareGroupStateResponse
-    from .join_group_request import JoinGroupRequest
-    from .join_group_response import JoinGroupResponse
-    from .k_raft_version_record import KRaftVersionRecord
-    from .leader_and_isr_request import LeaderAndIsrRequest
-    from .leader_and_isr_response import LeaderAndIsrResponse
-    from .leader_change_message import LeaderChangeMessage
-    from .leave_group_request import LeaveGroupRequest
-    from .leave_group_response import LeaveGroupResponse
-    from .list_client_metrics_resources_request import ListClientMetricsResourcesRequest
-    from .list_client_metrics_resources_response import ListClientMetricsResourcesResponse
-    from .list_groups_request import ListGroupsRequest
-    from .list_groups_response import ListGroupsResponse
-    from .list_offsets_request import ListOffsetsRequest
-    from .list_offsets_response import ListOffsetsResponse
-    from .list_partition_reassignments_request import ListPartitionReassignmentsRequest
-    from .list_partition_reassignments_response import ListPartitionReassignmentsResponse
-    from .list_transactions_request import ListTransactionsRequest
-    from .list_transactions_response import ListTransactionsResponse
-    from .metadata_request import MetadataRequest
-    from .metadata_response import MetadataResponse
-    from .offset_commit_request import OffsetCommitRequest
-    from .offset_commit_response import OffsetCommitResponse
-    from .offset_delete_request import OffsetDeleteRequest
-    from .offset_delete_response import OffsetDeleteResponse
-    from .offset_fetch_request import OffsetFetchRequest
-    from .offset_fetch_response import OffsetFetchResponse
-    from .offset_for_leader_epoch_request import OffsetForLeaderEpochRequest
-    from .offset_for_leader_epoch_response import OffsetForLeaderEpochResponse
-    from .produce_request import ProduceRequest
-    from .produce_response import ProduceResponse
-    from .push_telemetry_request import PushTelemetryRequest
-    from .push_telemetry_response import PushTelemetryResponse
-    from .read_share_group_state_request import ReadShareGroupStateRequest
-    from .read_share_group_state_response import ReadShareGroupStateResponse
-    from .read_share_group_state_summary_request import ReadShareGroupStateSummaryRequest
-    from .read_share_group_state_summary_response import ReadShareGroupStateSummaryResponse
-    from .remove_raft_voter_request import RemoveRaftVoterRequest
-    from .remove_raft_voter_response import RemoveRaftVoterResponse
-    from .renew_delegation_token_request import RenewDelegationTokenRequest
-    from .renew_delegation_token_response import RenewDelegationTokenResponse
-    from .request_header import RequestHeader
-    from .response_header import ResponseHeader
-    from .sasl_authenticate_request import SaslAuthenticateRequest
-    from .sasl_authenticate_response import SaslAuthenticateResponse
-    from .sasl_handshake_request import SaslHandshakeRequest
-    from .sasl_handshake_response import SaslHandshakeResponse
-    from .share_acknowledge_request import ShareAcknowledgeRequest
-    from .share_acknowledge_response import ShareAcknowledgeResponse
-    from .share_fetch_request import ShareFetchRequest
-    from .share_fetch_response import ShareFetchResponse
-    from .share_group_describe_request import ShareGroupDescribeRequest
-    from .share_group_describe_response import ShareGroupDescribeResponse
-    from .share_group_heartbeat_request import ShareGroupHeartbeatRequest
-    from .share_group_heartbeat_response import ShareGroupHeartbeatResponse
-    from .snapshot_footer_record import SnapshotFooterRecord
-    from .snapshot_header_record import SnapshotHeaderRecord
-    from .stop_replica_request import StopReplicaRequest
-    from .stop_replica_response import StopReplicaResponse
-    from .sync_group_request import SyncGroupRequest
-    from .sync_group_response import SyncGroupResponse
-    from .txn_offset_commit_request import TxnOffsetCommitRequest
-    from .txn_offset_commit_response import TxnOffsetCommitResponse
-    from .unregister_broker_request import UnregisterBrokerRequest
-    from .unregister_broker_response import UnregisterBrokerResponse
-    from .update_features_request import UpdateFeaturesRequest
-    from .update_features_response import UpdateFeaturesResponse
-    from .update_metadata_request import UpdateMetadataRequest
-    from .update_metadata_response import UpdateMetadataResponse
-    from .update_raft_voter_request import UpdateRaftVoterRequest
-    from .update_raft_voter_response import UpdateRaftVoterResponse
-    from .vote_request import VoteRequest
-    from .vote_response import VoteResponse
-    from .voters_record import VotersRecord
-    from .write_share_group_state_request import WriteShareGroupStateRequest
-    from .write_share_group_state_response import WriteShareGroupStateResponse
-    from .write_txn_markers_request import WriteTxnMarkersRequest
-    from .write_txn_markers_response import WriteTxnMarkersResponse
+    from .add_offsets_to_txn_request import AddOffsetsToTxnRequest as AddOffsetsToTxnRequest
+    from .add_offsets_to_txn_response import AddOffsetsToTxnResponse as AddOffsetsToTxnResponse
+    from .add_partitions_to_txn_request import AddPartitionsToTxnRequest as AddPartitionsToTxnRequest
+    from .add_partitions_to_txn_response import AddPartitionsToTxnResponse as AddPartitionsToTxnResponse
+    from .add_raft_voter_request import AddRaftVoterRequest as AddRaftVoterRequest
+    from .add_raft_voter_response import AddRaftVoterResponse as AddRaftVoterResponse
+    from .allocate_producer_ids_request import AllocateProducerIdsRequest as AllocateProducerIdsRequest
+    from .allocate_producer_ids_response import AllocateProducerIdsResponse as AllocateProducerIdsResponse
+    from .alter_client_quotas_request import AlterClientQuotasRequest as AlterClientQuotasRequest
+    from .alter_client_quotas_response import AlterClientQuotasResponse as AlterClientQuotasResponse
+    from .alter_configs_request import AlterConfigsRequest as AlterConfigsRequest
+    from .alter_configs_response import AlterConfigsResponse as AlterConfigsResponse
+    from .alter_partition_reassignments_request import AlterPartitionReassignmentsRequest as AlterPartitionReassignmentsRequest
+    from .alter_partition_reassignments_response import AlterPartitionReassignmentsResponse as AlterPartitionReassignmentsResponse
+    from .alter_partition_request import AlterPartitionRequest as AlterPartitionRequest
+    from .alter_partition_response import AlterPartitionResponse as AlterPartitionResponse
+    from .alter_replica_log_dirs_request import AlterReplicaLogDirsRequest as AlterReplicaLogDirsRequest
+    from .alter_replica_log_dirs_response import AlterReplicaLogDirsResponse as AlterReplicaLogDirsResponse
+    from .alter_user_scram_credentials_request import AlterUserScramCredentialsRequest as AlterUserScramCredentialsRequest
+    from .alter_user_scram_credentials_response import AlterUserScramCredentialsResponse as AlterUserScramCredentialsResponse
+    from .api_versions_request import ApiVersionsRequest as ApiVersionsRequest
+    from .api_versions_response import ApiVersionsResponse as ApiVersionsResponse
+    from .assign_replicas_to_dirs_request import AssignReplicasToDirsRequest as AssignReplicasToDirsRequest
+    from .assign_replicas_to_dirs_response import AssignReplicasToDirsResponse as AssignReplicasToDirsResponse
+    from .begin_quorum_epoch_request import BeginQuorumEpochRequest as BeginQuorumEpochRequest
+    from .begin_quorum_epoch_response import BeginQuorumEpochResponse as BeginQuorumEpochResponse
+    from .broker_heartbeat_request import BrokerHeartbeatRequest as BrokerHeartbeatRequest
+    from .broker_heartbeat_response import BrokerHeartbeatResponse as BrokerHeartbeatResponse
+    from .broker_registration_request import BrokerRegistrationRequest as BrokerRegistrationRequest
+    from .broker_registration_response import BrokerRegistrationResponse as BrokerRegistrationResponse
+    from .consumer_group_describe_request import ConsumerGroupDescribeRequest as ConsumerGroupDescribeRequest
+    from .consumer_group_describe_response import ConsumerGroupDescribeResponse as ConsumerGroupDescribeResponse
+    from .consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest as ConsumerGroupHeartbeatRequest
+    from .consumer_group_heartbeat_response import ConsumerGroupHeartbeatResponse as ConsumerGroupHeartbeatResponse
+    from .consumer_protocol_assignment import ConsumerProtocolAssignment as ConsumerProtocolAssignment
+    from .consumer_protocol_subscription import ConsumerProtocolSubscription as ConsumerProtocolSubscription
+    from .controlled_shutdown_request import ControlledShutdownRequest as ControlledShutdownRequest
+    from .controlled_shutdown_response import ControlledShutdownResponse as ControlledShutdownResponse
+    from .controller_registration_request import ControllerRegistrationRequest as ControllerRegistrationRequest
+    from .controller_registration_response import ControllerRegistrationResponse as ControllerRegistrationResponse
+    from .create_acls_request import CreateAclsRequest as CreateAclsRequest
+    from .create_acls_response import CreateAclsResponse as CreateAclsResponse
+    from .create_delegation_token_request import CreateDelegationTokenRequest as CreateDelegationTokenRequest
+    from .create_delegation_token_response import CreateDelegationTokenResponse as CreateDelegationTokenResponse
+    from .create_partitions_request import CreatePartitionsRequest as CreatePartitionsRequest
+    from .create_partitions_response import CreatePartitionsResponse as CreatePartitionsResponse
+    from .create_topics_request import CreateTopicsRequest as CreateTopicsRequest
+    from .create_topics_response import CreateTopicsResponse as CreateTopicsResponse
+    from .default_principal_data import DefaultPrincipalData as DefaultPrincipalData
+    from .delete_acls_request import DeleteAclsRequest as DeleteAclsRequest
+    from .delete_acls_response import DeleteAclsResponse as DeleteAclsResponse
+    from .delete_groups_request import DeleteGroupsRequest as DeleteGroupsRequest
+    from .delete_groups_response import DeleteGroupsResponse as DeleteGroupsResponse
+    from .delete_records_request import DeleteRecordsRequest as DeleteRecordsRequest
+    from .delete_records_response import DeleteRecordsResponse as DeleteRecordsResponse
+    from .delete_share_group_state_request import DeleteShareGroupStateRequest as DeleteShareGroupStateRequest
+    from .delete_share_group_state_response import DeleteShareGroupStateResponse as DeleteShareGroupStateResponse
+    from .delete_topics_request import DeleteTopicsRequest as DeleteTopicsRequest
+    from .delete_topics_response import DeleteTopicsResponse as DeleteTopicsResponse
+    from .describe_acls_request import DescribeAclsRequest as DescribeAclsRequest
+    from .describe_acls_response import DescribeAclsResponse as DescribeAclsResponse
+    from .describe_client_quotas_request import DescribeClientQuotasRequest as DescribeClientQuotasRequest
+    from .describe_client_quotas_response import DescribeClientQuotasResponse as DescribeClientQuotasResponse
+    from .describe_cluster_request import DescribeClusterRequest as DescribeClusterRequest
+    from .describe_cluster_response import DescribeClusterResponse as DescribeClusterResponse
+    from .describe_configs_request import DescribeConfigsRequest as DescribeConfigsRequest
+    from .describe_configs_response import DescribeConfigsResponse as DescribeConfigsResponse
+    from .describe_delegation_token_request import DescribeDelegationTokenRequest as DescribeDelegationTokenRequest
+    from .describe_delegation_token_response import DescribeDelegationTokenResponse as DescribeDelegationTokenResponse
+    from .describe_groups_request import DescribeGroupsRequest as DescribeGroupsRequest
+    from .describe_groups_response import DescribeGroupsResponse as DescribeGroupsResponse
+    from .describe_log_dirs_request import DescribeLogDirsRequest as DescribeLogDirsRequest
+    from .describe_log_dirs_response import DescribeLogDirsResponse as DescribeLogDirsResponse
+    from .describe_producers_request import DescribeProducersRequest as DescribeProducersRequest
+    from .describe_producers_response import DescribeProducersResponse as DescribeProducersResponse
+    from .describe_quorum_request import DescribeQuorumRequest as DescribeQuorumRequest
+    from .describe_quorum_response import DescribeQuorumResponse as DescribeQuorumResponse
+    from .describe_topic_partitions_request import DescribeTopicPartitionsRequest as DescribeTopicPartitionsRequest
+    from .describe_topic_partitions_response import DescribeTopicPartitionsResponse as DescribeTopicPartitionsResponse
+    from .describe_transactions_request import DescribeTransactionsRequest as DescribeTransactionsRequest
+    from .describe_transactions_response import DescribeTransactionsResponse as DescribeTransactionsResponse
+    from .describe_user_scram_credentials_request import DescribeUserScramCredentialsRequest as DescribeUserScramCredentialsRequest
+    from .describe_user_scram_credentials_response import DescribeUserScramCredentialsResponse as DescribeUserScramCredentialsResponse
+    from .elect_leaders_request import ElectLeadersRequest as ElectLeadersRequest
+    from .elect_leaders_response import ElectLeadersResponse as ElectLeadersResponse
+    from .end_quorum_epoch_request import EndQuorumEpochRequest as EndQuorumEpochRequest
+    from .end_quorum_epoch_response import EndQuorumEpochResponse as EndQuorumEpochResponse
+    from .end_txn_request import EndTxnRequest as EndTxnRequest
+    from .end_txn_response import EndTxnResponse as EndTxnResponse
+    from .envelope_request import EnvelopeRequest as EnvelopeRequest
+    from .envelope_response import EnvelopeResponse as EnvelopeResponse
+    from .expire_delegation_token_request import ExpireDelegationTokenRequest as ExpireDelegationTokenRequest
+    from .expire_delegation_token_response import ExpireDelegationTokenResponse as ExpireDelegationTokenResponse
+    from .fetch_request import FetchRequest as FetchRequest
+    from .fetch_response import FetchResponse as FetchResponse
+    from .fetch_snapshot_request import FetchSnapshotRequest as FetchSnapshotRequest
+    from .fetch_snapshot_response import FetchSnapshotResponse as FetchSnapshotResponse
+    from .find_coordinator_request import FindCoordinatorRequest as FindCoordinatorRequest
+    from .find_coordinator_response import FindCoordinatorResponse as FindCoordinatorResponse
+    from .get_telemetry_subscriptions_request import GetTelemetrySubscriptionsRequest as GetTelemetrySubscriptionsRequest
+    from .get_telemetry_subscriptions_response import GetTelemetrySubscriptionsResponse as GetTelemetrySubscriptionsResponse
+    from .heartbeat_request import HeartbeatRequest as HeartbeatRequest
+    from .heartbeat_response import HeartbeatResponse as HeartbeatResponse
+    from .incremental_alter_configs_request import IncrementalAlterConfigsRequest as IncrementalAlterConfigsRequest
+    from .incremental_alter_configs_response import IncrementalAlterConfigsResponse as IncrementalAlterConfigsResponse
+    from .init_producer_id_request import InitProducerIdRequest as InitProducerIdRequest
+    from .init_producer_id_response import InitProducerIdResponse as InitProducerIdResponse
+    from .initialize_share_group_state_request import InitializeShareGroupStateRequest as InitializeShareGroupStateRequest
+    from .initialize_share_group_state_response import InitializeShareGroupStateResponse as InitializeShareGroupStateResponse
+    from .join_group_request import JoinGroupRequest as JoinGroupRequest
+    from .join_group_response import JoinGroupResponse as JoinGroupResponse
+    from .k_raft_version_record import KRaftVersionRecord as KRaftVersionRecord
+    from .leader_and_isr_request import LeaderAndIsrRequest as LeaderAndIsrRequest
+    from .leader_and_isr_response import LeaderAndIsrResponse as LeaderAndIsrResponse
+    from .leader_change_message import LeaderChangeMessage as LeaderChangeMessage
+    from .leave_group_request import LeaveGroupRequest as LeaveGroupRequest
+    from .leave_group_response import LeaveGroupResponse as LeaveGroupResponse
+    from .list_client_metrics_resources_request import ListClientMetricsResourcesRequest as ListClientMetricsResourcesRequest
+    from .list_client_metrics_resources_response import ListClientMetricsResourcesResponse as ListClientMetricsResourcesResponse
+    from .list_groups_request import ListGroupsRequest as ListGroupsRequest
+    from .list_groups_response import ListGroupsResponse as ListGroupsResponse
+    from .list_offsets_request import ListOffsetsRequest as ListOffsetsRequest
+    from .list_offsets_response import ListOffsetsResponse as ListOffsetsResponse
+    from .list_partition_reassignments_request import ListPartitionReassignmentsRequest as ListPartitionReassignmentsRequest
+    from .list_partition_reassignments_response import ListPartitionReassignmentsResponse as ListPartitionReassignmentsResponse
+    from .list_transactions_request import ListTransactionsRequest as ListTransactionsRequest
+    from .list_transactions_response import ListTransactionsResponse as ListTransactionsResponse
+    from .metadata_request import MetadataRequest as MetadataRequest
+    from .metadata_response import MetadataResponse as MetadataResponse
+    from .offset_commit_request import OffsetCommitRequest as OffsetCommitRequest
+    from .offset_commit_response import OffsetCommitResponse as OffsetCommitResponse
+    from .offset_delete_request import OffsetDeleteRequest as OffsetDeleteRequest
+    from .offset_delete_response import OffsetDeleteResponse as OffsetDeleteResponse
+    from .offset_fetch_request import OffsetFetchRequest as OffsetFetchRequest
+    from .offset_fetch_response import OffsetFetchResponse as OffsetFetchResponse
+    from .offset_for_leader_epoch_request import OffsetForLeaderEpochRequest as OffsetForLeaderEpochRequest
+    from .offset_for_leader_epoch_response import OffsetForLeaderEpochResponse as OffsetForLeaderEpochResponse
+    from .produce_request import ProduceRequest as ProduceRequest
+    from .produce_response import ProduceResponse as ProduceResponse
+    from .push_telemetry_request import PushTelemetryRequest as PushTelemetryRequest
+    from .push_telemetry_response import PushTelemetryResponse as PushTelemetryResponse
+    from .read_share_group_state_request import ReadShareGroupStateRequest as ReadShareGroupStateRequest
+    from .read_share_group_state_response import ReadShareGroupStateResponse as ReadShareGroupStateResponse
+    from .read_share_group_state_summary_request import ReadShareGroupStateSummaryRequest as ReadShareGroupStateSummaryRequest
+    from .read_share_group_state_summary_response import ReadShareGroupStateSummaryResponse as ReadShareGroupStateSummaryResponse
+    from .remove_raft_voter_request import RemoveRaftVoterRequest as RemoveRaftVoterRequest
+    from .remove_raft_voter_response import RemoveRaftVoterResponse as RemoveRaftVoterResponse
+    from .renew_delegation_token_request import RenewDelegationTokenRequest as RenewDelegationTokenRequest
+    from .renew_delegation_token_response import RenewDelegationTokenResponse as RenewDelegationTokenResponse
+    from .request_header import RequestHeader as RequestHeader
+    from .response_header import ResponseHeader as ResponseHeader
+    from .sasl_authenticate_request import SaslAuthenticateRequest as SaslAuthenticateRequest
+    from .sasl_authenticate_response import SaslAuthenticateResponse as SaslAuthenticateResponse
+    from .sasl_handshake_request import SaslHandshakeRequest as SaslHandshakeRequest
+    from .sasl_handshake_response import SaslHandshakeResponse as SaslHandshakeResponse
+    from .share_acknowledge_request import ShareAcknowledgeRequest as ShareAcknowledgeRequest
+    from .share_acknowledge_response import ShareAcknowledgeResponse as ShareAcknowledgeResponse
+    from .share_fetch_request import ShareFetchRequest as ShareFetchRequest
+    from .share_fetch_response import ShareFetchResponse as ShareFetchResponse
+    from .share_group_describe_request import ShareGroupDescribeRequest as ShareGroupDescribeRequest
+    from .share_group_describe_response import ShareGroupDescribeResponse as ShareGroupDescribeResponse
+    from .share_group_heartbeat_request import ShareGroupHeartbeatRequest as ShareGroupHeartbeatRequest
+    from .share_group_heartbeat_response import ShareGroupHeartbeatResponse as ShareGroupHeartbeatResponse
+    from .snapshot_footer_record import SnapshotFooterRecord as SnapshotFooterRecord
+    from .snapshot_header_record import SnapshotHeaderRecord as SnapshotHeaderRecord
+    from .stop_replica_request import StopReplicaRequest as StopReplicaRequest
+    from .stop_replica_response import StopReplicaResponse as StopReplicaResponse
+    from .sync_group_request import SyncGroupRequest as SyncGroupRequest
+    from .sync_group_response import SyncGroupResponse as SyncGroupResponse
+    from .txn_offset_commit_request import TxnOffsetCommitRequest as TxnOffsetCommitRequest
+    from .txn_offset_commit_response import TxnOffsetCommitResponse as TxnOffsetCommitResponse
+    from .unregister_broker_request import UnregisterBrokerRequest as UnregisterBrokerRequest
+    from .unregister_broker_response import UnregisterBrokerResponse as UnregisterBrokerResponse
+    from .update_features_request import UpdateFeaturesRequest as UpdateFeaturesRequest
+    from .update_features_response import UpdateFeaturesResponse as UpdateFeaturesResponse
+    from .update_metadata_request import UpdateMetadataRequest as UpdateMetadataRequest
+    from .update_metadata_response import UpdateMetadataResponse as UpdateMetadataResponse
+    from .update_raft_voter_request import UpdateRaftVoterRequest as UpdateRaftVoterRequest
+    from .update_raft_voter_response import UpdateRaftVoterResponse as UpdateRaftVoterResponse
+    from .vote_request import VoteRequest as VoteRequest
+    from .vote_response import VoteResponse as VoteResponse
+    from .voters_record import VotersRecord as VotersRecord
+    from .write_share_group_state_request import WriteShareGroupStateRequest as WriteShareGroupStateRequest
+    from .write_share_group_state_response import WriteShareGroupStateResponse as WriteShareGroupStateResponse
+    from .write_txn_markers_request import WriteTxnMarkersRequest as WriteTxnMarkersRequest
+    from .write_txn_markers_response import WriteTxnMarkersResponse as WriteTxnMarkersResponse
 
 MODULES = {
     'AddOffsetsToTxnRequest': 'add_offsets_to_txn_request',
