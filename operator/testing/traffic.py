@@ -1,0 +1,126 @@
+"""Traffic that proves a cluster operation lost nothing: a paced, idempotent acks=all producer that remembers
+every acknowledged value with its latency, and a reader that reads a topic back from the start.
+
+Values are the decimal sequence numbers 0, 1, 2, ...; a read-back compared with the acknowledged set shows
+records lost (acknowledged, not read) and duplicated (read twice).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+
+TICK_SECONDS = 0.005
+
+
+class SteadyProducer(threading.Thread):
+    """Produces `rate` records a second until stopped, then flushes; delivery latencies in milliseconds."""
+
+    def __init__(self, bootstrap: str, topic: str, rate: int, flush_timeout: float = 60.0) -> None:
+        super().__init__(name="steady-producer", daemon=True)
+        self._producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 2,
+                # librdkafka logs each refused reconnect to a restarting broker; failures show in the reports.
+                "log_level": 2,
+            }
+        )
+        self._topic = topic
+        self._rate = rate
+        self._flush_timeout = flush_timeout
+        self._stopping = threading.Event()
+        self.produced = 0
+        self.acked: list[int] = []
+        self.latencies_ms: list[float] = []
+        self.failures: Counter[str] = Counter()
+        self.unflushed = 0
+        self.error: BaseException | None = None
+
+    def stop(self) -> None:
+        """Stop producing, wait for every delivery report (or the flush timeout)."""
+        self._stopping.set()
+        self.join()
+        if self.error is not None:
+            raise self.error
+
+    def run(self) -> None:
+        try:
+            started = time.monotonic()
+            while not self._stopping.wait(TICK_SECONDS):
+                due = int((time.monotonic() - started) * self._rate)
+                while self.produced < due:
+                    self._send(self.produced)
+                    self.produced += 1
+                self._producer.poll(0)
+            self.unflushed = self._producer.flush(self._flush_timeout)
+        except BaseException as exc:
+            self.error = exc
+
+    def _send(self, sequence: int) -> None:
+        sent = time.monotonic()
+
+        def delivered(error: KafkaError | None, _message: Message) -> None:
+            if error is None:
+                self.acked.append(sequence)
+                self.latencies_ms.append((time.monotonic() - sent) * 1000)
+            else:
+                self.failures[error.str()] += 1
+
+        while True:
+            try:
+                self._producer.produce(self._topic, str(sequence).encode(), on_delivery=delivered)
+                return
+            except BufferError:
+                self._producer.poll(0.05)  # queue full: let delivery reports drain it
+
+
+@dataclass(frozen=True)
+class ReadBack:
+    values: Counter[int]
+
+    def lost(self, acked: list[int]) -> list[int]:
+        return sorted(set(acked) - set(self.values))
+
+    def duplicated(self) -> list[int]:
+        return sorted(value for value, count in self.values.items() if count > 1)
+
+
+def read_back(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0) -> ReadBack:
+    """Every record of the topic, from the start to the end offsets of now (read_committed is not needed:
+    the producer is idempotent, not transactional)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "read-back", "enable.auto.commit": False})
+    try:
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1] for p in range(partitions)
+        }
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        values: Counter[int] = Counter()
+        positions = dict.fromkeys(range(partitions), 0)
+        deadline = time.monotonic() + timeout
+        while any(positions[p] < ends[p] for p in positions):
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"read {sum(values.values())} records of {topic}; positions {positions}, ends {ends}"
+                )
+            for message in consumer.consume(num_messages=1000, timeout=0.5):
+                if (error := message.error()) is not None:
+                    raise RuntimeError(f"reading {topic}: {error.str()}")
+                values[int(message.value() or b"-1")] += 1
+                positions[message.partition() or 0] = (message.offset() or 0) + 1
+        return ReadBack(values)
+    finally:
+        consumer.close()
+
+
+def percentile(values: list[float], fraction: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
