@@ -24,6 +24,7 @@ from pyspark.sql.types import StructType
 
 from kafkette.pipeline import offsets, planning
 from kafkette.pipeline.driver import DriverClient
+from kafkette.pipeline.offsets import OptionError
 from kafkette.pipeline.options import SourceOptions, parse_sink, parse_source
 from kafkette.pipeline.records import DataLossError, read_range, source_schema
 
@@ -94,7 +95,8 @@ class BatchReader(_Reading, DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         partitions = self.client.partitions()
         start = offsets.resolve(self.options.starting, partitions, self.client)
-        assert self.options.ending is not None
+        if self.options.ending is None:
+            raise OptionError("a batch read needs its ending offsets (parse_source sets them for batch reads)")
         end = offsets.resolve(self.options.ending, partitions, self.client)
         return self.plan(start, end)
 

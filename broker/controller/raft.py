@@ -481,19 +481,21 @@ class RaftNode:
         self._follower_deadline = now + self.timing.fetch_timeout_ms
 
     def _send_fetch(self, now: int) -> None:
-        assert self.leader_id is not None
+        leader = self.leader_id
+        if leader is None:
+            raise RuntimeError(f"node {self.node_id} fetches as a follower in epoch {self.epoch} without a leader")
         self._fetch_sent = now
         if self._snapshot_fetch is not None:
             snapshot_id, data = self._snapshot_fetch
             self._send(
-                self.leader_id,
+                leader,
                 m.FetchSnapshotRequest(self.epoch, self.node_id, snapshot_id, len(data), self.timing.fetch_max_bytes),
             )
             return
         request = m.FetchRequest(
             self.epoch, self.node_id, self.log.end_offset, self.log.last_epoch(), self.timing.fetch_max_wait_ms
         )
-        self._send(self.leader_id, request)
+        self._send(leader, request)
 
     def _from_my_leader(self, now: int, source: int, epoch: int, leader_id: int | None) -> bool:
         if self._is_stale(now, epoch, leader_id):

@@ -20,7 +20,7 @@ from kafkette.broker.controller.cluster_controller import NotControllerError
 from kafkette.broker.controller.quorum import QuorumController
 from kafkette.broker.net.client import BrokerClient
 from kafkette.broker.protocol.errors import ErrorCode, KafkaError
-from kafkette.broker.protocol.framing import decode_response, encode_request
+from kafkette.broker.protocol.framing import decode_response, encode_request, expect
 from kafkette.broker.protocol.messages import REQUESTS
 from kafkette.broker.protocol.messages.envelope_request import EnvelopeRequest
 from kafkette.broker.protocol.messages.envelope_response import EnvelopeResponse
@@ -33,18 +33,7 @@ RETRY_BACKOFF_S = 0.05
 # One attempt's wait for an answer (a lost connection ends it at once).
 ATTEMPT_TIMEOUT_S = 2.0
 LocalHandler = Callable[[Message, int], Awaitable[Message]]
-T = TypeVar("T")
-
-
-class UnexpectedResponseError(Exception):
-    """The controller answered a request with a message other than that request's response."""
-
-
-def expect(answer: Message, response_type: type[T]) -> T:
-    """``answer`` as the response type the request called for."""
-    if not isinstance(answer, response_type):
-        raise UnexpectedResponseError(f"expected {response_type.__name__}, got {type(answer).__name__}")
-    return answer
+T = TypeVar("T", bound=Message)
 
 
 def newest_version(body: Message) -> int:

@@ -16,8 +16,9 @@ import uuid
 from collections.abc import Callable
 
 from kafkette.broker.config import BrokerConfig
-from kafkette.broker.metadata.channel import ControllerChannel, expect
+from kafkette.broker.metadata.channel import ControllerChannel
 from kafkette.broker.protocol.errors import ErrorCode, KafkaError
+from kafkette.broker.protocol.framing import expect
 from kafkette.broker.protocol.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from kafkette.broker.protocol.messages.broker_heartbeat_response import BrokerHeartbeatResponse
 from kafkette.broker.protocol.messages.broker_registration_request import BrokerRegistrationRequest, Listener

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from kafkette.broker.metadata.channel import ControllerChannel, expect
+from kafkette.broker.metadata.channel import ControllerChannel
 from kafkette.broker.protocol.errors import ErrorCode, KafkaError
+from kafkette.broker.protocol.framing import expect
 from kafkette.broker.protocol.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
 from kafkette.broker.protocol.messages.allocate_producer_ids_response import AllocateProducerIdsResponse
 

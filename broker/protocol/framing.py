@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import TypeVar
 
 from kafkette.broker.protocol.codec import DecodeError, Splices, decode_from, encode_into
 from kafkette.broker.protocol.messages import REQUESTS, RESPONSES
@@ -14,6 +15,18 @@ from kafkette.broker.protocol.types import Message
 API_VERSIONS_KEY = 18
 _KEY_VERSION_CORRELATION = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
+M = TypeVar("M", bound=Message)
+
+
+class UnexpectedResponseError(Exception):
+    """A request was answered with a message other than that request's response."""
+
+
+def expect(answer: Message, response_type: type[M]) -> M:
+    """``answer`` as the response type the request called for."""
+    if not isinstance(answer, response_type):
+        raise UnexpectedResponseError(f"expected {response_type.__name__}, got {type(answer).__name__}")
+    return answer
 
 
 class UnknownApiError(DecodeError):

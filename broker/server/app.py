@@ -17,14 +17,14 @@ from kafkette.broker.controller.quorum import QuorumController
 from kafkette.broker.controller.raft import Timing
 from kafkette.broker.group.coordinator import GroupCoordinator
 from kafkette.broker.metadata.catalog import TopicCatalog
-from kafkette.broker.metadata.channel import ControllerChannel, expect
+from kafkette.broker.metadata.channel import ControllerChannel
 from kafkette.broker.metadata.lifecycle import BrokerLifecycle
 from kafkette.broker.metadata.meta_properties import load_or_create
 from kafkette.broker.metadata.producer_ids import ProducerIdBlocks
 from kafkette.broker.net.connection import Connection, ConnectionAbort, Response, encode_later
 from kafkette.broker.protocol.codec import DecodeError
 from kafkette.broker.protocol.errors import ErrorCode
-from kafkette.broker.protocol.framing import API_VERSIONS_KEY, decode_request, encode_response, peek_header
+from kafkette.broker.protocol.framing import API_VERSIONS_KEY, decode_request, encode_response, expect, peek_header
 from kafkette.broker.protocol.messages import REQUESTS
 from kafkette.broker.protocol.messages.alter_partition_request import AlterPartitionRequest
 from kafkette.broker.protocol.messages.alter_partition_response import AlterPartitionResponse

@@ -43,12 +43,13 @@ def request_once(host: str, port: int, body: Message, version: int, timeout: flo
 
 def cluster_view(host: str, port: int, timeout: float) -> ClusterView:
     """The broker's Metadata for all topics; OSError (refused, timed out, closed) when it does not answer."""
+    from kafkette.broker.protocol.framing import expect
     from kafkette.broker.protocol.messages.metadata_request import MetadataRequest
     from kafkette.broker.protocol.messages.metadata_response import MetadataResponse
 
     request = MetadataRequest(topics=None, allow_auto_topic_creation=False)
-    response = request_once(host, port, request, METADATA_VERSION, timeout, "kafkette-local")
-    assert isinstance(response, MetadataResponse)
+    answer = request_once(host, port, request, METADATA_VERSION, timeout, "kafkette-local")
+    response = expect(answer, MetadataResponse)
     partitions = tuple(
         PartitionView(
             topic=topic.name or "",

@@ -133,9 +133,8 @@ def launch(cluster_dir: Path, state: ClusterState, node_id: int) -> ClusterState
 def signal_broker(cluster_dir: Path, state: ClusterState, node_id: int, signum: signal.Signals) -> bool:
     """Send `signum` to the broker if it runs; False when it was not running."""
     pid = state.broker(node_id).pid
-    if not broker_alive(cluster_dir, node_id, pid):
+    if pid is None or not broker_alive(cluster_dir, node_id, pid):
         return False
-    assert pid is not None
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signum)
     return True

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 
-from kafkette.broker.metadata.channel import expect
 from kafkette.broker.protocol.errors import ErrorCode, KafkaError
+from kafkette.broker.protocol.framing import expect
 from kafkette.broker.protocol.messages.create_partitions_request import CreatePartitionsRequest
 from kafkette.broker.protocol.messages.create_partitions_response import CreatePartitionsResponse
 from kafkette.broker.protocol.messages.create_topics_request import CreateTopicsRequest
