@@ -87,6 +87,7 @@ def _partitions(state: ClusterState, view: ClusterView) -> tuple[PartitionState,
 
 def topic_min_isr(state: ClusterState, brokers: Iterable[int], topics: Sequence[str]) -> dict[str, int]:
     """Each topic's effective min.insync.replicas (DescribeConfigs); a topic deleted meanwhile is left out."""
+    from kafkette.broker.protocol.framing import expect
     from kafkette.broker.protocol.messages.describe_configs_request import (
         DescribeConfigsRequest,
         DescribeConfigsResource,
@@ -101,8 +102,7 @@ def topic_min_isr(state: ClusterState, brokers: Iterable[int], topics: Sequence[
             for topic in topics
         ]
     )
-    response = _ask(state, brokers, request, 4)
-    assert isinstance(response, DescribeConfigsResponse)
+    response = expect(_ask(state, brokers, request, 4), DescribeConfigsResponse)
     return {
         result.resource_name: int(entry.value or "1")
         for result in response.results
@@ -127,6 +127,7 @@ def _ask(state: ClusterState, brokers: Iterable[int], request: Message, version:
 def elect_preferred(state: ClusterState, brokers: Iterable[int], partitions: Sequence[tuple[str, int]]) -> int:
     """ElectLeaders PREFERRED for `partitions` (through any broker: it forwards to the controller); returns how
     many moved. Partitions whose preferred replica cannot lead now are left as they are."""
+    from kafkette.broker.protocol.framing import expect
     from kafkette.broker.protocol.messages.elect_leaders_request import ElectLeadersRequest, TopicPartitions
     from kafkette.broker.protocol.messages.elect_leaders_response import ElectLeadersResponse
 
@@ -140,8 +141,7 @@ def elect_preferred(state: ClusterState, brokers: Iterable[int], partitions: Seq
         topic_partitions=[TopicPartitions(topic=t, partitions=p) for t, p in sorted(by_topic.items())],
         timeout_ms=int(runtime.PROBE_TIMEOUT * 1000),
     )
-    response = _ask(state, brokers, request, 2)
-    assert isinstance(response, ElectLeadersResponse)
+    response = expect(_ask(state, brokers, request, 2), ElectLeadersResponse)
     return sum(p.error_code == 0 for r in response.replica_election_results or () for p in r.partition_result or ())
 
 
