@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
+from waiting import wait_for_async
 
 from kafkette.broker.net.client import BrokerClient
 from kafkette.broker.net.connection import Connection, ConnectionAbort, Response, encode_later
@@ -26,6 +27,7 @@ class Peer:
     def __init__(self) -> None:
         self.release = asyncio.Event()
         self.connections = 0
+        self.held = 0  # "hold" requests received
 
     def dispatch(self, frame: bytearray, _connection: Any) -> Response | Awaitable[Response]:
         request = decode_request(memoryview(frame))
@@ -35,6 +37,7 @@ class Peer:
             raise ConnectionAbort("asked to drop")
         answer = ApiVersionsResponse(throttle_time_ms=int(body.client_software_version))
         if body.client_software_name == "hold":
+            self.held += 1
             return encode_later(self._later(answer), request.api_key, request.api_version, request.correlation_id)
         return encode_response(request.api_key, request.api_version, request.correlation_id, answer)
 
@@ -81,7 +84,7 @@ def test_a_timed_out_request_leaves_the_connection_to_the_next() -> None:
             with pytest.raises(TimeoutError):
                 await ask(client, "hold", 1, timeout_s=0.1)
             held = asyncio.ensure_future(ask(client, "hold", 2))
-            await asyncio.sleep(0.05)
+            await wait_for_async(lambda: peer.held == 2, "the second held request at the peer")
             peer.release.set()
             # The first answer arrives late and is dropped; the second reaches its caller.
             assert (await held).throttle_time_ms == 2
@@ -94,7 +97,7 @@ def test_a_lost_connection_fails_what_is_in_flight_and_the_next_request_reconnec
     async def body() -> None:
         async with peer_and_client() as (peer, client):
             held = asyncio.ensure_future(ask(client, "hold", 1))
-            await asyncio.sleep(0.05)
+            await wait_for_async(lambda: peer.held == 1, "the held request at the peer")
             with pytest.raises(ConnectionError):
                 await ask(client, "drop", 2)
             with pytest.raises(ConnectionError):
