@@ -110,9 +110,9 @@ def test_a_lost_connection_fails_what_is_in_flight_and_the_next_request_reconnec
 
 def test_closing_fails_what_is_in_flight() -> None:
     async def body() -> None:
-        async with peer_and_client() as (_peer, client):
+        async with peer_and_client() as (peer, client):
             held = asyncio.ensure_future(ask(client, "hold", 1))
-            await asyncio.sleep(0.05)
+            await wait_for_async(lambda: peer.held == 1, "the held request at the peer")
             await client.close()
             with pytest.raises(ConnectionError):
                 await asyncio.wait_for(held, 5)

@@ -49,7 +49,7 @@ def test_unclean_election_only_when_enabled(make_cluster: MakeCluster) -> None:
             code, leader, isr = partition_state(cluster, via)
             assert (code, leader) == (ErrorCode.LEADER_NOT_AVAILABLE, -1), (via, code, leader, isr)
             assert isr == [1], "the ISR keeps its last member"
-        time.sleep(0.5)
+        time.sleep(0.5)  # it stays offline the whole time: look again every half second
     assert produce_raw(cluster.port(2), TOPIC, 0, [b"refused"], acks=1) == ErrorCode.NOT_LEADER_OR_FOLLOWER
 
     # Unclean election allowed: the stale replica leads, alone in the ISR.
