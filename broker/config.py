@@ -10,10 +10,11 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
+from types import MappingProxyType
 from typing import Annotated, ClassVar, Literal, NamedTuple, Self
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
@@ -584,6 +585,114 @@ _TOPIC_KEYS: dict[str, _TopicKey] = {
 }
 
 
+# --- where a value comes from: static, dynamic (changed at run time), default -------------------------------
+
+
+class ConfigSource(IntEnum):
+    """DescribeConfigs' ConfigSource codes (response v1+), Kafka's numbering."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+
+
+# The broker keys that IncrementalAlterConfigs may change on a running cluster, per broker or as the cluster
+# default: as in Kafka, the highest-precedence broker synonym of each topic config (log.retention.ms, not
+# log.retention.hours). Each applies at once to every topic that does not override it.
+DYNAMIC_BROKER_KEYS: dict[str, str] = {key.broker_keys[0]: name for name, key in _TOPIC_KEYS.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class DynamicBrokerConfigs:
+    """Broker configs set at run time and kept in the metadata log: this broker's own (DYNAMIC_BROKER_CONFIG),
+    then the cluster-wide default (DYNAMIC_DEFAULT_BROKER_CONFIG); both outrank server.properties."""
+
+    broker: Mapping[str, str]
+    default: Mapping[str, str]
+
+    def lookup(self, key: str) -> list[Synonym]:
+        found = [Synonym(key, self.broker[key], ConfigSource.DYNAMIC_BROKER_CONFIG)] if key in self.broker else []
+        if key in self.default:
+            found.append(Synonym(key, self.default[key], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
+        return found
+
+
+NO_DYNAMIC_CONFIGS = DynamicBrokerConfigs(MappingProxyType({}), MappingProxyType({}))
+
+
+@dataclass(frozen=True, slots=True)
+class Synonym:
+    name: str
+    value: str | None
+    source: ConfigSource
+
+
+_BROKER_ATTRIBUTES = {spec.alias: name for name, spec in BrokerConfig.model_fields.items() if spec.alias}
+
+
+def broker_synonyms(broker: BrokerConfig, dynamic: DynamicBrokerConfigs, keys: Iterable[str]) -> list[Synonym]:
+    """Every value the broker keys have, highest precedence first: for each key in turn its dynamic values,
+    its server.properties value, its built-in default (keys without a default, like log.retention.ms, have
+    none)."""
+    synonyms = []
+    for key in keys:
+        synonyms += dynamic.lookup(key)
+        attribute = _BROKER_ATTRIBUTES[key]
+        value = getattr(broker, attribute)
+        if attribute in broker.model_fields_set:
+            synonyms.append(Synonym(key, format_value(value), ConfigSource.STATIC_BROKER_CONFIG))
+        elif BrokerConfig.model_fields[attribute].default is not None:
+            default = BrokerConfig.model_fields[attribute].default
+            synonyms.append(Synonym(key, format_value(default), ConfigSource.DEFAULT_CONFIG))
+    return synonyms
+
+
+def broker_key_group(key: str) -> tuple[str, ...]:
+    """The broker keys that set one value together with `key`, highest precedence first (log.retention.ms,
+    .minutes, .hours); just `key` for most."""
+    return next((k.broker_keys for k in _TOPIC_KEYS.values() if key in k.broker_keys), (key,))
+
+
+def broker_config_type(key: str) -> ConfigType:
+    """The ConfigType DescribeConfigs reports for a broker key, read off its field's bounds and Python type."""
+    if key in DYNAMIC_BROKER_KEYS:
+        return _TOPIC_KEYS[DYNAMIC_BROKER_KEYS[key]].config_type
+    spec = BrokerConfig.model_fields[_BROKER_ATTRIBUTES[key]]
+    # The Java integer widths appear only as the Le bound their aliases (Int, Short, Long) carry.
+    text = f"{spec.annotation!r} {spec.metadata!r}"
+    for marker, config_type in (
+        ("bool", ConfigType.BOOLEAN),
+        ("float", ConfigType.DOUBLE),
+        ("tuple", ConfigType.LIST),
+        (f"le={LONG_MAX})", ConfigType.LONG),
+        (f"le={INT_MAX})", ConfigType.INT),
+        (f"le={SHORT_MAX})", ConfigType.SHORT),
+    ):
+        if marker in text:
+            return config_type
+    return ConfigType.STRING
+
+
+def validate_dynamic_broker_configs(changes: Mapping[str, str | None]) -> dict[str, str]:
+    """Check broker configs set at run time (None deletes one); return the kept ones with trimmed values."""
+    for key in sorted(changes):
+        if key not in DYNAMIC_BROKER_KEYS:
+            kind = "a static broker config: it changes only with a restart" if key in _BROKER_ATTRIBUTES else "unknown"
+            raise ConfigError(f"{key} cannot be changed on a running broker ({kind})")
+    kept = {key: value.strip() for key, value in changes.items() if value is not None}
+    for key, value in kept.items():
+        topic_key = DYNAMIC_BROKER_KEYS[key]
+        try:
+            validate_topic_configs({topic_key: value})
+        except ConfigError as exc:
+            # Checked as the topic config it is the default of; the error names the key that was set.
+            raise ConfigError(str(exc).replace(topic_key, key, 1)) from None
+    return kept
+
+
 @dataclass(frozen=True, slots=True)
 class TopicConfigDefault:
     """What DescribeConfigs reports for a topic key that the topic does not override."""
@@ -593,6 +702,7 @@ class TopicConfigDefault:
     config_type: ConfigType
     broker_keys: tuple[str, ...]  # broker-level synonyms, highest precedence first
     set_by: str | None  # the broker key set in the broker's configuration (STATIC_BROKER_CONFIG), if any
+    synonyms: tuple[Synonym, ...] = ()  # the broker-level values, highest precedence first
     sensitive: bool = False
     read_only: bool = False
 
@@ -600,27 +710,40 @@ class TopicConfigDefault:
     def is_broker_synonym(self) -> bool:
         return bool(self.broker_keys)
 
+    @property
+    def source(self) -> ConfigSource:
+        """Where the value comes from: a dynamic broker config, server.properties, or the built-in default."""
+        return self.synonyms[0].source if self.synonyms else ConfigSource.DEFAULT_CONFIG
 
-def topic_config_defaults(broker: BrokerConfig) -> dict[str, TopicConfigDefault]:
-    """Every topic key with the default this broker gives it, sorted by key."""
+
+def topic_config_defaults(
+    broker: BrokerConfig, dynamic: DynamicBrokerConfigs = NO_DYNAMIC_CONFIGS
+) -> dict[str, TopicConfigDefault]:
+    """Every topic key with the default this broker gives it (its dynamic configs first), sorted by key."""
     explicit = {BrokerConfig.model_fields[name].alias for name in broker.model_fields_set}
     defaults: dict[str, TopicConfigDefault] = {}
     for name, key in sorted(_TOPIC_KEYS.items()):
         value = getattr(broker, key.broker_attribute)
+        live = dynamic.lookup(key.broker_keys[0])
         defaults[name] = TopicConfigDefault(
             name=name,
-            value=format_value(LONG_MAX if value is None else value),
+            value=live[0].value
+            if live and live[0].value is not None
+            else format_value(LONG_MAX if value is None else value),
             config_type=key.config_type,
             broker_keys=key.broker_keys,
             set_by=next((broker_key for broker_key in key.broker_keys if broker_key in explicit), None),
+            synonyms=tuple(broker_synonyms(broker, dynamic, key.broker_keys)),
         )
     return defaults
 
 
-def effective_topic_config(broker: BrokerConfig, overrides: Mapping[str, str]) -> TopicConfig:
-    """The typed configuration of a topic: the broker's defaults, then the topic's overrides."""
+def effective_topic_config(
+    broker: BrokerConfig, overrides: Mapping[str, str], dynamic: DynamicBrokerConfigs = NO_DYNAMIC_CONFIGS
+) -> TopicConfig:
+    """The typed configuration of a topic: the broker's defaults (dynamic ones first), then its overrides."""
     TopicConfig._check_keys(set(overrides))
-    defaults = {name: default.value for name, default in topic_config_defaults(broker).items()}
+    defaults = {name: default.value for name, default in topic_config_defaults(broker, dynamic).items()}
     return TopicConfig._from_strings({**defaults, **overrides}, {}, overrides)
 
 

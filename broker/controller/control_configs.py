@@ -1,9 +1,11 @@
-"""IncrementalAlterConfigs and AlterConfigs for topics, as ConfigRecords.
+"""IncrementalAlterConfigs and AlterConfigs for topics and brokers, as ConfigRecords.
 
-A topic's overrides are ``image.configs[(2, name)]``; a change is written as one
-ConfigRecord per key that changes (value None removes the override). Turning on
-unclean leader election also elects leaders for the topic's offline partitions,
-so the change takes effect without waiting for a broker to come back.
+A topic's overrides are ``image.configs[(2, name)]``; dynamic broker configs are
+``image.configs[(4, id)]`` for one broker and ``image.configs[(4, "")]`` for the
+cluster default. A change is written as one ConfigRecord per key that changes
+(value None removes it); brokers apply them as they replay the records, with no
+restart. Turning on unclean leader election also elects leaders for offline
+partitions, so the change takes effect without waiting for a broker to come back.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from enum import IntEnum
 from functools import reduce
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from kafkette.broker.config import DYNAMIC_BROKER_KEYS, ConfigError, validate_dynamic_broker_configs
 from kafkette.broker.controller.election import elect_offline, unclean_enabled
 from kafkette.broker.controller.image import ConfigResourceType, MetadataImage, replay
 from kafkette.broker.controller.records.config_record import ConfigRecord
@@ -35,8 +38,8 @@ if TYPE_CHECKING:
     from kafkette.broker.controller.control import ControllerSettings
 
 T = TypeVar("T")
-# Only cleanup.policy is a list among the topic configs this broker knows.
-LIST_KEYS = frozenset({"cleanup.policy"})
+# Only cleanup.policy (and its broker-level default) is a list among the configs that can be altered.
+LIST_KEYS = frozenset({"cleanup.policy", "log.cleanup.policy"})
 
 
 class AlterOp(IntEnum):
@@ -72,49 +75,71 @@ def apply_incremental(
     return updated
 
 
-def config_changes(name: str, before: Mapping[str, str], after: Mapping[str, str]) -> list[ConfigRecord]:
-    """One ConfigRecord per key whose override differs; None removes it."""
+def config_changes(
+    name: str, before: Mapping[str, str], after: Mapping[str, str], resource_type: int = ConfigResourceType.TOPIC
+) -> list[ConfigRecord]:
+    """One ConfigRecord per key whose value differs; None removes it."""
     keys = sorted(set(before) | set(after))
     return [
-        ConfigRecord(resource_type=ConfigResourceType.TOPIC, resource_name=name, name=key, value=after.get(key))
+        ConfigRecord(resource_type=resource_type, resource_name=name, name=key, value=after.get(key))
         for key in keys
         if before.get(key) != after.get(key)
     ]
 
 
-def _topic_overrides(image: MetadataImage, resource_type: int, name: str) -> dict[str, str]:
+def _current(image: MetadataImage, resource_type: int, name: str) -> dict[str, str]:
+    """The resource's configs as the metadata log holds them; KafkaError for a resource that cannot be altered."""
+    if resource_type == ConfigResourceType.TOPIC:
+        if image.topic_by_name(name) is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic '{name}' does not exist")
+        return dict(image.topic_configs(name))
     if resource_type == ConfigResourceType.BROKER:
-        raise KafkaError(ErrorCode.INVALID_REQUEST, "broker configs are static; they cannot be altered in a cluster")
-    if resource_type != ConfigResourceType.TOPIC:
-        raise KafkaError(ErrorCode.INVALID_REQUEST, f"configs of resource type {resource_type} cannot be altered")
-    if image.topic_by_name(name) is None:
-        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic '{name}' does not exist")
-    return dict(image.topic_configs(name))
+        if name and not name.isdigit():
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"'{name}' is not a broker id (empty: the cluster default)")
+        return dict(image.configs.get((resource_type, name), {}))
+    raise KafkaError(ErrorCode.INVALID_REQUEST, f"configs of resource type {resource_type} cannot be altered")
 
 
-def _elections_after(image: MetadataImage, name: str, settings: ControllerSettings) -> list[Message]:
-    """With unclean election on for the topic, leaders for its offline partitions from live replicas."""
-    if not unclean_enabled(image, name, settings.unclean_leader_election_enable):
-        return []
-    topic = image.topic_by_name(name)
-    if topic is None:
-        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic '{name}' does not exist")
-    partitions = [(topic.topic_id, index) for index in sorted(topic.partitions)]
-    return list(elect_offline(image, partitions, settings.unclean_leader_election_enable))
+def _checked(resource_type: int, values: Mapping[str, str | None]) -> dict[str, str]:
+    if resource_type == ConfigResourceType.TOPIC:
+        return checked_configs(values)
+    try:
+        return validate_dynamic_broker_configs(values)
+    except ConfigError as exc:
+        raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from exc
+
+
+def _elections_after(
+    image: MetadataImage, resource_type: int, name: str, settings: ControllerSettings
+) -> list[Message]:
+    """With unclean election now on for a topic (or for all, through the cluster default), leaders for its
+    offline partitions from live replicas."""
+    if resource_type == ConfigResourceType.TOPIC:
+        topics = [topic] if (topic := image.topic_by_name(name)) is not None else []
+    else:
+        topics = list(image.topics.values())
+    partitions = [
+        (topic.topic_id, index)
+        for topic in topics
+        if unclean_enabled(image, topic.name, settings.unclean_leader_election_enable)
+        for index in sorted(topic.partitions)
+    ]
+    return list(elect_offline(image, partitions, settings.unclean_leader_election_enable)) if partitions else []
 
 
 def _alter(
     image: MetadataImage,
     resource: Any,
-    new_overrides: Callable[[Any, dict[str, str]], dict[str, str | None]],
+    new_values: Callable[[Any, dict[str, str]], dict[str, str | None]],
     settings: ControllerSettings,
 ) -> list[Message]:
-    """The records replacing the topic's overrides with ``new_overrides(resource, current)``; KafkaError if refused."""
-    before = _topic_overrides(image, resource.resource_type, resource.resource_name)
-    after = checked_configs(new_overrides(resource, before))
-    records: list[Message] = list(config_changes(resource.resource_name, before, after))
+    """The records replacing the resource's configs with ``new_values(resource, current)``; KafkaError if refused."""
+    kind, name = resource.resource_type, resource.resource_name
+    before = _current(image, kind, name)
+    after = _checked(kind, new_values(resource, before))
+    records: list[Message] = list(config_changes(name, before, after, kind))
     changed = reduce(replay, records, image)
-    return records + _elections_after(changed, resource.resource_name, settings)
+    return records + _elections_after(changed, kind, name, settings)
 
 
 def _each_resource(
@@ -150,11 +175,15 @@ def _each_resource(
 
 
 def _incremental(settings: ControllerSettings) -> Callable[[Any, dict[str, str]], dict[str, str | None]]:
+    # APPEND and SUBTRACT on a broker key start from the static default of the topic config it stands for.
+    broker_defaults = {
+        key: settings.topic_defaults.get(topic_key, "") for key, topic_key in DYNAMIC_BROKER_KEYS.items()
+    }
+
     def overrides(resource: Any, current: dict[str, str]) -> dict[str, str | None]:
+        defaults = settings.topic_defaults if resource.resource_type == ConfigResourceType.TOPIC else broker_defaults
         for change in resource.configs:
-            current = apply_incremental(
-                current, settings.topic_defaults, change.name, change.config_operation, change.value
-            )
+            current = apply_incremental(current, defaults, change.name, change.config_operation, change.value)
         return dict(current)
 
     return overrides
@@ -163,7 +192,7 @@ def _incremental(settings: ControllerSettings) -> Callable[[Any, dict[str, str]]
 def incremental_alter_configs(
     image: MetadataImage, request: IncrementalAlterConfigsRequest, settings: ControllerSettings
 ) -> tuple[list[Message], IncrementalAlterConfigsResponse]:
-    """SET/DELETE/APPEND/SUBTRACT on topic overrides; broker resources are refused (INVALID_REQUEST)."""
+    """SET/DELETE/APPEND/SUBTRACT on topic overrides and dynamic broker configs (one broker's or the default)."""
     records, results = _each_resource(
         image, request.resources, request.validate_only, settings, _incremental(settings), AlterConfigsResourceResponse
     )
@@ -178,7 +207,7 @@ def _replacement(resource: Any, current: dict[str, str]) -> dict[str, str | None
 def alter_configs(
     image: MetadataImage, request: AlterConfigsRequest, settings: ControllerSettings
 ) -> tuple[list[Message], AlterConfigsResponse]:
-    """Replace topic overrides wholesale (legacy AlterConfigs); broker resources are refused."""
+    """Replace topic overrides or dynamic broker configs wholesale (legacy AlterConfigs)."""
     records, results = _each_resource(
         image, request.resources, request.validate_only, settings, _replacement, LegacyResourceResponse
     )

@@ -18,8 +18,11 @@ UNCLEAN_KEY = "unclean.leader.election.enable"
 
 
 def unclean_enabled(image: MetadataImage, topic_name: str, default: bool) -> bool:
-    """The topic's unclean.leader.election.enable: its override if any, else the broker default."""
+    """The topic's unclean.leader.election.enable: its override if any, else the cluster-wide dynamic default
+    (a BROKER resource named ""), else the controller's static config."""
     value = image.topic_configs(topic_name).get(UNCLEAN_KEY)
+    if value is None:
+        value = image.broker_configs(-1).default.get(UNCLEAN_KEY)
     return default if value is None else value.strip().lower() == "true"
 
 

@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import TypeVar
 from uuid import UUID
 
+from kafkette.broker.config import DynamicBrokerConfigs
 from kafkette.broker.controller.records.broker_registration_change_record import BrokerRegistrationChangeRecord
 from kafkette.broker.controller.records.config_record import ConfigRecord
 from kafkette.broker.controller.records.feature_level_record import FeatureLevelRecord
@@ -102,6 +103,13 @@ class MetadataImage:
     def topic_configs(self, name: str) -> Mapping[str, str]:
         """The topic's config overrides (not the broker defaults)."""
         return self.configs.get((ConfigResourceType.TOPIC, name), _NO_CONFIGS)
+
+    def broker_configs(self, node_id: int) -> DynamicBrokerConfigs:
+        """Broker configs changed at run time that apply to `node_id`: its own, then the cluster default."""
+        return DynamicBrokerConfigs(
+            self.configs.get((ConfigResourceType.BROKER, str(node_id)), _NO_CONFIGS),
+            self.configs.get((ConfigResourceType.BROKER, ""), _NO_CONFIGS),
+        )
 
     def topic_by_name(self, name: str) -> TopicImage | None:
         return next((t for t in self.topics.values() if t.name == name), None)

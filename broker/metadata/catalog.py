@@ -76,7 +76,7 @@ class TopicCatalog:
         return self._by_id.get(topic_id)
 
     def topic_config(self, topic: TopicInfo) -> TopicConfig:
-        return effective_topic_config(self.config, topic.configs)
+        return effective_topic_config(self.config, topic.configs, self.image.broker_configs(self.config.node_id))
 
     # -- partitions -----------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 
-from kafkette.broker.config import BrokerConfig, effective_topic_config
+from kafkette.broker.config import BrokerConfig, DynamicBrokerConfigs, effective_topic_config
 from kafkette.broker.controller.image import MetadataImage, PartitionImage, TopicImage
 from kafkette.broker.protocol.errors import ErrorCode
 from kafkette.broker.protocol.messages.alter_partition_request import (
@@ -42,6 +42,7 @@ PartitionKey = tuple[str, int]
 @dataclass(frozen=True, slots=True)
 class _TopicSettings:
     overrides: dict[str, str]
+    dynamic: DynamicBrokerConfigs  # broker configs changed at run time: the topic's defaults
     log_config: LogConfig
     settings: PartitionSettings
     min_insync_replicas: int
@@ -107,12 +108,14 @@ class ReplicaManager:
 
     def _settings_of(self, image: MetadataImage, topic: str) -> _TopicSettings:
         overrides = dict(image.topic_configs(topic))
+        dynamic = image.broker_configs(self.node_id)
         cached = self._topic_settings.get(topic)
-        if cached is not None and cached.overrides == overrides:
+        if cached is not None and cached.overrides == overrides and cached.dynamic == dynamic:
             return cached
-        effective = effective_topic_config(self.config, overrides)
+        effective = effective_topic_config(self.config, overrides, dynamic)
         settings = _TopicSettings(
             overrides,
+            dynamic,
             log_config_of(effective),
             partition_settings_of(effective),
             effective.min_insync_replicas,

@@ -1,4 +1,4 @@
-"""IncrementalAlterConfigs and AlterConfigs on topics, and unclean election turned on by config."""
+"""IncrementalAlterConfigs and AlterConfigs on topics and brokers, and unclean election turned on by config."""
 
 from __future__ import annotations
 
@@ -68,7 +68,12 @@ def test_set_delete_append_subtract() -> None:
         (_incremental("t", ("retention.ms", AlterOp.APPEND, "1")), ErrorCode.INVALID_CONFIG),
         (_incremental("t", ("retention.ms", 9, "1")), ErrorCode.INVALID_REQUEST),
         (_incremental("nope", ("retention.ms", AlterOp.SET, "1")), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
-        (_incremental("0", ("log.retention.ms", AlterOp.SET, "1"), resource_type=4), ErrorCode.INVALID_REQUEST),
+        (_incremental("0", ("log.dirs", AlterOp.SET, "/elsewhere"), resource_type=4), ErrorCode.INVALID_CONFIG),
+        (_incremental("", ("log.retention.hours", AlterOp.SET, "1"), resource_type=4), ErrorCode.INVALID_CONFIG),
+        (_incremental("0", ("no.such.key", AlterOp.SET, "1"), resource_type=4), ErrorCode.INVALID_CONFIG),
+        (_incremental("", ("log.retention.ms", AlterOp.SET, "soon"), resource_type=4), ErrorCode.INVALID_CONFIG),
+        (_incremental("b0", ("log.retention.ms", AlterOp.SET, "1"), resource_type=4), ErrorCode.INVALID_REQUEST),
+        (_incremental("t", ("retention.ms", AlterOp.SET, "1"), resource_type=8), ErrorCode.INVALID_REQUEST),
     ],
 )
 def test_refused_changes_write_nothing(request_: IncrementalAlterConfigsRequest, code: ErrorCode) -> None:
@@ -104,7 +109,26 @@ def test_apply_incremental_appends_to_the_broker_default() -> None:
         apply_incremental({}, {}, "retention.ms", AlterOp.SUBTRACT, "1")
 
 
-def test_enabling_unclean_election_elects_the_out_of_sync_live_replica() -> None:
+def test_dynamic_broker_configs_per_broker_and_cluster_default() -> None:
+    cluster = Cluster(1)
+    for name, value in (("0", "1000"), ("", "2000")):
+        request = _incremental(name, ("log.retention.ms", AlterOp.SET, f" {value} "), resource_type=4)
+        assert cluster.run(incremental_alter_configs(cluster.image, request, SETTINGS)).responses[0].error_code == 0
+    assert cluster.image.configs[(4, "0")] == {"log.retention.ms": "1000"}
+    dynamic = cluster.image.broker_configs(0)
+    assert (dynamic.broker, dynamic.default) == ({"log.retention.ms": "1000"}, {"log.retention.ms": "2000"})
+    assert cluster.image.broker_configs(1).broker == {}
+    # APPEND on the list key starts from the static default, as it does for a topic.
+    request = _incremental("", ("log.cleanup.policy", AlterOp.APPEND, "compact"), resource_type=4)
+    cluster.run(incremental_alter_configs(cluster.image, request, SETTINGS))
+    assert cluster.image.configs[(4, "")]["log.cleanup.policy"] == "delete,compact"
+    request = _incremental("0", ("log.retention.ms", AlterOp.DELETE, None), resource_type=4)
+    cluster.run(incremental_alter_configs(cluster.image, request, SETTINGS))
+    assert (4, "0") not in cluster.image.configs
+
+
+@pytest.mark.parametrize(("resource_type", "name"), [(2, "t"), (4, "")], ids=["topic", "cluster default"])
+def test_enabling_unclean_election_elects_the_out_of_sync_live_replica(resource_type: int, name: str) -> None:
     cluster = Cluster(2)
     topic_id = cluster.create("t", assignments=[[0, 1]])
     shrink = PartitionData(partition_index=0, leader_epoch=0, partition_epoch=0, new_isr=[0])
@@ -117,7 +141,7 @@ def test_enabling_unclean_election_elects_the_out_of_sync_live_replica() -> None
     beat = BrokerHeartbeatRequest(broker_id=1, broker_epoch=epoch_of(1))
     cluster.run(heartbeat(cluster.image, beat, True, SETTINGS))
     assert cluster.state("t")[0] == -1  # broker 1 is live but out of sync: unclean is off
-    request = _incremental("t", ("unclean.leader.election.enable", AlterOp.SET, "true"))
+    request = _incremental(name, ("unclean.leader.election.enable", AlterOp.SET, "true"), resource_type=resource_type)
     response = cluster.run(incremental_alter_configs(cluster.image, request, SETTINGS))
     assert response.responses[0].error_code == 0
     assert cluster.state("t") == (1, (1,), 2, 3)

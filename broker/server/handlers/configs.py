@@ -1,13 +1,28 @@
-"""DescribeConfigs, IncrementalAlterConfigs and AlterConfigs for topics (and describing the broker)."""
+"""DescribeConfigs, IncrementalAlterConfigs and AlterConfigs for topics and brokers.
+
+Describing reports each value with where it comes from, as Kafka does: a topic override (DYNAMIC_TOPIC_CONFIG),
+a broker config changed at run time for this broker (DYNAMIC_BROKER_CONFIG) or for all
+(DYNAMIC_DEFAULT_BROKER_CONFIG), server.properties (STATIC_BROKER_CONFIG) or the built-in default
+(DEFAULT_CONFIG), with the whole chain as synonyms. Altering goes through the active controller.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Iterable, Mapping
-from dataclasses import dataclass, field
-from enum import IntEnum
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
-from kafkette.broker.config import BrokerConfig, ConfigType, topic_config_defaults
+from kafkette.broker.config import (
+    DYNAMIC_BROKER_KEYS,
+    BrokerConfig,
+    ConfigSource,
+    ConfigType,
+    DynamicBrokerConfigs,
+    Synonym,
+    broker_config_type,
+    broker_key_group,
+    broker_synonyms,
+    topic_config_defaults,
+)
 from kafkette.broker.controller.image import ConfigResourceType
 from kafkette.broker.protocol.errors import ErrorCode
 from kafkette.broker.protocol.messages.alter_configs_request import AlterConfigsRequest
@@ -23,18 +38,8 @@ from kafkette.broker.protocol.messages.incremental_alter_configs_request import 
 from kafkette.broker.protocol.messages.incremental_alter_configs_response import IncrementalAlterConfigsResponse
 from kafkette.broker.server.context import RequestContext
 
-if TYPE_CHECKING:
-    from kafkette.broker.server.app import Broker
-
-
 # DescribeConfigs v0 has is_default instead of config_source.
 CONFIG_SOURCE_FROM_VERSION = 1
-
-
-class ConfigSource(IntEnum):
-    DYNAMIC_TOPIC_CONFIG = 1
-    STATIC_BROKER_CONFIG = 4
-    DEFAULT_CONFIG = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,31 +50,28 @@ class ConfigEntry:
     config_type: ConfigType
     read_only: bool = False
     is_sensitive: bool = False
-    synonyms: list[tuple[str, str | None, ConfigSource]] = field(default_factory=list)
+    synonyms: tuple[Synonym, ...] = ()
 
 
 def describe_topic_configs(
-    config: BrokerConfig, overrides: Mapping[str, str], keys: Iterable[str] | None, include_synonyms: bool
+    config: BrokerConfig,
+    overrides: Mapping[str, str],
+    keys: Iterable[str] | None,
+    dynamic: DynamicBrokerConfigs,
 ) -> list[ConfigEntry]:
-    defaults = topic_config_defaults(config)
     wanted = set(keys) if keys is not None else None
     entries = []
-    for name, default in defaults.items():
+    for name, default in topic_config_defaults(config, dynamic).items():
         if wanted is not None and name not in wanted:
             continue
-        broker_source = ConfigSource.STATIC_BROKER_CONFIG if default.set_by else ConfigSource.DEFAULT_CONFIG
-        synonyms: list[tuple[str, str | None, ConfigSource]] = []
-        if include_synonyms:
-            if name in overrides:
-                synonyms.append((name, overrides[name], ConfigSource.DYNAMIC_TOPIC_CONFIG))
-            if default.broker_keys:
-                synonyms.append((default.set_by or default.broker_keys[0], default.value, broker_source))
-        overridden = name in overrides
+        synonyms = default.synonyms
+        if name in overrides:
+            synonyms = (Synonym(name, overrides[name], ConfigSource.DYNAMIC_TOPIC_CONFIG), *synonyms)
         entries.append(
             ConfigEntry(
                 name=name,
-                value=overrides[name] if overridden else default.value,
-                config_source=ConfigSource.DYNAMIC_TOPIC_CONFIG if overridden else broker_source,
+                value=overrides.get(name, default.value),
+                config_source=synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG,
                 config_type=default.config_type,
                 read_only=default.read_only,
                 is_sensitive=default.sensitive,
@@ -79,27 +81,47 @@ def describe_topic_configs(
     return entries
 
 
-def _describe_broker(broker: Broker, keys: Iterable[str] | None) -> list[ConfigEntry]:
-    explicit = broker.config.model_fields_set
-    # Keys without a value are absent, which describes them as null.
-    properties = broker.config.to_properties()
+def describe_broker_configs(
+    config: BrokerConfig, dynamic: DynamicBrokerConfigs, keys: Iterable[str] | None
+) -> list[ConfigEntry]:
+    """Every broker key: its value with its source (null when it has none, like log.retention.ms unset), the
+    dynamic ones writable, the others read-only; synonyms span the key's group (log.retention.ms/.minutes/.hours)."""
     wanted = set(keys) if keys is not None else None
+    properties = config.to_properties()
     entries = []
-    for attribute, spec in type(broker.config).model_fields.items():
-        name = spec.alias or attribute
-        if wanted is not None and name not in wanted:
+    for spec in type(config).model_fields.values():
+        name = spec.alias
+        if name is None or (wanted is not None and name not in wanted):
             continue
-        source = ConfigSource.STATIC_BROKER_CONFIG if attribute in explicit else ConfigSource.DEFAULT_CONFIG
+        own = broker_synonyms(config, dynamic, [name])
+        value, source = (own[0].value, own[0].source) if own else (properties.get(name), ConfigSource.DEFAULT_CONFIG)
         entries.append(
             ConfigEntry(
                 name=name,
-                value=properties.get(name),
+                value=value,
                 config_source=source,
-                config_type=ConfigType.UNKNOWN,
-                read_only=True,
+                config_type=broker_config_type(name),
+                read_only=name not in DYNAMIC_BROKER_KEYS,
+                synonyms=tuple(broker_synonyms(config, dynamic, broker_key_group(name))),
             )
         )
     return entries
+
+
+def describe_cluster_defaults(dynamic: DynamicBrokerConfigs, keys: Iterable[str] | None) -> list[ConfigEntry]:
+    """The BROKER resource named "": only the cluster-wide dynamic defaults that are set, as Kafka lists them."""
+    wanted = set(keys) if keys is not None else None
+    return [
+        ConfigEntry(
+            name=name,
+            value=value,
+            config_source=ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+            config_type=broker_config_type(name),
+            synonyms=(Synonym(name, value, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),),
+        )
+        for name, value in sorted(dynamic.default.items())
+        if wanted is None or name in wanted
+    ]
 
 
 def _result_entry(entry: ConfigEntry, version: int, with_synonyms: bool) -> DescribeConfigsResourceResult:
@@ -110,9 +132,7 @@ def _result_entry(entry: ConfigEntry, version: int, with_synonyms: bool) -> Desc
         is_default=entry.config_source == ConfigSource.DEFAULT_CONFIG,
         config_source=entry.config_source if version >= CONFIG_SOURCE_FROM_VERSION else -1,
         is_sensitive=entry.is_sensitive,
-        synonyms=[
-            DescribeConfigsSynonym(name=name, value=value, source=source) for name, value, source in entry.synonyms
-        ]
+        synonyms=[DescribeConfigsSynonym(name=syn.name, value=syn.value, source=syn.source) for syn in entry.synonyms]
         if with_synonyms
         else [],
         config_type=entry.config_type,
@@ -121,6 +141,7 @@ def _result_entry(entry: ConfigEntry, version: int, with_synonyms: bool) -> Desc
 
 
 def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsRequest) -> DescribeConfigsResponse:
+    dynamic = ctx.broker.topics.image.broker_configs(ctx.broker.node_id)
     results = []
     for resource in request.resources:
         result = DescribeConfigsResult(
@@ -133,14 +154,11 @@ def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsRequest
                 result.error_message = f"topic '{resource.resource_name}' does not exist"
                 entries = []
             else:
-                entries = describe_topic_configs(
-                    ctx.broker.config, topic.configs, resource.configuration_keys, request.include_synonyms
-                )
-        elif resource.resource_type == ConfigResourceType.BROKER and resource.resource_name in (
-            "",
-            str(ctx.broker.node_id),
-        ):
-            entries = _describe_broker(ctx.broker, resource.configuration_keys)
+                entries = describe_topic_configs(ctx.broker.config, topic.configs, resource.configuration_keys, dynamic)
+        elif resource.resource_type == ConfigResourceType.BROKER and resource.resource_name == "":
+            entries = describe_cluster_defaults(dynamic, resource.configuration_keys)
+        elif resource.resource_type == ConfigResourceType.BROKER and resource.resource_name == str(ctx.broker.node_id):
+            entries = describe_broker_configs(ctx.broker.config, dynamic, resource.configuration_keys)
         else:
             result.error_code = ErrorCode.INVALID_REQUEST
             result.error_message = f"cannot describe resource type {resource.resource_type} '{resource.resource_name}'"

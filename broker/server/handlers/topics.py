@@ -47,6 +47,7 @@ async def forward_create_topics(ctx: RequestContext, request: CreateTopicsReques
 def _with_configs(ctx: RequestContext, request: CreateTopicsRequest, response: CreateTopicsResponse) -> None:
     """CreateTopics v5+ returns each new topic's configs: the broker's view of the overrides it was given."""
     overrides = {t.name: {c.name: c.value for c in t.configs if c.value is not None} for t in request.topics}
+    dynamic = ctx.broker.topics.image.broker_configs(ctx.broker.node_id)
     for result in response.topics:
         if result.error_code != ErrorCode.NONE:
             continue
@@ -58,7 +59,7 @@ def _with_configs(ctx: RequestContext, request: CreateTopicsRequest, response: C
                 config_source=entry.config_source,
                 is_sensitive=entry.is_sensitive,
             )
-            for entry in describe_topic_configs(ctx.broker.config, overrides.get(result.name, {}), None, False)
+            for entry in describe_topic_configs(ctx.broker.config, overrides.get(result.name, {}), None, dynamic)
         ]
 
 
