@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+from waiting import WaitTimeout, wait_for
+
 from kafkette.broker.protocol.batch import parse_header, peek_length
 from kafkette.operator.local import plan, runtime
 from kafkette.operator.local.plan import ClusterState, ClusterView
@@ -327,13 +329,20 @@ def sickness(state: ClusterState, cluster_dir: Path, topic: str | None) -> str |
     return None
 
 
+class Sick(Exception):
+    """What keeps the cluster from being healthy: raised while waiting, so a timeout reports the last of it."""
+
+
 def wait_healthy(state: ClusterState, cluster_dir: Path, topic: str | None, timeout: float) -> float:
-    """Seconds it took; raises TimeoutError saying what stayed wrong when it did not heal in time."""
+    """Seconds it took; WaitTimeout saying what stayed wrong when it did not heal in time."""
     start = time.monotonic()
-    while (problem := sickness(state, cluster_dir, topic)) is not None:
-        if time.monotonic() - start > timeout:
-            raise TimeoutError(f"cluster not healthy within {timeout:g} s: {problem}")
-        time.sleep(0.5)
+
+    def healthy() -> bool:
+        if (problem := sickness(state, cluster_dir, topic)) is not None:
+            raise Sick(problem)
+        return True
+
+    wait_for(healthy, "a healthy cluster", timeout, 0.5, ignoring=(Sick,))
     return time.monotonic() - start
 
 
@@ -450,7 +459,7 @@ def run_chaos(cluster_dir: Path, config: ChaosConfig) -> ChaosReport:
         producers.start()
         try:
             inject_faults(cluster_dir, state, config, monitor, report)
-        except TimeoutError as exc:
+        except (TimeoutError, WaitTimeout) as exc:
             raise TimeoutError(f"{exc} (seed {config.seed}, faults so far {report.faults})") from exc
         finally:
             producers.stop()
