@@ -35,6 +35,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *   consume BOOTSTRAP TOPIC COUNT [TIMEOUT_SECONDS]
  *   compacted BOOTSTRAP TOPIC [TIMEOUT_SECONDS]
  *   group BOOTSTRAP TOPIC GROUP [ASSIGNOR [INSTANCE_ID]]
+ *   dynamic-default BOOTSTRAP TOPIC KEY VALUE TOPIC_KEY
  * </pre>
  *
  * <p>Prints one JSON summary line on stdout and exits 0, or describes the first problem on stderr
@@ -42,6 +43,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * and a digest of the record indices in offset order, so a caller can compare the two runs.
  * compacted reads a compacted topic (offsets with gaps) to its end and reports key to value.
  * group runs a group member until killed, printing events as JSON lines (see GroupMember).
+ * dynamic-default sets and deletes a cluster-wide dynamic broker config (see DynamicConfigs).
  *
  * <p>The records follow tests/clients/client_workload.py exactly; change both together.
  */
@@ -69,7 +71,8 @@ public final class ClientCheck {
       throw new IllegalArgumentException(
           "usage: produce|consume BOOTSTRAP TOPIC COUNT [TIMEOUT_SECONDS]"
               + " | compacted BOOTSTRAP TOPIC [TIMEOUT_SECONDS]"
-              + " | group BOOTSTRAP TOPIC GROUP [ASSIGNOR [INSTANCE_ID]]");
+              + " | group BOOTSTRAP TOPIC GROUP [ASSIGNOR [INSTANCE_ID]]"
+              + " | dynamic-default BOOTSTRAP TOPIC KEY VALUE TOPIC_KEY");
     }
     String bootstrap = args[1];
     String topic = args[2];
@@ -88,6 +91,9 @@ public final class ClientCheck {
             args.length > 4 ? args[4] : "default",
             args.length > 5 ? args[5] : null);
         return "";
+      case "dynamic-default":
+        return DynamicConfigs.run(
+            bootstrap, topic, args[3], args[4], args[5], Duration.ofSeconds(DEFAULT_TIMEOUT_SECONDS));
       default:
         throw new IllegalArgumentException("unknown mode: " + args[0]);
     }
