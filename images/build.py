@@ -29,11 +29,11 @@ import tarfile
 import tempfile
 import time
 import tomllib
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import distribution
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -51,7 +51,7 @@ SUITE = "bookworm"
 SITE_PACKAGES = "usr/local/lib/python3.11/dist-packages"
 PYTHON = ("python3", "python-is-python3")
 # Only the operator imports these (a test proves the broker and pipeline never do): the broker and Spark
-# images leave out their dependency closure, about 90 MB.
+# images leave out their dependency closure, about 140 MB unpacked.
 OPERATOR_ONLY = frozenset({"kopf", "kubernetes", "jinja2", "pyyaml"})
 SPARK_CACHE = "/opt/kafkette/cache"
 SPARK_ENTRYPOINT = "/usr/local/bin/kafkette-spark-entrypoint"
@@ -256,36 +256,50 @@ def pack(root: Path, key: str, comment: str) -> Layer:
     """A gzipped tar of the tree under `root` (owners and modes as on disk) as a blob, recorded under `key`."""
     staging = CACHE / "tmp" / f"{key}.tar.gz"
     staging.parent.mkdir(parents=True, exist_ok=True)
-    uncompressed = hashlib.sha256()
-    with staging.open("wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, compresslevel=6) as zipped:
-        hashing = _HashingWriter(zipped, uncompressed)
-        with tarfile.open(fileobj=hashing, mode="w|", format=tarfile.PAX_FORMAT) as archive:
-            for path in sorted_tree(root):
-                info = archive.gettarinfo(str(path), arcname=str(path.relative_to(root)))
-                info.uname = info.gname = ""
-                if info.isreg():
-                    with path.open("rb") as handle:
-                        archive.addfile(info, handle)
-                else:
-                    archive.addfile(info)
-    digest = "sha256:" + hashlib.sha256(staging.read_bytes()).hexdigest()
+    with staging.open("wb") as raw:
+        compressed = HashingWriter(raw)
+        with gzip.GzipFile(fileobj=compressed, mode="wb", mtime=0, compresslevel=6) as zipped:
+            uncompressed = HashingWriter(zipped)
+            write_tar(root, uncompressed)
+    digest = "sha256:" + compressed.hasher.hexdigest()
     target = blob_path(digest)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging.replace(target)
     created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    layer = Layer(digest, "sha256:" + uncompressed.hexdigest(), target.stat().st_size, hashing.length, comment, created)
+    diff_id = "sha256:" + uncompressed.hasher.hexdigest()
+    layer = Layer(digest, diff_id, compressed.length, uncompressed.length, comment, created)
     record = CACHE / "layers" / f"{key}.json"
     record.parent.mkdir(parents=True, exist_ok=True)
     record.write_text(json.dumps(layer.__dict__))
     return layer
 
 
-class _HashingWriter:
-    """Passes writes through, hashing them: the layer's diff id is the digest of the uncompressed tar."""
+def write_tar(root: Path, output: HashingWriter) -> None:
+    """The tree under `root` as a tar stream: numeric owners, modes and times as on disk, stable order."""
+    with tarfile.open(fileobj=output, mode="w|", format=tarfile.PAX_FORMAT) as archive:  # type: ignore[call-overload]
+        for path in sorted_tree(root):
+            info = archive.gettarinfo(str(path), arcname=str(path.relative_to(root)))
+            info.uname = info.gname = ""
+            if info.isreg():
+                with path.open("rb") as handle:
+                    archive.addfile(info, handle)
+            else:
+                archive.addfile(info)
 
-    def __init__(self, target: gzip.GzipFile, hasher: Any) -> None:
+
+class Writable(Protocol):
+    def write(self, data: bytes, /) -> int: ...
+
+    def flush(self) -> None: ...
+
+
+class HashingWriter:
+    """Passes writes through, hashing and counting them: a layer's digest is that of the gzip stream, its
+    diff id that of the tar inside."""
+
+    def __init__(self, target: Writable) -> None:
         self.target = target
-        self.hasher = hasher
+        self.hasher = hashlib.sha256()
         self.length = 0
 
     def write(self, data: bytes) -> int:
@@ -293,16 +307,16 @@ class _HashingWriter:
         self.length += len(data)
         return self.target.write(data)
 
+    def flush(self) -> None:
+        self.target.flush()
+
 
 def sorted_tree(root: Path) -> Iterator[Path]:
-    """Every entry below `root`, parents before children, in a stable order (hard links after their target)."""
+    """Every entry below `root`, parents before children, in a stable order (symlinked folders as links)."""
     for directory, subdirs, names in os.walk(root):
         subdirs.sort()
-        here = Path(directory)
         for name in sorted([*subdirs, *names]):
-            yield here / name
-        # os.walk does not descend into symlinked directories: they are listed above as links.
-        subdirs[:] = [name for name in subdirs if not (here / name).is_symlink()]
+            yield Path(directory) / name
 
 
 def layer(key: str, comment: str, make: Callable[[Path], None]) -> Layer:
@@ -320,7 +334,7 @@ def layer(key: str, comment: str, make: Callable[[Path], None]) -> Layer:
     return made
 
 
-def mmdebstrap_command(base: Base, target: Path) -> list[str]:
+def mmdebstrap_command(base: Base, target: Path, debs: Path) -> list[str]:
     user = base.user
     passwd = f"{user.name}:x:{user.uid}:{user.uid}::{user.home}:/usr/sbin/nologin"
     return [
@@ -337,11 +351,11 @@ def mmdebstrap_command(base: Base, target: Path) -> list[str]:
         # Downloaded packages are kept (outside the key) so a changed package list fetches only what is new.
         "--skip=download/empty",
         "--skip=essential/unlink",
-        f'--setup-hook=mkdir -p "$1"/var/cache/apt/archives {DEBS}',
-        f"--setup-hook=sync-in {DEBS} /var/cache/apt/archives",
+        f'--setup-hook=mkdir -p "$1"/var/cache/apt/archives {debs}',
+        f"--setup-hook=sync-in {debs} /var/cache/apt/archives",
         # The JRE's postinst links its man pages there and fails when the folder is missing.
         '--setup-hook=mkdir -p "$1"/usr/share/man/man1',
-        f"--customize-hook=sync-out /var/cache/apt/archives {DEBS}",
+        f"--customize-hook=sync-out /var/cache/apt/archives {debs}",
         # The essential variant has no useradd: the user's entries are written as useradd would.
         f"--customize-hook=echo '{passwd}' >> \"$1\"/etc/passwd",
         f"--customize-hook=echo '{user.name}:x:{user.uid}:' >> \"$1\"/etc/group",
@@ -354,12 +368,15 @@ def mmdebstrap_command(base: Base, target: Path) -> list[str]:
 
 
 def base_layer(base: Base) -> Layer:
-    command = mmdebstrap_command(base, Path("ROOT"))
+    # Keyed by what goes into the rootfs, not by where the cache lives.
+    command = mmdebstrap_command(base, Path("ROOT"), Path("DEBS"))
     key = "base-" + digest_of(RECIPE, *command, APT_SOURCES.read_text())
 
     def make(root: Path) -> None:
         root.rmdir()  # mmdebstrap wants to create its target itself
-        run(mmdebstrap_command(base, root))
+        made = subprocess.run(mmdebstrap_command(base, root, DEBS), capture_output=True, text=True)
+        if made.returncode != 0:
+            raise SystemExit(f"mmdebstrap failed:\n{made.stdout[-3000:]}{made.stderr[-3000:]}")
 
     return layer(key, f"debian {' '.join(base.packages)}", make)
 
@@ -432,10 +449,18 @@ def application_layer() -> Layer:
     key = "app-" + digest_of(RECIPE, content_hash(application_sources()))
 
     def make(root: Path) -> None:
+        # Built from a copy: setuptools' build/ folder in the clone would carry modules deleted since.
+        source = root.parent / "source"
+        for path in application_sources():
+            if path.is_dir():
+                shutil.copytree(path, source / path.name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            else:
+                source.mkdir(exist_ok=True)
+                shutil.copy2(path, source / path.name)
         wheels = root.parent / "wheels"
         environment = {**os.environ, "PYTHONPATH": str(build_tools())}
         wheel = [sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check", "--no-deps"]
-        run([*wheel, "--no-build-isolation", "--wheel-dir", str(wheels), str(REPO)], env=environment)
+        run([*wheel, "--no-build-isolation", "--wheel-dir", str(wheels), str(source)], env=environment)
         pip_install(root, [str(path) for path in wheels.glob("kafkette-*.whl")])
 
     return layer(key, "kafkette", make)
@@ -508,7 +533,7 @@ def manifest_descriptor(image: Image, tag: str, layers: list[Layer]) -> dict[str
     }
 
 
-def index(manifests: list[dict[str, Any]]) -> bytes:
+def index(manifests: Sequence[Mapping[str, Any]]) -> bytes:
     return json.dumps(
         {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": manifests},
         sort_keys=True,
@@ -517,7 +542,8 @@ def index(manifests: list[dict[str, Any]]) -> bytes:
 
 
 def write_layout(manifests: list[dict[str, Any]]) -> None:
-    """CACHE/oci as an OCI layout holding the three images (umoci and skopeo read it as it is)."""
+    """CACHE/oci as an OCI layout holding the three images: umoci and skopeo read it as it is, and a tar of
+    the folder is an archive `ctr images import` takes on any host."""
     layout = CACHE / "oci"
     (layout / "oci-layout").write_text(json.dumps({"imageLayoutVersion": "1.0.0"}))
     (layout / "index.json").write_bytes(index(manifests))
@@ -529,7 +555,7 @@ def blobs_of(manifest: Mapping[str, Any]) -> list[str]:
 
 
 def archive(manifest: Mapping[str, Any], path: Path, blobs: Iterable[str]) -> None:
-    """One image as an OCI archive with the given blobs (all of them, or those the importer lacks)."""
+    """One image as an OCI archive for `ctr images import`, with the blobs the importer lacks."""
     scratch = path.with_suffix(".tmp")
     with tarfile.open(scratch, "w", format=tarfile.PAX_FORMAT) as tar:
         for name, data in (("oci-layout", b'{"imageLayoutVersion":"1.0.0"}'), ("index.json", index([manifest]))):
@@ -647,15 +673,9 @@ def build_and_load(timer: Timer) -> int:
     prune(manifests)
     containerd = node_containerd()
     for item in built:
-        manifest = item.manifest
-        path = CACHE / f"{item.image.repository.replace('/', '-')}.oci.tar"
-        digest_file = path.with_suffix(".digest")
-        if not path.exists() or not digest_file.exists() or digest_file.read_text() != manifest["digest"]:
-            archive(manifest, path, blobs_of(manifest))
-            digest_file.write_text(manifest["digest"])
         line = f"{item.image.repository}:{tag} {item.summary()}"
         if containerd is not None:
-            line += ", imported" if load(manifest, containerd) else ", already in the node"
+            line += ", imported" if load(item.manifest, containerd) else ", already in the node"
         print(line, flush=True)
     if containerd is None:
         print(f"no node ({NODE_ENV} is missing): built only; `make node` and rerun to load the images")
