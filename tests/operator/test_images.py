@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -18,6 +19,8 @@ from typing import Any
 import pytest
 
 from kafkette.operator.crds import REPO
+from kafkette.operator.kube.render import render_cluster
+from kafkette.operator.resources import KafkaClusterSpec
 from kafkette.pipeline import connector
 
 DOCKERFILES = sorted((REPO / "images").glob("*/Dockerfile"))
@@ -128,9 +131,19 @@ def test_dependency_groups_are_disjoint_pins_of_the_venv() -> None:
     assert not {"pytest", "hypothesis", "ruff"} & (core.keys() | operator.keys() | spark.keys())
 
 
+def broker_pod_modules() -> list[str]:
+    """Modules the broker pods run with `python -m` (command and probes), as the operator renders them."""
+    objects = render_cluster("demo", "data", str(uuid.uuid4()), KafkaClusterSpec.model_validate({"rack": {}}))
+    text = json.dumps([item for item in objects if item["kind"] == "StatefulSet"])
+    return sorted(set(re.findall(r'"python", "-m", "([\w.]+)"', text)))
+
+
 def test_broker_and_pipeline_never_import_operator_only_packages() -> None:
     """The broker and Spark images leave out kopf, kubernetes, jinja2 and pyyaml: importing every broker and
-    pipeline module with those blocked proves they are not needed there."""
+    pipeline module, and the operator's helpers the broker pods run, with those blocked proves they are not
+    needed there."""
+    helpers = broker_pod_modules()
+    assert "kafkette.operator.kube.start" in helpers
     blocked = sorted(
         name
         for name, dists in importlib.metadata.packages_distributions().items()
@@ -145,6 +158,8 @@ for package in (kafkette.broker, kafkette.pipeline):
     for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
         if module.name != "kafkette.broker.testing" and not module.name.endswith("__main__"):
             importlib.import_module(module.name)
+for name in {helpers!r}:
+    importlib.import_module(name)
 """
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]
