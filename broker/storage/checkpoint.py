@@ -6,8 +6,9 @@ line per partition. Topic names cannot contain spaces, so splitting on spaces is
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from .errors import CorruptLogError
 from .files import atomic_write
@@ -15,31 +16,48 @@ from .naming import TopicPartition
 
 _VERSION = 0
 
+T = TypeVar("T")
+
+
+def write_checkpoint(path: Path, rows: Sequence[str]) -> None:
+    """Kafka's checkpoint text, replaced atomically: the version, the row count, then one row a line."""
+    atomic_write(path, ("\n".join([str(_VERSION), str(len(rows)), *rows]) + "\n").encode())
+
+
+def read_checkpoint(path: Path, parse: Callable[[list[str]], T], what: str) -> T | None:
+    """``parse`` of the rows of the checkpoint ``path``; None when it does not exist.
+
+    CorruptLogError (naming ``what``) when the file or, as ``parse`` finds by raising ValueError, a row is
+    malformed.
+    """
+    try:
+        lines = path.read_text().splitlines()
+        version, count = int(lines[0]), int(lines[1])
+        if version != _VERSION:
+            raise ValueError(f"unknown version {version}")
+        rows = lines[2:]
+        if len(rows) != count:
+            raise ValueError(f"{count} entries declared, {len(rows)} present")
+        return parse(rows)
+    except FileNotFoundError:
+        return None
+    except (IndexError, ValueError, TypeError) as exc:  # UnicodeDecodeError is a ValueError
+        raise CorruptLogError(f"malformed {what} {path}: {exc}") from exc
+
 
 def write_offset_checkpoint(path: Path, offsets: Mapping[TopicPartition, int]) -> None:
-    lines = [str(_VERSION), str(len(offsets))]
-    lines.extend(f"{tp.topic} {tp.partition} {offset}" for tp, offset in sorted(offsets.items()))
-    atomic_write(path, ("\n".join(lines) + "\n").encode())
+    write_checkpoint(path, [f"{tp.topic} {tp.partition} {offset}" for tp, offset in sorted(offsets.items())])
+
+
+def _offsets(rows: list[str]) -> dict[TopicPartition, int]:
+    offsets: dict[TopicPartition, int] = {}
+    for row in rows:
+        topic, partition, offset = row.split(" ")
+        offsets[TopicPartition(topic, int(partition))] = int(offset)
+    return offsets
 
 
 def read_offset_checkpoint(path: Path) -> dict[TopicPartition, int]:
     """The offsets in ``path``; empty when it does not exist; CorruptLogError when malformed."""
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return {}
-    lines = text.splitlines()
-    try:
-        version, count = int(lines[0]), int(lines[1])
-        if version != _VERSION:
-            raise ValueError(f"unknown version {version}")
-        entries = lines[2:]
-        if len(entries) != count:
-            raise ValueError(f"{count} entries declared, {len(entries)} present")
-        offsets: dict[TopicPartition, int] = {}
-        for line in entries:
-            topic, partition, offset = line.split(" ")
-            offsets[TopicPartition(topic, int(partition))] = int(offset)
-    except (IndexError, ValueError) as exc:
-        raise CorruptLogError(f"malformed checkpoint {path}: {exc}") from exc
-    return offsets
+    offsets = read_checkpoint(path, _offsets, "checkpoint")
+    return offsets if offsets is not None else {}

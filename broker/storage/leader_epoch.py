@@ -19,8 +19,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import NamedTuple
 
-from .errors import CorruptLogError
-from .files import atomic_write
+from .checkpoint import read_checkpoint, write_checkpoint
 
 logger = logging.getLogger(__name__)
 
@@ -28,8 +27,6 @@ LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 # Kafka's UNDEFINED_EPOCH and UNDEFINED_EPOCH_OFFSET: the answer when no epoch qualifies.
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
-
-_VERSION = 0
 
 
 class EpochEntry(NamedTuple):
@@ -46,32 +43,19 @@ def _start_of(entry: EpochEntry) -> int:
 
 
 def write_leader_epoch_checkpoint(path: Path, entries: Iterable[EpochEntry]) -> None:
-    rows = [f"{entry.epoch} {entry.start_offset}" for entry in entries]
-    atomic_write(path, ("\n".join([str(_VERSION), str(len(rows)), *rows]) + "\n").encode())
+    write_checkpoint(path, [f"{entry.epoch} {entry.start_offset}" for entry in entries])
+
+
+def _entries(rows: list[str]) -> list[EpochEntry]:
+    # Kafka splits on any whitespace.
+    entries = [EpochEntry(*map(int, row.split())) for row in rows]
+    _check_monotonic(entries)
+    return entries
 
 
 def read_leader_epoch_checkpoint(path: Path) -> list[EpochEntry] | None:
     """The entries in ``path``; None when it does not exist; CorruptLogError when malformed."""
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return None
-    except UnicodeDecodeError as exc:
-        raise CorruptLogError(f"malformed leader epoch checkpoint {path}: {exc}") from exc
-    lines = text.splitlines()
-    try:
-        version, count = int(lines[0]), int(lines[1])
-        if version != _VERSION:
-            raise ValueError(f"unknown version {version}")
-        rows = lines[2:]
-        if len(rows) != count:
-            raise ValueError(f"{count} entries declared, {len(rows)} present")
-        # Kafka splits on any whitespace.
-        entries = [EpochEntry(*map(int, row.split())) for row in rows]
-        _check_monotonic(entries)
-    except (IndexError, ValueError, TypeError) as exc:
-        raise CorruptLogError(f"malformed leader epoch checkpoint {path}: {exc}") from exc
-    return entries
+    return read_checkpoint(path, _entries, "leader epoch checkpoint")
 
 
 def _check_monotonic(entries: list[EpochEntry]) -> None:
