@@ -35,6 +35,7 @@ from kafkette.broker.protocol.messages.envelope_request import EnvelopeRequest
 from kafkette.broker.protocol.messages.envelope_response import EnvelopeResponse
 from kafkette.broker.protocol.messages.incremental_alter_configs_request import IncrementalAlterConfigsRequest
 from kafkette.broker.protocol.types import Message
+from kafkette.broker.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -81,10 +82,7 @@ class ClusterController:
             self._tasks.append(asyncio.ensure_future(self._rebalance_leaders()))
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(*self._tasks)
 
     # -- requests -------------------------------------------------------------------------
 

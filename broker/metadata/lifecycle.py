@@ -10,7 +10,6 @@ controlled shutdown says when leadership has moved away so it may exit.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import uuid
 from collections.abc import Callable
@@ -23,6 +22,7 @@ from kafkette.broker.protocol.messages.broker_heartbeat_request import BrokerHea
 from kafkette.broker.protocol.messages.broker_heartbeat_response import BrokerHeartbeatResponse
 from kafkette.broker.protocol.messages.broker_registration_request import BrokerRegistrationRequest, Listener
 from kafkette.broker.protocol.messages.broker_registration_response import BrokerRegistrationResponse
+from kafkette.broker.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -79,10 +79,7 @@ class BrokerLifecycle:
 
     async def stop(self) -> None:
         self._stopping = True
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await cancel_and_wait(self._task)
 
     async def _register(self) -> None:
         host, port = self._advertised()

@@ -10,7 +10,6 @@ callers (Raft's timers, the fetcher's back-off, the controller channel's retries
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 import struct
@@ -22,6 +21,7 @@ from typing import TypeVar
 from kafkette.broker.net.frames import FrameReader, open_frame_connection
 from kafkette.broker.protocol.framing import decode_response, encode_request
 from kafkette.broker.protocol.types import Message
+from kafkette.broker.tasks import cancel_and_wait
 
 logger = logging.getLogger(__name__)
 
@@ -102,11 +102,7 @@ class BrokerClient:
 
     async def close(self) -> None:
         self.abort()
-        for task in (*self._sending, self._connecting, self._receiving):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        await cancel_and_wait(*self._sending, self._connecting, self._receiving)
 
     # --- the connection -------------------------------------------------------------------------
 

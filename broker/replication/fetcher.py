@@ -36,6 +36,7 @@ from kafkette.broker.protocol.messages.offset_for_leader_epoch_response import (
 from kafkette.broker.protocol.types import Message
 from kafkette.broker.replication.partition import Partition
 from kafkette.broker.storage.errors import InvalidAppendOffsetError, LogStorageError, OffsetOutOfRangeError
+from kafkette.broker.tasks import cancel_and_wait
 
 logger = logging.getLogger(__name__)
 
@@ -177,11 +178,8 @@ class ReplicaFetcher:
 
     async def stop(self) -> None:
         self._stopping = True
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
         self._disconnect()
 
     # -- the loop ---------------------------------------------------------------------------------

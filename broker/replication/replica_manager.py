@@ -9,7 +9,6 @@ offline. Leaders' ISR changes go to the controller as AlterPartition requests.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from kafkette.broker.replication.fetcher import ReplicaFetcher
 from kafkette.broker.replication.partition import Partition, PartitionSettings, monotonic_ms
 from kafkette.broker.replication.topic_settings import log_config_of, partition_settings_of
 from kafkette.broker.storage import LogConfig, LogManager
+from kafkette.broker.tasks import cancel_and_wait
 
 logger = logging.getLogger(__name__)
 
@@ -266,12 +266,7 @@ class ReplicaManager:
     async def stop(self) -> None:
         """Stop fetching and ISR upkeep; produces still waiting get NOT_LEADER_OR_FOLLOWER."""
         self._stopped = True
-        tasks = [task for task in (self._isr_checker, *self._requests) if task is not None]
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(self._isr_checker, *self._requests)
         self._isr_checker = None
         for fetcher in self._fetchers.values():
             await fetcher.stop()

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..protocol.batch import CorruptBatchError
+from ..tasks import cancel_and_wait
 from .cleaner import CleanerCheckpoint, clean_segments, cleanable_segment_count
 from .errors import StorageError
 from .files import remove_files
@@ -49,10 +50,7 @@ class LogHousekeeper:
 
         Files still named ``*.deleted`` are removed when the logs next open.
         """
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await cancel_and_wait(self._task)
         if self._pass is not None:
             with contextlib.suppress(Exception):
                 await self._pass
