@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 import uuid
 from pathlib import Path
 from types import ModuleType
@@ -140,8 +141,8 @@ def broker_pod_modules() -> list[str]:
 
 def test_broker_and_pipeline_never_import_operator_only_packages() -> None:
     """The broker and Spark images leave out kopf, kubernetes, jinja2 and pyyaml: importing every broker and
-    pipeline module, and the operator's helpers the broker pods run, with those blocked proves they are not
-    needed there."""
+    pipeline module and the operator's helpers the broker pods run, and starting the broker image's entrypoint
+    (`kafkette broker`), with those blocked proves they are not needed there."""
     helpers = broker_pod_modules()
     assert "kafkette.operator.kube.start" in helpers
     blocked = sorted(
@@ -149,6 +150,7 @@ def test_broker_and_pipeline_never_import_operator_only_packages() -> None:
         for name, dists in importlib.metadata.packages_distributions().items()
         if any(build.canonicalize_name(dist) in build.OPERATOR_ONLY for dist in dists)
     )
+    console_script = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]["kafkette"]
     script = f"""
 import importlib, pkgutil, sys
 for name in {blocked!r}:
@@ -160,6 +162,12 @@ for package in (kafkette.broker, kafkette.pipeline):
             importlib.import_module(module.name)
 for name in {helpers!r}:
     importlib.import_module(name)
+module, function = {console_script!r}.split(":")
+sys.argv = ["kafkette", "broker", "--help"]
+try:
+    getattr(importlib.import_module(module), function)()
+except SystemExit as exit:
+    assert not exit.code, exit.code
 """
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]
