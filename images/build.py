@@ -188,11 +188,11 @@ def files_under(root: Path) -> Iterator[Path]:
 
 
 def content_hash(paths: Iterable[Path]) -> str:
-    """Hash of the files' paths and bytes: what a layer built from them depends on."""
+    """Hash of the files' names (relative to the repository, or the bare name outside it) and bytes."""
     hasher = hashlib.sha256()
     for path in paths:
         for item in [path] if path.is_file() else files_under(path):
-            hasher.update(str(item.relative_to(REPO) if item.is_relative_to(REPO) else item).encode() + b"\0")
+            hasher.update(str(item.relative_to(REPO) if item.is_relative_to(REPO) else item.name).encode() + b"\0")
             hasher.update(hashlib.sha256(item.read_bytes()).digest())
     return hasher.hexdigest()
 
@@ -422,7 +422,8 @@ def pip_install(root: Path, arguments: list[str]) -> None:
 
 def dependency_layer(group: str, pins: Mapping[str, str]) -> Layer:
     requirements = [f"{name}=={version}" for name, version in sorted(pins.items())]
-    key = f"deps-{group}-" + digest_of(RECIPE, sys.version.split()[0][:4], *requirements)
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    key = f"deps-{group}-" + digest_of(RECIPE, python, *requirements)
     return layer(key, f"python dependencies ({group})", lambda root: pip_install(root, requirements))
 
 
