@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from uuid import UUID
 
 from kafkette.broker.protocol.types import EMPTY, Field, Message, Struct, in_range
+from kafkette.broker.protocol.varint import encode_uvarint as uvarint
 
 T = TypeVar("T", bound=Message)
 
@@ -47,21 +48,6 @@ NULL32 = INT32.pack(-1)
 
 class DecodeError(ValueError):
     """Bytes that do not form a valid message of the expected type and version."""
-
-
-# Unsigned varints of small values are precomputed: lengths, counts and tags are nearly always < 128.
-_UVARINT_SMALL = [bytes([n]) for n in range(128)]
-
-
-def uvarint(value: int) -> bytes:
-    if value < 128:
-        return _UVARINT_SMALL[value]
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
