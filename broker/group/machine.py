@@ -271,9 +271,7 @@ class GroupMachine:
         group.add(member)
         group.joined_during_delay = True
         self._schedule_session_expiry(now, group, member)
-        if group.state is not GroupState.PREPARING_REBALANCE:
-            self._prepare_rebalance(now, group, f"{member_id} joined")
-        self._maybe_complete_join(now, group)
+        self._rebalance_for_join(now, group, f"{member_id} joined")
         return None
 
     def _join_known_member(
@@ -286,9 +284,7 @@ class GroupMachine:
         if group.state is GroupState.STABLE and unchanged and member.member_id != group.leader:
             return group.join_result(member)
         self._update_member(member, request, ticket)
-        if group.state is not GroupState.PREPARING_REBALANCE:
-            self._prepare_rebalance(now, group, f"{member.member_id} rejoined")
-        self._maybe_complete_join(now, group)
+        self._rebalance_for_join(now, group, f"{member.member_id} rejoined")
         return None
 
     def _rejoin_static_member(
@@ -322,10 +318,7 @@ class GroupMachine:
             # A coordinator elected after a failover then knows the incarnation that runs, not the fenced one.
             self._write_group(group, rejoin)
             return None
-        if group.state is not GroupState.PREPARING_REBALANCE:
-            # In CompletingRebalance too: the leader may be assigning to the old member id.
-            self._prepare_rebalance(now, group, f"static member {request.instance_id} rejoined")
-        self._maybe_complete_join(now, group)
+        self._rebalance_for_join(now, group, f"static member {request.instance_id} rejoined")
         return None
 
     def _static_rejoin_stored(self, now: int, rejoin: _StaticRejoin, error: ErrorCode) -> JoinResult:
@@ -359,6 +352,13 @@ class GroupMachine:
         member.join_ticket = ticket
 
     # -- the rebalance ----------------------------------------------------------------------
+
+    def _rebalance_for_join(self, now: int, group: Group, reason: str) -> None:
+        """A join rebalances the group unless a rebalance is already preparing (from CompletingRebalance too,
+        as the leader may be assigning to a member id that just changed), and may complete it at once."""
+        if group.state is not GroupState.PREPARING_REBALANCE:
+            self._prepare_rebalance(now, group, reason)
+        self._maybe_complete_join(now, group)
 
     def _prepare_rebalance(self, now: int, group: Group, reason: str) -> None:
         if group.state is GroupState.COMPLETING_REBALANCE:
