@@ -24,6 +24,9 @@ from kafkette.broker.protocol.errors import ErrorCode
 from kafkette.broker.protocol.framing import Request, decode_request, encode_response
 from kafkette.broker.protocol.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
 from kafkette.broker.protocol.messages.alter_configs_request import AlterConfigsRequest
+from kafkette.broker.protocol.messages.alter_partition_reassignments_request import (
+    AlterPartitionReassignmentsRequest,
+)
 from kafkette.broker.protocol.messages.alter_partition_request import AlterPartitionRequest
 from kafkette.broker.protocol.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from kafkette.broker.protocol.messages.broker_registration_request import BrokerRegistrationRequest
@@ -34,6 +37,7 @@ from kafkette.broker.protocol.messages.elect_leaders_request import ElectLeaders
 from kafkette.broker.protocol.messages.envelope_request import EnvelopeRequest
 from kafkette.broker.protocol.messages.envelope_response import EnvelopeResponse
 from kafkette.broker.protocol.messages.incremental_alter_configs_request import IncrementalAlterConfigsRequest
+from kafkette.broker.protocol.messages.list_partition_reassignments_request import ListPartitionReassignmentsRequest
 from kafkette.broker.protocol.types import Message
 from kafkette.broker.tasks import cancel_and_wait
 
@@ -146,6 +150,10 @@ class ClusterController:
                 return control.alter_configs(image, body, settings)
             case ElectLeadersRequest():
                 return control.elect_leaders(image, body, settings)
+            case AlterPartitionReassignmentsRequest():
+                return control.alter_partition_reassignments(image, body)
+            case ListPartitionReassignmentsRequest():
+                return control.list_partition_reassignments(image, body)
             case AllocateProducerIdsRequest():
                 return control.allocate_producer_ids(image, body)
         raise ValueError(f"{type(body).__name__} is not a controller request")

@@ -9,6 +9,8 @@ modules by subject and are re-exported here as one surface:
 - brokers:    register_broker, heartbeat, fence_brokers, BrokerLiveness,
               allocate_producer_ids                             (control_brokers)
 - partitions: alter_partition, elect_leaders, preferred_leader_moves (control_partitions)
+- moves:      alter_partition_reassignments, list_partition_reassignments,
+              completed_reassignments                           (control_reassignments)
 """
 
 from __future__ import annotations
@@ -60,6 +62,11 @@ from kafkette.broker.controller.control_partitions import (  # noqa: E402
     elect_leaders,
     preferred_leader_moves,
 )
+from kafkette.broker.controller.control_reassignments import (  # noqa: E402
+    alter_partition_reassignments,
+    completed_reassignments,
+    list_partition_reassignments,
+)
 from kafkette.broker.controller.control_topics import create_partitions, create_topics, delete_topics  # noqa: E402
 
 __all__ = [
@@ -69,6 +76,8 @@ __all__ = [
     "allocate_producer_ids",
     "alter_configs",
     "alter_partition",
+    "alter_partition_reassignments",
+    "completed_reassignments",
     "create_partitions",
     "create_topics",
     "delete_topics",
@@ -76,6 +85,7 @@ __all__ = [
     "fence_brokers",
     "heartbeat",
     "incremental_alter_configs",
+    "list_partition_reassignments",
     "preferred_leader_moves",
     "register_broker",
 ]

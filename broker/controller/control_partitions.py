@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 from uuid import UUID
 
+from kafkette.broker.controller.control_reassignments import completed_reassignments
 from kafkette.broker.controller.election import (
     NO_LEADER,
     all_partitions,
@@ -91,22 +92,32 @@ def _check_leader(current: PartitionImage, broker_id: int, data: IsrRequest) -> 
 
 def _alter_one(
     image: MetadataImage, broker_id: int, topic: TopicImage, data: IsrRequest
-) -> tuple[PartitionChangeRecord | None, IsrResult]:
+) -> tuple[list[PartitionChangeRecord], IsrResult]:
+    """The ISR change, and the completion of the partition's reassignment when it brings the last target
+    replica in sync (the answer then shows the completed state)."""
     current = topic.partitions.get(data.partition_index)
     if current is None:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no partition {data.partition_index}")
     _check_leader(current, broker_id, data)
     isr = _requested_isr(image, current, data)
     record = change_record(topic.topic_id, data.partition_index, current, isr, current.leader)
-    after = current if record is None else replay(image, record).topics[topic.topic_id].partitions[data.partition_index]
-    result = IsrResult(
-        partition_index=data.partition_index,
+    if record is None:
+        return [], _isr_result(data.partition_index, current)
+    changed = replay(image, record)
+    records = [record, *completed_reassignments(changed, [(topic.topic_id, data.partition_index)])]
+    for done in records[1:]:
+        changed = replay(changed, done)
+    return records, _isr_result(data.partition_index, changed.topics[topic.topic_id].partitions[data.partition_index])
+
+
+def _isr_result(index: int, after: PartitionImage) -> IsrResult:
+    return IsrResult(
+        partition_index=index,
         leader_id=after.leader,
         leader_epoch=after.leader_epoch,
         isr=list(after.isr),
         partition_epoch=after.partition_epoch,
     )
-    return record, result
 
 
 def _alter_topic(
@@ -123,11 +134,11 @@ def _alter_topic(
         return image, result
     for data in request_topic.partitions:
         try:
-            record, partition_result = _alter_one(image, broker_id, image.topics[topic.topic_id], data)
+            changes, partition_result = _alter_one(image, broker_id, image.topics[topic.topic_id], data)
         except KafkaError as exc:
             partition_result = IsrResult(partition_index=data.partition_index, error_code=exc.code, leader_id=NO_LEADER)
-            record = None
-        if record is not None:
+            changes = []
+        for record in changes:
             records.append(record)
             image = replay(image, record)
         result.partitions.append(partition_result)

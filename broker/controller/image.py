@@ -82,6 +82,18 @@ class PartitionImage:
     leader: int
     leader_epoch: int
     partition_epoch: int
+    # An in-flight reassignment (KIP-455): replicas being added (catching up) and being removed (once they have).
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
+
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.adding or self.removing)
+
+    @property
+    def target(self) -> tuple[int, ...]:
+        """The replicas the partition ends with: all of them unless some are being removed."""
+        return tuple(r for r in self.replicas if r not in self.removing)
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +204,8 @@ def _change_partition(image: MetadataImage, record: PartitionChangeRecord) -> Me
         leader=record.leader if leader_moved else current.leader,
         leader_epoch=current.leader_epoch + 1 if leader_moved else current.leader_epoch,
         partition_epoch=current.partition_epoch + 1,
+        adding=current.adding if record.adding_replicas is None else tuple(record.adding_replicas),
+        removing=current.removing if record.removing_replicas is None else tuple(record.removing_replicas),
     )
     return _set_partition(image, record.topic_id, record.partition_id, changed)
 
@@ -221,7 +235,13 @@ def replay(image: MetadataImage, record: Message) -> MetadataImage:
             return replace(image, topics=_with(image.topics, record.topic_id, TopicImage(record.name, record.topic_id)))
         case PartitionRecord():
             partition = PartitionImage(
-                tuple(record.replicas), tuple(record.isr), record.leader, record.leader_epoch, record.partition_epoch
+                tuple(record.replicas),
+                tuple(record.isr),
+                record.leader,
+                record.leader_epoch,
+                record.partition_epoch,
+                tuple(record.adding_replicas),
+                tuple(record.removing_replicas),
             )
             return _set_partition(image, record.topic_id, record.partition_id, partition)
         case PartitionChangeRecord():
@@ -272,6 +292,8 @@ def image_records(image: MetadataImage) -> list[Message]:
                     leader=p.leader,
                     leader_epoch=p.leader_epoch,
                     partition_epoch=p.partition_epoch,
+                    adding_replicas=list(p.adding),
+                    removing_replicas=list(p.removing),
                 )
             )
     for (resource_type, resource_name), entries in sorted(image.configs.items()):

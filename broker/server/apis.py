@@ -34,11 +34,16 @@ from kafkette.broker.server.handlers.groups import (
     handle_sync_group,
 )
 from kafkette.broker.server.handlers.list_offsets import handle_list_offsets
+from kafkette.broker.server.handlers.log_dirs import handle_describe_log_dirs
 from kafkette.broker.server.handlers.metadata import handle_describe_cluster, handle_metadata
 from kafkette.broker.server.handlers.offset_for_leader_epoch import handle_offset_for_leader_epoch
 from kafkette.broker.server.handlers.offsets import handle_offset_commit, handle_offset_delete, handle_offset_fetch
 from kafkette.broker.server.handlers.produce import handle_produce
 from kafkette.broker.server.handlers.producer_ids import handle_init_producer_id
+from kafkette.broker.server.handlers.reassignments import (
+    handle_alter_partition_reassignments,
+    handle_list_partition_reassignments,
+)
 from kafkette.broker.server.handlers.topics import (
     handle_create_partitions,
     handle_create_topics,
@@ -102,10 +107,13 @@ APIS: dict[int, Api] = {
         _api(23, 2, handle_offset_for_leader_epoch),
         _api(32, 1, handle_describe_configs),
         _api(33, 0, handle_alter_configs),
+        _api(35, 1, handle_describe_log_dirs),
         _api(37, 0, handle_create_partitions),
         _api(42, 1, handle_delete_groups),
         _api(43, 0, handle_elect_leaders),
         _api(44, 0, handle_incremental_alter_configs),
+        _api(45, 0, handle_alter_partition_reassignments),
+        _api(46, 0, handle_list_partition_reassignments),
         _api(47, 0, handle_offset_delete),
         _api(60, 0, handle_describe_cluster),
     )
