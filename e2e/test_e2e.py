@@ -237,7 +237,7 @@ def test_every_resource_reports_health_by_kstatus(state: dict[str, Any]) -> None
     orphan = wait_until(stalled, timeout=60, what="topic/orphan to be Stalled")
     reason = condition(orphan, "Stalled")
     assert reason is not None and reason["reason"] and reason["message"]
-    kubectl("delete", "topic", "orphan", "consumergroup/idle", "-n", NAMESPACE, "--timeout=60s")
+    kubectl("delete", "topic/orphan", "consumergroup/idle", "-n", NAMESPACE, "--timeout=60s")
 
 
 def test_deleting_the_cluster_removes_pods_and_services_and_keeps_claims() -> None:
