@@ -152,6 +152,30 @@ def plan_cluster(
     )
 
 
+def resized(state: ClusterState, brokers: int) -> ClusterState:
+    """The layout with `brokers` brokers: new ones (the next ids, ports and racks as `kafkette up` would give
+    them) join as observers, and shrinking drops the highest ids. The voters stay as they are: the quorum's
+    membership is fixed when the cluster is first started."""
+    if brokers < 1:
+        raise PlanError(f"a cluster needs at least 1 broker, got {brokers}")
+    current = len(state.brokers)
+    if brokers > current and not any(b.voter for b in state.brokers):
+        raise PlanError("a single broker is its own quorum with no controller listener: other brokers cannot join it")
+    kept = state.brokers[:brokers]
+    added = tuple(
+        BrokerSpec(
+            node_id=i,
+            port=state.first_port + i,
+            controller_port=None,
+            rack=state.racks[i % len(state.racks)] if state.racks else None,
+        )
+        for i in range(current, brokers)
+    )
+    if state.first_port + brokers - 1 > 65535:
+        raise PlanError(f"port {state.first_port + brokers - 1} does not fit in 1..65535")
+    return replace(state, brokers=kept + added)
+
+
 def new_cluster_id(rng: random.Random | None = None) -> str:
     """16 random bytes in URL-safe base64 without padding, as `kafka-storage random-uuid` prints them."""
     raw = (rng or random.SystemRandom()).getrandbits(128).to_bytes(16, "big")

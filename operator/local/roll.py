@@ -11,11 +11,9 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from kafkette.operator.local import runtime
 from kafkette.operator.local.plan import ClusterState, ClusterView
-from kafkette.operator.local.probe import request_once
 from kafkette.operator.planning.roll import (
     Action,
     BrokerState,
@@ -30,9 +28,6 @@ from kafkette.operator.planning.roll import (
     next_action,
     plan,
 )
-
-if TYPE_CHECKING:
-    from kafkette.broker.protocol.types import Message
 
 POLL_SECONDS = 0.5
 MIN_ISR_KEY = "min.insync.replicas"
@@ -102,7 +97,7 @@ def topic_min_isr(state: ClusterState, brokers: Iterable[int], topics: Sequence[
             for topic in topics
         ]
     )
-    response = expect(_ask(state, brokers, request, 4), DescribeConfigsResponse)
+    response = expect(runtime.ask(state, brokers, request, 4, CLIENT_ID), DescribeConfigsResponse)
     return {
         result.resource_name: int(entry.value or "1")
         for result in response.results
@@ -110,18 +105,6 @@ def topic_min_isr(state: ClusterState, brokers: Iterable[int], topics: Sequence[
         for entry in result.configs
         if entry.name == MIN_ISR_KEY
     }
-
-
-def _ask(state: ClusterState, brokers: Iterable[int], request: Message, version: int) -> Message:
-    """The first answer among `brokers`; OSError when none answers."""
-    error: OSError = OSError("no broker to ask")
-    for node_id in brokers:
-        try:
-            port = state.broker(node_id).port
-            return request_once(state.host, port, request, version, runtime.PROBE_TIMEOUT, CLIENT_ID)
-        except OSError as exc:
-            error = exc
-    raise error
 
 
 def elect_preferred(state: ClusterState, brokers: Iterable[int], partitions: Sequence[tuple[str, int]]) -> int:
@@ -141,7 +124,7 @@ def elect_preferred(state: ClusterState, brokers: Iterable[int], partitions: Seq
         topic_partitions=[TopicPartitions(topic=t, partitions=p) for t, p in sorted(by_topic.items())],
         timeout_ms=int(runtime.PROBE_TIMEOUT * 1000),
     )
-    response = expect(_ask(state, brokers, request, 2), ElectLeadersResponse)
+    response = expect(runtime.ask(state, brokers, request, 2, CLIENT_ID), ElectLeadersResponse)
     return sum(p.error_code == 0 for r in response.replica_election_results or () for p in r.partition_result or ())
 
 

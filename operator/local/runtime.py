@@ -18,13 +18,17 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kafkette.broker.process import port_free
 from kafkette.broker.storage.files import atomic_write
 from kafkette.operator.local import plan
 from kafkette.operator.local.plan import ClusterState, ClusterView
-from kafkette.operator.local.probe import cluster_view
+from kafkette.operator.local.probe import cluster_view, request_once
 from kafkette.operator.planning.voters import voter_count
+
+if TYPE_CHECKING:
+    from kafkette.broker.protocol.types import Message
 
 POLL_SECONDS = 0.1
 PROBE_TIMEOUT = 2.0
@@ -158,6 +162,18 @@ def views(state: ClusterState, node_ids: Iterable[int], timeout: float = PROBE_T
         except (OSError, ValueError) as exc:
             answers[node_id] = f"no Metadata answer ({exc.__class__.__name__}: {exc})"
     return answers
+
+
+def ask(state: ClusterState, node_ids: Iterable[int], request: Message, version: int, client_id: str) -> Message:
+    """The first answer among the brokers `node_ids` (admin requests: any broker forwards them to the active
+    controller); OSError when none answers."""
+    error: OSError = OSError("no broker to ask")
+    for node_id in node_ids:
+        try:
+            return request_once(state.host, state.broker(node_id).port, request, version, PROBE_TIMEOUT, client_id)
+        except OSError as exc:
+            error = exc
+    raise error
 
 
 def wait_ready(

@@ -1,0 +1,63 @@
+"""`kafkette scale`: grow or shrink a local cluster, moving partitions with the placement planner."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from kafkette.broker.cli.common import CommandError
+
+DESCRIPTION = """\
+Make the cluster in DIR run N brokers. Scaling up starts the new brokers, moves partitions onto them in batches
+(replicas and preferred leaders balanced within one per broker, racks spread, as few copies as possible) and
+elects the preferred leaders. Scaling down first drains the highest-numbered brokers (their replicas move away
+and their leadership with them) and stops them only then. A scale-down the planner refuses (a topic's replication
+factor above N, or fewer than a majority of the controller voters left) changes nothing and exits 1 with the
+reason. The controller voters stay as the cluster was first started: new brokers join as observers."""
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from kafkette.operator.local.scale import DEFAULT_MAX_IN_FLIGHT
+
+    parser = subparsers.add_parser(
+        "scale",
+        help="change the number of brokers of a local cluster, moving partitions",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--dir", type=Path, required=True, metavar="DIR", help="the cluster's directory")
+    parser.add_argument("brokers", type=int, metavar="N", help="the number of brokers wanted")
+    parser.add_argument(
+        "--max-in-flight",
+        type=int,
+        default=DEFAULT_MAX_IN_FLIGHT,
+        metavar="K",
+        help=f"partitions moved at the same time ({DEFAULT_MAX_IN_FLIGHT})",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=120.0,
+        metavar="S",
+        help="longest wait for a broker to start or stop, or for a batch of moves to make progress (120)",
+    )
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from kafkette.operator.local import plan, reassign, runtime, scale
+
+    try:
+        result = scale.scale(
+            args.dir, args.brokers, args.timeout, lambda line: print(line, flush=True), args.max_in_flight
+        )
+    except scale.ScaleRefused as exc:
+        raise CommandError(f"scale refused: {exc}") from None
+    except (runtime.LocalClusterError, reassign.ReassignError, plan.PlanError) as exc:
+        raise CommandError(f"scale stopped: {exc}") from None
+    except OSError as exc:
+        raise CommandError(f"scale stopped: no broker answered ({exc})") from None
+    started = f"started {list(result.started)}, " if result.started else ""
+    stopped = f"stopped {list(result.stopped)}, " if result.stopped else ""
+    print(f"{started}{stopped}{result.moves} partitions moved, {result.elected} leaders elected")
+    return 0

@@ -1,0 +1,251 @@
+"""Partition reassignment on a local cluster: read the assignment, start, follow and cancel moves.
+
+The requests are Kafka's (Metadata, DescribeLogDirs, AlterPartitionReassignments, ListPartitionReassignments),
+sent to any live broker, which hands the admin ones to the active controller. Plans are read and written in
+the JSON format of Kafka's `kafka-reassign-partitions.sh`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from kafkette.operator.local import runtime
+from kafkette.operator.local.plan import ClusterState, ClusterView
+from kafkette.operator.planning.placement import Move, TopicPartition
+
+CLIENT_ID = "kafkette-reassign"
+POLL_SECONDS = 0.5
+PLAN_VERSION = 1
+# Each in-flight entry: (replicas, adding, removing), as ListPartitionReassignments reports them.
+InFlight = dict[TopicPartition, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]
+
+
+class ReassignError(RuntimeError):
+    """The reassignment cannot go on: the message says why."""
+
+
+@dataclass(frozen=True)
+class Progress:
+    partitions: int  # still in flight
+    copied: int  # bytes the adding replicas hold so far
+    remaining: int  # bytes they still lack (from the leaders' sizes)
+
+
+# --- Kafka's plan format ----------------------------------------------------------------------------------
+
+
+def plan_to_json(assignment: Mapping[TopicPartition, Sequence[int]]) -> str:
+    partitions = [
+        {"topic": topic, "partition": index, "replicas": list(replicas), "log_dirs": ["any"] * len(replicas)}
+        for (topic, index), replicas in sorted(assignment.items())
+    ]
+    return json.dumps({"version": PLAN_VERSION, "partitions": partitions})
+
+
+def plan_from_json(text: str) -> dict[TopicPartition, tuple[int, ...]]:
+    """The partitions of a `--reassignment-json-file`; ReassignError when it is not one."""
+    try:
+        document = json.loads(text)
+        entries = document["partitions"]
+        plan = {(str(e["topic"]), int(e["partition"])): tuple(int(r) for r in e["replicas"]) for e in entries}
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ReassignError(f"not a reassignment plan ({exc.__class__.__name__}: {exc})") from None
+    if len(plan) != len(entries):
+        raise ReassignError("a partition appears twice in the plan")
+    return plan
+
+
+def read_plan(path: Path) -> dict[TopicPartition, tuple[int, ...]]:
+    try:
+        return plan_from_json(path.read_text())
+    except OSError as exc:
+        raise ReassignError(f"cannot read {path}: {exc.strerror}") from None
+
+
+# --- what the cluster holds -------------------------------------------------------------------------------
+
+
+def live(cluster_dir: Path, state: ClusterState) -> list[int]:
+    alive = runtime.alive_ids(cluster_dir, state)
+    if not alive:
+        raise ReassignError("no broker of the cluster is running")
+    return alive
+
+
+def view(state: ClusterState, brokers: Iterable[int]) -> ClusterView:
+    """Metadata from the first live broker that answers (the active controller's own when it is among them)."""
+    answers = {n: v for n, v in runtime.views(state, brokers).items() if isinstance(v, ClusterView)}
+    if not answers:
+        raise ReassignError("no broker answers Metadata")
+    first = next(iter(answers.values()))
+    return answers.get(first.controller_id, first)
+
+
+def assignment(cluster_view: ClusterView) -> dict[TopicPartition, tuple[int, ...]]:
+    return {(p.topic, p.partition): p.replicas for p in cluster_view.partitions}
+
+
+def replica_sizes(state: ClusterState, brokers: Iterable[int]) -> dict[tuple[TopicPartition, int], int]:
+    """(partition, broker) -> bytes of that replica on disk (DescribeLogDirs), for the brokers that answer."""
+    from kafkette.broker.protocol.framing import expect
+    from kafkette.broker.protocol.messages.describe_log_dirs_request import DescribeLogDirsRequest
+    from kafkette.broker.protocol.messages.describe_log_dirs_response import DescribeLogDirsResponse
+
+    sizes: dict[tuple[TopicPartition, int], int] = {}
+    for node_id in brokers:
+        try:
+            answer = runtime.ask(state, [node_id], DescribeLogDirsRequest(topics=None), 4, CLIENT_ID)
+        except OSError:
+            continue
+        for result in expect(answer, DescribeLogDirsResponse).results:
+            for topic in result.topics:
+                for p in topic.partitions:
+                    sizes[((topic.name, p.partition_index), node_id)] = p.partition_size
+    return sizes
+
+
+def leader_sizes(
+    cluster_view: ClusterView, sizes: Mapping[tuple[TopicPartition, int], int]
+) -> dict[TopicPartition, int]:
+    return {
+        (p.topic, p.partition): sizes.get(((p.topic, p.partition), p.leader), 0)
+        for p in cluster_view.partitions
+        if p.leader >= 0
+    }
+
+
+def in_flight(state: ClusterState, brokers: Iterable[int]) -> InFlight:
+    from kafkette.broker.protocol.framing import expect
+    from kafkette.broker.protocol.messages.list_partition_reassignments_request import (
+        ListPartitionReassignmentsRequest,
+    )
+    from kafkette.broker.protocol.messages.list_partition_reassignments_response import (
+        ListPartitionReassignmentsResponse,
+    )
+
+    answer = runtime.ask(state, brokers, ListPartitionReassignmentsRequest(topics=None), 0, CLIENT_ID)
+    response = expect(answer, ListPartitionReassignmentsResponse)
+    if response.error_code:
+        raise ReassignError(f"ListPartitionReassignments failed: {response.error_message or response.error_code}")
+    return {
+        (t.name, p.partition_index): (tuple(p.replicas), tuple(p.adding_replicas), tuple(p.removing_replicas))
+        for t in response.topics
+        for p in t.partitions
+    }
+
+
+def progress(state: ClusterState, brokers: Sequence[int], moving: InFlight) -> Progress:
+    """Bytes copied so far by the adding replicas of the moves in flight, and bytes they still lack."""
+    sizes = replica_sizes(state, brokers)
+    leaders = leader_sizes(view(state, brokers), sizes)
+    copied = remaining = 0
+    for tp, (_, adding, _) in moving.items():
+        for broker in adding:
+            have = sizes.get((tp, broker), 0)
+            copied += have
+            remaining += max(0, leaders.get(tp, 0) - have)
+    return Progress(len(moving), copied, remaining)
+
+
+# --- changing it ------------------------------------------------------------------------------------------
+
+
+def alter(state: ClusterState, brokers: Iterable[int], targets: Mapping[TopicPartition, Sequence[int] | None]) -> None:
+    """AlterPartitionReassignments (None cancels a partition's move); ReassignError naming each refusal."""
+    from kafkette.broker.protocol.errors import ErrorCode
+    from kafkette.broker.protocol.framing import expect
+    from kafkette.broker.protocol.messages.alter_partition_reassignments_request import (
+        AlterPartitionReassignmentsRequest,
+        ReassignablePartition,
+        ReassignableTopic,
+    )
+    from kafkette.broker.protocol.messages.alter_partition_reassignments_response import (
+        AlterPartitionReassignmentsResponse,
+    )
+
+    by_topic: dict[str, list[ReassignablePartition]] = {}
+    for (topic, index), replicas in sorted(targets.items()):
+        wanted = None if replicas is None else list(replicas)
+        by_topic.setdefault(topic, []).append(ReassignablePartition(partition_index=index, replicas=wanted))
+    request = AlterPartitionReassignmentsRequest(
+        topics=[ReassignableTopic(name=name, partitions=parts) for name, parts in by_topic.items()]
+    )
+    response = expect(runtime.ask(state, brokers, request, 0, CLIENT_ID), AlterPartitionReassignmentsResponse)
+    if response.error_code:
+        raise ReassignError(f"AlterPartitionReassignments failed: {response.error_message or response.error_code}")
+    refused = [
+        f"{t.name}-{p.partition_index}: {ErrorCode(p.error_code).name}"
+        + (f" ({p.error_message})" if p.error_message else "")
+        for t in response.responses
+        for p in t.partitions
+        if p.error_code
+    ]
+    if refused:
+        raise ReassignError("refused: " + "; ".join(refused))
+
+
+def wait_done(
+    cluster_dir: Path,
+    state: ClusterState,
+    partitions: Iterable[TopicPartition],
+    timeout: float,
+    report: Callable[[str], None],
+) -> None:
+    """Until none of `partitions` is in flight any more, reporting the bytes moved; ReassignError after
+    `timeout` seconds without the remaining bytes going down."""
+    wanted = set(partitions)
+    best: tuple[int, float] | None = None  # fewest bytes remaining so far, and since when
+    while True:
+        brokers = live(cluster_dir, state)
+        moving = {tp: entry for tp, entry in in_flight(state, brokers).items() if tp in wanted}
+        if not moving:
+            return
+        now = time.monotonic()
+        done = progress(state, brokers, moving)
+        if best is None or done.remaining < best[0]:
+            best = (done.remaining, now)
+            report(f"  {done.partitions} partitions moving: {done.copied} bytes copied, {done.remaining} to go")
+        elif now - best[1] > timeout:
+            names = ", ".join(f"{t}-{p}" for t, p in sorted(moving))
+            raise ReassignError(f"no progress for {timeout:g} s on {names}")
+        time.sleep(POLL_SECONDS)
+
+
+def execute(
+    cluster_dir: Path,
+    state: ClusterState,
+    batches: Sequence[Sequence[Move]],
+    timeout: float,
+    report: Callable[[str], None],
+) -> None:
+    """Each batch's moves started together and awaited before the next batch."""
+    for number, batch in enumerate(batches, 1):
+        report(
+            f"batch {number} of {len(batches)}: "
+            + ", ".join(f"{m.topic}-{m.partition} -> {list(m.target)}" for m in batch)
+        )
+        alter(state, live(cluster_dir, state), {(m.topic, m.partition): m.target for m in batch})
+        wait_done(cluster_dir, state, [(m.topic, m.partition) for m in batch], timeout, report)
+
+
+def verify(
+    plan: Mapping[TopicPartition, Sequence[int]], current: Mapping[TopicPartition, Sequence[int]], moving: InFlight
+) -> dict[TopicPartition, str]:
+    """Each planned partition's state, in the words of `kafka-reassign-partitions.sh --verify`."""
+    states = {}
+    for tp, replicas in sorted(plan.items()):
+        name = f"{tp[0]}-{tp[1]}"
+        if tp in moving:
+            states[tp] = f"Reassignment of partition {name} is still in progress."
+        elif tuple(current.get(tp, ())) == tuple(replicas):
+            states[tp] = f"Reassignment of partition {name} is completed."
+        else:
+            states[tp] = (
+                f"There is no active reassignment of partition {name}, "
+                f"but replica set is {list(current.get(tp, ()))} rather than {list(replicas)}."
+            )
+    return states

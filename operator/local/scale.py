@@ -1,0 +1,79 @@
+"""`kafkette scale`: change the number of brokers of a local cluster, moving partitions with the planner.
+
+Up: the new brokers start (as observers; the voters stay), then partitions move onto them in batches, then
+leadership goes to the preferred replicas. Down: the placement planner is asked first, and a refusal (a
+topic's replication factor above the brokers that would remain, or too few voters left) changes nothing;
+otherwise the highest-numbered brokers are drained (their replicas moved away, leadership with them) and
+only then stopped and dropped from the cluster's layout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from kafkette.operator.local import plan, reassign, roll, runtime
+from kafkette.operator.planning.placement import Broker, plan_placement
+
+DEFAULT_MAX_IN_FLIGHT = 4
+
+
+class ScaleRefused(RuntimeError):
+    """The planner refuses the change (the message says why); the cluster is as it was."""
+
+
+@dataclass(frozen=True)
+class ScaleResult:
+    started: tuple[int, ...]
+    stopped: tuple[int, ...]
+    moves: int
+    elected: int
+
+
+def scale(
+    cluster_dir: Path,
+    brokers: int,
+    timeout: float,
+    report: Callable[[str], None],
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+) -> ScaleResult:
+    cluster_dir = cluster_dir.resolve()
+    state = runtime.require_state(cluster_dir)
+    resized = plan.resized(state, brokers)
+    added = [b.node_id for b in resized.brokers if b.node_id not in state.ids]
+    drained = [n for n in state.ids if n not in resized.ids]
+    alive = reassign.live(cluster_dir, state)
+    if reassign.in_flight(state, alive):
+        raise ScaleRefused("a partition reassignment is in progress; verify or cancel it first")
+    if added:
+        state = resized
+        for node_id in added:
+            report(f"starting broker {node_id}")
+            state = runtime.launch(cluster_dir, state, node_id)
+        runtime.wait_ready(cluster_dir, state, timeout, node_ids=added, expected=[*alive, *added])
+    members = [Broker(b.node_id, b.rack) for b in state.brokers]
+    current = reassign.view(state, reassign.live(cluster_dir, state))
+    sizes = reassign.leader_sizes(current, reassign.replica_sizes(state, state.ids))
+    voters = [b.node_id for b in state.brokers if b.voter]
+    placement = plan_placement(members, reassign.assignment(current), drain=drained, voters=voters, sizes=sizes)
+    if placement.refusal is not None:
+        raise ScaleRefused(placement.refusal)
+    batches = placement.batches(max_in_flight)
+    report(f"{len(placement.moves)} partitions to move in {len(batches)} batches")
+    reassign.execute(cluster_dir, state, batches, timeout, report)
+    alive = reassign.live(cluster_dir, state)
+    after = reassign.view(state, alive)
+    elsewhere = [tp for tp, replicas in placement.target.items() if _leader(after, tp) != replicas[0]]
+    elected = roll.elect_preferred(state, alive, elsewhere)
+    report(f"{elected} of {len(elsewhere)} partitions led by another than their preferred replica moved to it")
+    for node_id in drained:
+        report(f"stopping broker {node_id} (drained)")
+        runtime.stop(cluster_dir, node_id, timeout)
+    if drained:
+        runtime.save_state(cluster_dir, plan.resized(runtime.require_state(cluster_dir), brokers))
+    return ScaleResult(tuple(added), tuple(drained), len(placement.moves), elected)
+
+
+def _leader(view: plan.ClusterView, tp: tuple[str, int]) -> int:
+    return next((p.leader for p in view.partitions if (p.topic, p.partition) == tp), -1)

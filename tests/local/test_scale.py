@@ -1,0 +1,160 @@
+"""`kafkette scale` and `kafkette reassign` on real broker processes.
+
+3 -> 4 brokers under an idempotent acks=all producer: replicas and leaders move onto the new broker, within one
+of even, nothing failed, lost or duplicated; 4 -> 3 drains broker 3 before stopping it; a scale-down to fewer
+brokers than the replication factor is refused and leaves the cluster as it was. The Kafka-format plan verbs
+(generate, execute, verify, cancel) move one partition and put one back.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from waiting import wait_for
+
+from kafkette.operator.cli.main import main
+from kafkette.operator.local import plan, runtime
+from kafkette.operator.local.plan import ClusterView
+from kafkette.operator.testing.traffic import SteadyProducer, read_back
+
+pytestmark = pytest.mark.timeout(300)
+
+TOPIC = "scaled"
+PARTITIONS = 12
+
+
+def start(cluster_dir: Path, free_port: Callable[[int], int], brokers: int) -> str:
+    # Ports for two more brokers than started, so a scale-up finds its ports free.
+    state = runtime.up(cluster_dir, brokers=brokers, first_port=free_port(brokers + 2), timeout=60)
+    return plan.bootstrap_servers(state)
+
+
+def create(bootstrap: str, topic: str, partitions: int) -> None:
+    argv = ["topics", "--bootstrap", bootstrap, "create", "--topic", topic, "--partitions", str(partitions)]
+    assert main([*argv, "--replication-factor", "3", "--config", "min.insync.replicas=2"]) == 0
+
+
+def view(cluster_dir: Path) -> ClusterView:
+    found = runtime.status(cluster_dir).view
+    assert found is not None
+    return found
+
+
+def settled(cluster_dir: Path, brokers: int, topic: str, partitions: int) -> bool:
+    """`brokers` brokers listed, the topic's partitions there, and every partition led and fully in sync."""
+    current = view(cluster_dir)
+    mine = [p for p in current.partitions if p.topic == topic]
+    return len(current.brokers) == brokers and len(mine) == partitions and plan.fully_replicated(current.partitions)
+
+
+def counts(current: ClusterView) -> tuple[Counter[int], Counter[int]]:
+    replicas = Counter(r for p in current.partitions for r in p.replicas)
+    leaders = Counter(p.leader for p in current.partitions)
+    return replicas, leaders
+
+
+def even(counter: Counter[int], ids: list[int]) -> bool:
+    values = [counter.get(i, 0) for i in ids]
+    return max(values) - min(values) <= 1
+
+
+def test_scale_up_then_drain_under_acks_all_traffic(
+    cluster_dir: Path, free_port: Callable[[int], int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    bootstrap = start(cluster_dir, free_port, 3)
+    create(bootstrap, TOPIC, PARTITIONS)
+    wait_for(lambda: settled(cluster_dir, 3, TOPIC, PARTITIONS), "every replica in sync", 60, 0.2)
+    producer = SteadyProducer(bootstrap, TOPIC, rate=300)
+    producer.start()
+    wait_for(lambda: len(producer.acked) >= 300, "the producer under way", 30)
+
+    capsys.readouterr()
+    assert main(["scale", "--dir", str(cluster_dir), "4", "--max-in-flight", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "starting broker 3" in out and "bytes copied" in out, out
+    after_up = view(cluster_dir)
+    replicas, leaders = counts(after_up)
+    assert after_up.brokers == (0, 1, 2, 3)
+    assert replicas[3] >= 9 and even(replicas, [0, 1, 2, 3]), replicas
+    assert leaders[3] >= 3 and even(leaders, [0, 1, 2, 3]), leaders
+    assert plan.fully_replicated(after_up.partitions)
+
+    # A scale-down below the replication factor is refused and changes nothing.
+    assert main(["scale", "--dir", str(cluster_dir), "2"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: scale refused: topics ['scaled'] have replication factor 3 but only 2 brokers"), err
+    assert runtime.alive_ids(cluster_dir, runtime.require_state(cluster_dir)) == [0, 1, 2, 3]
+    assert counts(view(cluster_dir)) == (replicas, leaders)
+
+    # Back to three: broker 3 is drained, then stopped and dropped from the layout.
+    assert main(["scale", "--dir", str(cluster_dir), "3"]) == 0
+    assert "stopping broker 3 (drained)" in capsys.readouterr().out
+    assert runtime.require_state(cluster_dir).ids == (0, 1, 2)
+    assert runtime.alive_ids(cluster_dir, runtime.require_state(cluster_dir)) == [0, 1, 2]
+    replicas, leaders = counts(view(cluster_dir))
+    assert 3 not in replicas and even(replicas, [0, 1, 2]) and even(leaders, [0, 1, 2]), (replicas, leaders)
+
+    at_end = len(producer.acked)
+    wait_for(lambda: len(producer.acked) >= at_end + 300, "the producer going on after the scale", 30)
+    producer.stop()
+    assert producer.failures == {} and producer.unflushed == 0
+    assert len(producer.acked) == producer.produced
+    back = read_back(bootstrap, TOPIC, PARTITIONS)
+    assert back.lost(producer.acked) == [] and back.duplicated() == []
+
+
+def test_reassign_plan_verbs(
+    cluster_dir: Path, free_port: Callable[[int], int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    bootstrap = start(cluster_dir, free_port, 4)
+    create(bootstrap, "moved", 2)
+    wait_for(lambda: settled(cluster_dir, 4, "moved", 2), "every replica in sync", 60, 0.2)
+    before = {(p.topic, p.partition): p.replicas for p in view(cluster_dir).partitions}
+    spare = next(b for b in range(4) if b not in before[("moved", 0)])
+    target = [spare, *before[("moved", 0)][1:]]
+    plan_file = cluster_dir / "plan.json"
+    plan_file.write_text(
+        json.dumps({"version": 1, "partitions": [{"topic": "moved", "partition": 0, "replicas": target}]})
+    )
+    directory = ["reassign", "--dir", str(cluster_dir)]
+
+    capsys.readouterr()
+    assert main([*directory, "--execute", "--reassignment-json-file", str(plan_file)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Current partition replica assignment\n") and "Successfully started" in out, out
+    wait_for(
+        lambda: main([*directory, "--verify", "--reassignment-json-file", str(plan_file)]) == 0,
+        "the move done",
+        60,
+        0.5,
+    )
+    assert capsys.readouterr().out.splitlines()[-1] == "Reassignment of partition moved-0 is completed."
+    assert {(p.topic, p.partition): p.replicas for p in view(cluster_dir).partitions}[("moved", 0)] == tuple(target)
+    removed = before[("moved", 0)][0]
+    wait_for(lambda: not list((cluster_dir / plan.broker_dir_name(removed)).rglob("moved-0")), "old copy deleted", 30)
+
+    # A move held in flight (its new broker stopped) is cancelled back to the replicas it had.
+    runtime.stop(cluster_dir, removed)
+    back = [removed, *before[("moved", 0)][1:]]
+    plan_file.write_text(
+        json.dumps({"version": 1, "partitions": [{"topic": "moved", "partition": 0, "replicas": back}]})
+    )
+    assert main([*directory, "--execute", "--reassignment-json-file", str(plan_file)]) == 0
+    assert main([*directory, "--verify", "--reassignment-json-file", str(plan_file)]) == 1
+    assert "is still in progress" in capsys.readouterr().out
+    assert main([*directory, "--cancel", "--reassignment-json-file", str(plan_file)]) == 0
+    assert "Successfully cancelled partition reassignments for moved-0" in capsys.readouterr().out
+    runtime.start(cluster_dir, removed)
+    assert sorted({(p.topic, p.partition): p.replicas for p in view(cluster_dir).partitions}[("moved", 0)]) == sorted(
+        target
+    )
+
+    # --generate: a balanced plan over brokers 0-2 takes everything off broker 3.
+    assert main([*directory, "--generate", "--broker-list", "0,1,2"]) == 0
+    out = capsys.readouterr().out
+    proposed = json.loads(out.split("Proposed partition reassignment configuration\n")[1])
+    assert proposed["partitions"] and all(3 not in p["replicas"] for p in proposed["partitions"])
