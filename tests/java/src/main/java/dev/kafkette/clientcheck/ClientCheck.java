@@ -36,6 +36,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *   compacted BOOTSTRAP TOPIC [TIMEOUT_SECONDS]
  *   group BOOTSTRAP TOPIC GROUP [ASSIGNOR [INSTANCE_ID]]
  *   dynamic-default BOOTSTRAP TOPIC KEY VALUE TOPIC_KEY
+ *   reassign BOOTSTRAP TOPIC REPLICAS
  * </pre>
  *
  * <p>Prints one JSON summary line on stdout and exits 0, or describes the first problem on stderr
@@ -44,6 +45,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * compacted reads a compacted topic (offsets with gaps) to its end and reports key to value.
  * group runs a group member until killed, printing events as JSON lines (see GroupMember).
  * dynamic-default sets and deletes a cluster-wide dynamic broker config (see DynamicConfigs).
+ * reassign moves partition 0 of TOPIC to the comma-separated REPLICAS and reports (see Reassignment).
  *
  * <p>The records follow tests/clients/client_workload.py exactly; change both together.
  */
@@ -72,7 +74,8 @@ public final class ClientCheck {
           "usage: produce|consume BOOTSTRAP TOPIC COUNT [TIMEOUT_SECONDS]"
               + " | compacted BOOTSTRAP TOPIC [TIMEOUT_SECONDS]"
               + " | group BOOTSTRAP TOPIC GROUP [ASSIGNOR [INSTANCE_ID]]"
-              + " | dynamic-default BOOTSTRAP TOPIC KEY VALUE TOPIC_KEY");
+              + " | dynamic-default BOOTSTRAP TOPIC KEY VALUE TOPIC_KEY"
+              + " | reassign BOOTSTRAP TOPIC REPLICAS");
     }
     String bootstrap = args[1];
     String topic = args[2];
@@ -94,6 +97,8 @@ public final class ClientCheck {
       case "dynamic-default":
         return DynamicConfigs.run(
             bootstrap, topic, args[3], args[4], args[5], Duration.ofSeconds(DEFAULT_TIMEOUT_SECONDS));
+      case "reassign":
+        return Reassignment.run(bootstrap, topic, args[3], Duration.ofSeconds(DEFAULT_TIMEOUT_SECONDS));
       default:
         throw new IllegalArgumentException("unknown mode: " + args[0]);
     }
