@@ -16,7 +16,7 @@ JAVA_SOURCES := $(JAVA_DIR)/pom.xml $(shell find $(JAVA_DIR)/src -name '*.java' 
 MVN := mvn -B -q -Dstyle.color=never -Dmaven.repo.local=$(CURDIR)/.cache/m2 -Dmaven.wagon.http.retryHandler.count=5
 
 .PHONY: venv test lint run codegen java-client kcat-check clean bench-recovery fuzz-storage bench bench-quick bench-micro
-.PHONY: bench-cluster bench-cluster-quick bench-loops bench-roll
+.PHONY: bench-cluster bench-cluster-quick bench-loops bench-roll bench-scale
 .PHONY: crds crds-check helm chart-lint kube-bins
 .PHONY: spark-kafka
 .PHONY: chaos bytecode
@@ -178,6 +178,9 @@ bench-loops: bytecode
 # and failed/lost/duplicated records, 3 rounds (about 2 minutes) -> bench/results/roll.md.
 bench-roll: bytecode
 	$(BIN)/python bench/roll.py
+
+bench-scale: bytecode
+	$(BIN)/python bench/scale.py
 
 # Codec and log hot paths, operations per second.
 bench-micro: venv
