@@ -163,11 +163,11 @@ def report(result: Run) -> str:
         "# Scaling 3 -> 5 -> 3 local brokers under acks=all load",
         "",
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.node()}, {os.cpu_count()} cores, "
-        f"Python {platform.python_version()}. `make bench-scale` (bench/scale.py): two topics of {PARTITIONS} partitions, RF 3, "
-        f"min.insync.replicas=2, one filled with {result.mb_per_partition} MB per partition before the first step, "
-        f"the other written to throughout by a "
-        f"confluent-kafka idempotent acks=all producer at {result.rate} records/s; `kafkette scale` "
-        f"(placement planner, at most 4 partitions in flight, no replication throttle). Latency is send -> "
+        f"Python {platform.python_version()}. `make bench-scale` (bench/scale.py): two topics of {PARTITIONS} "
+        f"partitions, RF 3, min.insync.replicas=2, one filled with {result.mb_per_partition} MB per partition "
+        f"before the first step, the other written to throughout by a confluent-kafka idempotent acks=all "
+        f"producer at {result.rate} records/s; `kafkette scale` (placement planner, at most 4 partitions in "
+        f"flight, no replication throttle). Latency is send -> "
         f"acknowledgement; before the steps: p50 {_ms(result.p50_before_ms)} ms, p99 {_ms(result.p99_before_ms)} ms.",
         "",
         "| to brokers | time (s) | partitions moved | copied (MB) | MB/s | p50 during | p99 during | max during (ms) "
