@@ -8,11 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicCollection, TopicPartition
+from confluent_kafka import (
+    ConsumerGroupTopicPartitions,
+    ElectionType,
+    KafkaError,
+    KafkaException,
+    TopicCollection,
+    TopicPartition,
+)
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -25,6 +32,7 @@ from confluent_kafka.admin import (
 )
 
 DEFAULT_TIMEOUT = 5.0
+MIN_ISR_KEY = "min.insync.replicas"
 
 
 class AdminError(Exception):
@@ -44,11 +52,21 @@ class TopicState:
 
 
 @dataclass(frozen=True)
+class PartitionInfo:
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int  # -1: none
+
+
+@dataclass(frozen=True)
 class ClusterState:
     cluster_id: str | None
     controller_id: int | None
     brokers: tuple[int, ...]
     under_replicated_partitions: int
+    partitions: tuple[PartitionInfo, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -104,18 +122,45 @@ class Admin:
 
     async def cluster(self) -> ClusterState:
         metadata = await self._metadata()
-        under_replicated = sum(
-            1
+        partitions = tuple(
+            PartitionInfo(topic.topic, partition.id, tuple(partition.replicas), tuple(partition.isrs), partition.leader)
             for topic in metadata.topics.values()
+            if topic.error is None
             for partition in topic.partitions.values()
-            if len(partition.isrs) < len(partition.replicas)
         )
         return ClusterState(
             cluster_id=metadata.cluster_id,
             controller_id=metadata.controller_id if metadata.controller_id >= 0 else None,
             brokers=tuple(sorted(metadata.brokers)),
-            under_replicated_partitions=under_replicated,
+            under_replicated_partitions=sum(len(p.isr) < len(p.replicas) for p in partitions),
+            partitions=partitions,
         )
+
+    async def min_insync_replicas(self, topics: Sequence[str]) -> dict[str, int]:
+        """Each topic's effective min.insync.replicas; a topic deleted meanwhile is left out."""
+        resources = [ConfigResource(ConfigResource.Type.TOPIC, topic) for topic in topics]
+        futures = self._client.describe_configs(resources, request_timeout=self.timeout) if resources else {}
+        found = {}
+        for resource, future in futures.items():
+            try:
+                entries: dict[str, ConfigEntry] = await self._await(future, f"describe configs of {resource.name!r}")
+            except AdminError as exc:
+                if exc.code == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    continue
+                raise
+            entry = entries.get(MIN_ISR_KEY)
+            found[resource.name] = int(entry.value) if entry is not None and entry.value else 1
+        return found
+
+    async def elect_preferred(self, partitions: Sequence[tuple[str, int]]) -> int:
+        """ElectLeaders PREFERRED for `partitions`; returns how many moved (a preferred replica that cannot
+        lead now leaves its partition as it is)."""
+        if not partitions:
+            return 0
+        request = [TopicPartition(topic, partition) for topic, partition in partitions]
+        future = self._client.elect_leaders(ElectionType.PREFERRED, request, request_timeout=self.timeout)
+        results: dict[TopicPartition, KafkaException | None] = await self._await(future, "elect preferred leaders")
+        return sum(error is None for error in results.values())
 
     async def describe_topic(self, name: str) -> TopicState | None:
         """The topic's id, partition count and replication factor; None when it does not exist."""

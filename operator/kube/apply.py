@@ -63,7 +63,8 @@ def delete(api_version: str, kind: str, name: str, namespace: str) -> None:
         resource.delete(name=name, namespace=namespace)
 
 
-def annotate(api_version: str, kind: str, name: str, namespace: str, annotations: dict[str, str]) -> None:
+def annotate(api_version: str, kind: str, name: str, namespace: str, annotations: dict[str, str | None]) -> None:
+    """Set annotations; None removes one (a merge patch)."""
     resource = _dynamic().resources.get(api_version=api_version, kind=kind)
     body = {"metadata": {"annotations": annotations}}
     resource.patch(body=body, name=name, namespace=namespace, content_type="application/merge-patch+json")

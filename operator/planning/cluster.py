@@ -1,16 +1,24 @@
-"""How far a KafkaCluster is from its spec, and which broker pod may restart next: pure decisions over
-what the operator read (the StatefulSet, the broker pods, the cluster's metadata)."""
+"""How far a KafkaCluster is from its spec, and the roll planner's snapshot of it: pure decisions over what
+the operator read (the StatefulSet, the broker pods, the cluster's metadata). Which broker restarts next is
+operator/planning/roll.py's decision, the same planner `kafkette roll` runs."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from kafkette.operator.admin import ClusterState
+from kafkette.operator.planning.roll import BrokerState, PartitionState, Restarted, RestartReason, RollSnapshot
 from kafkette.operator.resources import Outcome
 
 REVISION_LABEL = "controller-revision-hash"
+VERSION_LABEL = "app.kubernetes.io/version"
+CONFIG_HASH_ANNOTATION = "kafkette.dev/config-hash"
+# On the KafkaCluster: roll every broker once; on a broker pod: restart that one. Any value.
+ROLL_ANNOTATION = "kafkette.dev/roll"
 # Waiting reasons of a container that will not go away without a person acting (a wrong image, a missing
 # ConfigMap key, a broker that exits on start): kstatus's Stalled, so health checks fail fast.
 STUCK_REASONS = frozenset(
@@ -28,19 +36,61 @@ class BrokerPod:
     revision: str | None
     node: str | None
     stuck: str | None  # why the pod cannot make progress, when it cannot
+    uid: str = ""
+    running: bool = True  # its containers run and it is not being deleted
+    created: float = 0.0  # epoch seconds
+    unready_since: float | None = None  # when its Ready condition last turned False
+    broker: PodFacts | None = None  # what the broker container runs; None when the pod has none
+    manual: bool = False  # it carries the roll annotation
 
     @staticmethod
     def from_api(pod: Mapping[str, Any]) -> BrokerPod:
         metadata, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
         conditions = {condition["type"]: condition for condition in status.get("conditions") or []}
+        ready = conditions.get("Ready") or {}
         return BrokerPod(
             name=metadata["name"],
             ordinal=int(metadata["name"].rsplit("-", 1)[1]),
-            ready=(conditions.get("Ready") or {}).get("status") == "True",
+            ready=ready.get("status") == "True",
             revision=(metadata.get("labels") or {}).get(REVISION_LABEL),
             node=spec.get("nodeName"),
             stuck=_stuck(metadata["name"], conditions.get("PodScheduled"), status),
+            uid=metadata.get("uid", ""),
+            running=status.get("phase") == "Running" and not metadata.get("deletionTimestamp"),
+            created=timestamp(metadata.get("creationTimestamp")) or 0.0,
+            unready_since=timestamp(ready.get("lastTransitionTime")) if ready.get("status") == "False" else None,
+            broker=PodFacts.from_template(pod),
+            manual=ROLL_ANNOTATION in (metadata.get("annotations") or {}),
         )
+
+
+@dataclass(frozen=True)
+class PodFacts:
+    """What decides a broker pod's revision, read from a pod or the StatefulSet's pod template."""
+
+    image: str | None
+    version: str | None
+    config_hash: str | None
+    resources: str  # the container's resources, canonical JSON
+
+    @staticmethod
+    def from_template(template: Mapping[str, Any]) -> PodFacts | None:
+        metadata, spec = template.get("metadata") or {}, template.get("spec") or {}
+        containers = spec.get("containers") or []
+        if not containers:
+            return None
+        container = containers[0]
+        return PodFacts(
+            image=container.get("image"),
+            version=(metadata.get("labels") or {}).get(VERSION_LABEL),
+            config_hash=(metadata.get("annotations") or {}).get(CONFIG_HASH_ANNOTATION),
+            resources=json.dumps(container.get("resources") or {}, sort_keys=True),
+        )
+
+
+def timestamp(text: str | None) -> float | None:
+    """Kubernetes' RFC 3339 time as epoch seconds."""
+    return datetime.fromisoformat(text).timestamp() if text else None
 
 
 def _stuck(name: str, scheduled: Mapping[str, Any] | None, status: Mapping[str, Any]) -> str | None:
@@ -93,20 +143,70 @@ def outdated_pods(statefulset: Mapping[str, Any], pods: Sequence[BrokerPod]) -> 
     return [pod for pod in pods if revision and pod.revision != revision]
 
 
-def next_restart(
+def restart_reason(
+    pod: BrokerPod,
+    statefulset: Mapping[str, Any],
+    roll_started: float | None,
+    now: float,
+    stuck_after: float,
+) -> RestartReason | None:
+    """Why the pod's broker needs a restart, or None. `roll_started`: when a roll of every broker (the
+    KafkaCluster's roll annotation) began, so that pods created since need none."""
+    revision = (statefulset.get("status") or {}).get("updateRevision")
+    if revision and pod.revision != revision:
+        template = PodFacts.from_template((statefulset.get("spec") or {}).get("template") or {})
+        mine = pod.broker
+        if template is None or mine is None:
+            return RestartReason.POD_TEMPLATE
+        if mine.version != template.version:
+            return RestartReason.VERSION
+        if mine.image != template.image:
+            return RestartReason.IMAGE
+        if mine.config_hash != template.config_hash:
+            return RestartReason.STATIC_CONFIG
+        if mine.resources != template.resources:
+            return RestartReason.RESOURCES
+        return RestartReason.POD_TEMPLATE
+    if pod.manual or (roll_started is not None and pod.created < roll_started):
+        return RestartReason.MANUAL
+    if pod.running and pod.unready_since is not None and now - pod.unready_since > stuck_after:
+        return RestartReason.NOT_READY
+    return None
+
+
+@dataclass(frozen=True)
+class RollMemory:
+    """What a roll remembers between observations (kept in the KafkaCluster's status.roll)."""
+
+    started: float | None  # when a roll of every broker began; None: only pods that need it restart
+    restarted: tuple[Restarted, ...]
+
+
+def roll_snapshot(
     brokers: int,
     statefulset: Mapping[str, Any],
     pods: Sequence[BrokerPod],
     kafka: ClusterState | None,
-) -> BrokerPod | None:
-    """The one outdated pod that may restart now, or None: only while every broker is ready (in every ISR, as
-    the readiness probe says) and no partition is under-replicated, so a restart never costs availability."""
-    if kafka is None or kafka.under_replicated_partitions or len(pods) != brokers:
-        return None
-    if not all(pod.ready for pod in pods):
-        return None
-    outdated = outdated_pods(statefulset, pods)
-    if not outdated:
-        return None
-    # The active controller last: restarting it moves the quorum's leadership once rather than every time.
-    return max(outdated, key=lambda pod: (pod.ordinal != kafka.controller_id, pod.ordinal))
+    min_isr: Mapping[str, int],
+    memory: RollMemory,
+    now: float,
+    budget: float,
+) -> RollSnapshot:
+    """The roll planner's snapshot: a broker is up while its pod runs, ready while the pod is Ready, fenced
+    while the cluster's metadata does not list it; a broker without a pod is down."""
+    by_ordinal = {pod.ordinal: pod for pod in pods}
+    registered = set(kafka.brokers) if kafka is not None else set()
+    states = []
+    for ordinal in range(brokers):
+        pod = by_ordinal.get(ordinal)
+        reason = restart_reason(pod, statefulset, memory.started, now, budget) if pod is not None else None
+        up = pod is not None and pod.running
+        ready = up and pod is not None and pod.ready
+        states.append(BrokerState(ordinal, up, ready, ordinal not in registered, reason))
+    partitions = tuple(
+        PartitionState(p.topic, p.partition, p.replicas, p.isr, p.leader, min_isr[p.topic])
+        for p in (kafka.partitions if kafka is not None else ())
+        if p.topic in min_isr
+    )
+    controller = kafka.controller_id if kafka is not None else None
+    return RollSnapshot(tuple(states), controller, partitions, memory.restarted, now, budget)

@@ -28,6 +28,8 @@ class RestartReason(StrEnum):
     IMAGE = "image"
     VERSION = "version"
     STATIC_CONFIG = "static-config"
+    RESOURCES = "resources"
+    POD_TEMPLATE = "pod-template"  # another change of the broker pods' template (labels, tolerations, ...)
     MANUAL = "manual"  # a kafkette.dev/roll annotation, or `kafkette roll`
 
 

@@ -11,7 +11,13 @@ from kafkette.operator.resources.base import (
     set_condition,
 )
 from kafkette.operator.resources.consumergroup import CONSUMER_GROUP, ConsumerGroupSpec, ConsumerGroupStatus
-from kafkette.operator.resources.kafkacluster import KAFKA_CLUSTER, KafkaClusterSpec, KafkaClusterStatus
+from kafkette.operator.resources.kafkacluster import (
+    KAFKA_CLUSTER,
+    KafkaClusterSpec,
+    KafkaClusterStatus,
+    RestartedBroker,
+    RollStatus,
+)
 from kafkette.operator.resources.topic import TOPIC, TopicSpec, TopicStatus
 
 KINDS: tuple[Kind, ...] = (KAFKA_CLUSTER, TOPIC, CONSUMER_GROUP)
@@ -31,6 +37,8 @@ __all__ = [
     "KafkaClusterStatus",
     "Kind",
     "Outcome",
+    "RestartedBroker",
+    "RollStatus",
     "TopicSpec",
     "TopicStatus",
     "phase_conditions",

@@ -196,6 +196,30 @@ class KafkaClusterSpec(Model):
         return self
 
 
+class RestartedBroker(Model):
+    """A broker restarted in the current roll."""
+
+    broker: int = Field(ge=0, description="Its node id.")
+    at: float = Field(description="When its pod was deleted (Unix seconds).")
+    left_isr: list[str] = Field(
+        default_factory=list, description="Partitions (topic-partition) whose ISR it left, to rejoin before the next."
+    )
+
+
+class RollStatus(Model):
+    """The rolling restart: which broker, why, how far."""
+
+    state: Literal["Restarting", "Waiting", "Stalled", "Done"] = Field(description="Where the roll is.")
+    reason: str = Field(description="The roll planner's reason for its last action.")
+    current: int | None = Field(None, ge=0, description="The broker restarting or waited for.")
+    brokers_restarted: list[int] = Field(default_factory=list, description="Brokers restarted so far, in order.")
+    brokers_pending: list[int] = Field(default_factory=list, description="Brokers still to restart.")
+    started_at: float | None = Field(
+        None, description="When a roll of every broker (the kafkette.dev/roll annotation) began (Unix seconds)."
+    )
+    restarted: list[RestartedBroker] = Field(default_factory=list, description="The restarts of this roll.")
+
+
 class KafkaClusterStatus(Status):
     """The cluster as the operator last observed it."""
 
@@ -207,6 +231,7 @@ class KafkaClusterStatus(Status):
     registered_brokers: list[int] | None = Field(None, description="Node ids of the brokers the cluster knows.")
     under_replicated_partitions: int | None = Field(None, ge=0, description="Partitions with fewer in-sync replicas.")
     bootstrap_servers: str | None = Field(None, description="Address clients bootstrap from.")
+    roll: RollStatus | None = Field(None, description="The current or last rolling restart.")
 
 
 KAFKA_CLUSTER = Kind(

@@ -1,4 +1,4 @@
-"""KafkaCluster resources -> ConfigMap, Services, StatefulSet and PDB, plus status, restarts and racks."""
+"""KafkaCluster resources -> ConfigMap, Services, StatefulSet and PDB, plus status, rolling restarts and racks."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from kubernetes.client import ApiException
 
 from kafkette.operator.admin import AdminError, ClusterState
 from kafkette.operator.kube import apply
+from kafkette.operator.kube.handlers import roll
 from kafkette.operator.kube.handlers.common import (
     InvalidSpec,
     admin_for,
@@ -23,7 +24,7 @@ from kafkette.operator.kube.handlers.common import (
 )
 from kafkette.operator.kube.names import RACK_ANNOTATION, ClusterNames, label_selector, selector_labels
 from kafkette.operator.kube.render import render_cluster
-from kafkette.operator.planning.cluster import BrokerPod, assess, next_restart
+from kafkette.operator.planning.cluster import BrokerPod, assess
 from kafkette.operator.resources import GROUP, VERSION, KafkaClusterSpec, Outcome
 
 PLURAL = "kafkaclusters"
@@ -63,8 +64,11 @@ async def _label_racks(pods: list[dict[str, Any]], topology_key: str) -> Outcome
     return None
 
 
-async def _observe(name: str, namespace: str, body: Any, status: Any, spec: KafkaClusterSpec) -> dict[str, Any]:
-    """Read the StatefulSet, the pods and Kafka; restart one outdated pod when that is safe; report status."""
+async def _observe(
+    name: str, namespace: str, body: Any, status: Any, spec: KafkaClusterSpec, rolling: bool
+) -> dict[str, Any]:
+    """Read the StatefulSet, the pods and Kafka; when `rolling`, take the roll's next step; report status.
+    Only the timer rolls: one writer of status.roll, and never two deletions from handlers running at once."""
     names = ClusterNames(name, namespace)
     selector = label_selector(selector_labels(name))
     statefulset = await asyncio.to_thread(apply.get, "apps/v1", "StatefulSet", names.statefulset, namespace)
@@ -72,18 +76,20 @@ async def _observe(name: str, namespace: str, body: Any, status: Any, spec: Kafk
     rack_problem = await _label_racks(pod_objects, spec.rack.topology_key) if spec.rack is not None else None
     pods = [BrokerPod.from_api(pod) for pod in pod_objects]
     bootstrap = cluster_bootstrap(dict(body))
+    admin = admin_for(bootstrap)
     try:
-        kafka: ClusterState | None = await admin_for(bootstrap).cluster()
+        kafka: ClusterState | None = await admin.cluster()
     except AdminError:
         kafka = None
-    if statefulset is not None:
-        restart = next_restart(spec.brokers, statefulset, pods, kafka)
-        if restart is not None:
-            await asyncio.to_thread(apply.delete, "v1", "Pod", restart.name, namespace)
-            message = f"restarted {restart.name} to apply the new configuration"
-            kopf.info(body, reason="BrokerRestarted", message=message)
+    if rolling and statefulset is not None:
+        step = await roll.step(body, spec.brokers, statefulset, pods, kafka, admin)
+    else:
+        previous = roll.previous_roll(status)
+        step = roll.Step(previous, roll.roll_outcome(previous))
     sts_status = (statefulset or {}).get("status") or {}
     outcome = rack_problem or assess(spec.brokers, statefulset, pods, kafka)
+    if step.outcome is not None and outcome.phase != "Stalled":
+        outcome = step.outcome
     fields = {
         **report(status, body["metadata"].get("generation", 0), outcome),
         "replicas": sts_status.get("replicas", 0),
@@ -91,6 +97,9 @@ async def _observe(name: str, namespace: str, body: Any, status: Any, spec: Kafk
         "selector": selector,
         "bootstrapServers": bootstrap,
     }
+    if step.roll is not None:
+        # Every key written, nulls too: a merge patch would keep a stale `current` or `startedAt` otherwise.
+        fields["roll"] = step.roll.model_dump(mode="json", by_alias=True)
     if kafka is not None:
         fields |= {
             "clusterId": kafka.cluster_id,
@@ -122,18 +131,18 @@ async def cluster_changed(
         return
     count = await _apply_children(name, namespace, uid, body, parsed)
     kopf.info(body, reason="ChildrenApplied", message=f"applied {count} objects for {parsed.brokers} brokers")
-    patch.status.update(await _observe(name, namespace, body, status, parsed))
+    patch.status.update(await _observe(name, namespace, body, status, parsed, rolling=False))
 
 
 @kopf.timer(GROUP, VERSION, PLURAL, interval=observe_seconds(), initial_delay=observe_seconds())
 async def cluster_observe(
     spec: Any, name: str, namespace: str | None, body: Any, status: Any, patch: Any, **_: Any
 ) -> None:
-    """Status, rack labels and restarts follow the pods within seconds, not at the next resync."""
+    """Status, rack labels and the roll follow the pods within seconds, not at the next resync."""
     namespace = namespace_of(namespace)
     parsed = _parse(spec, body, status, patch)
     if parsed is not None:
-        patch.status.update(await _observe(name, namespace, body, status, parsed))
+        patch.status.update(await _observe(name, namespace, body, status, parsed, rolling=True))
 
 
 @kopf.timer(GROUP, VERSION, PLURAL, interval=resync_seconds(), initial_delay=resync_seconds())
