@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kafkette.operator.local import plan, reassign, roll, runtime
-from kafkette.operator.planning.placement import Broker, plan_placement
+from kafkette.operator.planning.placement import Broker, Move, PlacementPlan, plan_placement
 
 DEFAULT_MAX_IN_FLIGHT = 4
 
@@ -31,6 +31,26 @@ class ScaleResult:
     elected: int
 
 
+def placement(cluster_dir: Path, brokers: int) -> PlacementPlan:
+    """The planner's moves for `brokers` brokers, planned before anything starts or stops (new brokers are
+    planned as empty ones); ScaleRefused when it refuses or a reassignment is already in flight."""
+    cluster_dir = cluster_dir.resolve()
+    state = runtime.require_state(cluster_dir)
+    resized = plan.resized(state, brokers)
+    alive = reassign.live(cluster_dir, state)
+    if reassign.in_flight(state, alive):
+        raise ScaleRefused("a partition reassignment is in progress; verify or cancel it first")
+    members = [Broker(b.node_id, b.rack) for b in (*state.brokers, *resized.brokers[len(state.brokers) :])]
+    drained = [n for n in state.ids if n not in resized.ids]
+    current = reassign.view(state, alive)
+    sizes = reassign.leader_sizes(current, reassign.replica_sizes(state, alive))
+    voters = [b.node_id for b in state.brokers if b.voter]
+    planned = plan_placement(members, reassign.assignment(current), drain=drained, voters=voters, sizes=sizes)
+    if planned.refusal is not None:
+        raise ScaleRefused(planned.refusal)
+    return planned
+
+
 def scale(
     cluster_dir: Path,
     brokers: int,
@@ -38,33 +58,27 @@ def scale(
     report: Callable[[str], None],
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
 ) -> ScaleResult:
+    """Plan, start the new brokers, move, elect preferred leaders, stop the drained brokers. With as many
+    brokers as now, a rebalance."""
     cluster_dir = cluster_dir.resolve()
+    planned = placement(cluster_dir, brokers)
     state = runtime.require_state(cluster_dir)
     resized = plan.resized(state, brokers)
     added = [b.node_id for b in resized.brokers if b.node_id not in state.ids]
     drained = [n for n in state.ids if n not in resized.ids]
-    alive = reassign.live(cluster_dir, state)
-    if reassign.in_flight(state, alive):
-        raise ScaleRefused("a partition reassignment is in progress; verify or cancel it first")
     if added:
+        alive = reassign.live(cluster_dir, state)
         state = resized
         for node_id in added:
             report(f"starting broker {node_id}")
             state = runtime.launch(cluster_dir, state, node_id)
         runtime.wait_ready(cluster_dir, state, timeout, node_ids=added, expected=[*alive, *added])
-    members = [Broker(b.node_id, b.rack) for b in state.brokers]
-    current = reassign.view(state, reassign.live(cluster_dir, state))
-    sizes = reassign.leader_sizes(current, reassign.replica_sizes(state, state.ids))
-    voters = [b.node_id for b in state.brokers if b.voter]
-    placement = plan_placement(members, reassign.assignment(current), drain=drained, voters=voters, sizes=sizes)
-    if placement.refusal is not None:
-        raise ScaleRefused(placement.refusal)
-    batches = placement.batches(max_in_flight)
-    report(f"{len(placement.moves)} partitions to move in {len(batches)} batches")
+    batches = planned.batches(max_in_flight)
+    report(f"{len(planned.moves)} partitions to move in {len(batches)} batches")
     reassign.execute(cluster_dir, state, batches, timeout, report)
     alive = reassign.live(cluster_dir, state)
     after = reassign.view(state, alive)
-    elsewhere = [tp for tp, replicas in placement.target.items() if _leader(after, tp) != replicas[0]]
+    elsewhere = [tp for tp, replicas in planned.target.items() if _leader(after, tp) != replicas[0]]
     elected = roll.elect_preferred(state, alive, elsewhere)
     report(f"{elected} of {len(elsewhere)} partitions led by another than their preferred replica moved to it")
     for node_id in drained:
@@ -72,7 +86,13 @@ def scale(
         runtime.stop(cluster_dir, node_id, timeout)
     if drained:
         runtime.save_state(cluster_dir, plan.resized(runtime.require_state(cluster_dir), brokers))
-    return ScaleResult(tuple(added), tuple(drained), len(placement.moves), elected)
+    return ScaleResult(tuple(added), tuple(drained), len(planned.moves), elected)
+
+
+def describe(move: Move) -> str:
+    """One line of a dry run."""
+    copies = f", copying to {list(move.adding)}" if move.adding else ", preferred leader only"
+    return f"{move.topic}-{move.partition}: {list(move.current)} -> {list(move.target)}{copies}"
 
 
 def _leader(view: plan.ClusterView, tp: tuple[str, int]) -> int:

@@ -62,6 +62,19 @@ def even(counter: Counter[int], ids: list[int]) -> bool:
     return max(values) - min(values) <= 1
 
 
+def balanced(cluster_dir: Path, ids: list[int]) -> ClusterView:
+    """The view once it shows exactly `ids`, everything in sync, and replicas and leaders within one per broker
+    (brokers apply the last elections a moment after the command returns)."""
+
+    def check() -> ClusterView | None:
+        current = view(cluster_dir)
+        replicas, leaders = counts(current)
+        done = list(current.brokers) == ids and plan.fully_replicated(current.partitions)
+        return current if done and even(replicas, ids) and even(leaders, ids) and set(replicas) == set(ids) else None
+
+    return wait_for(check, f"replicas and leaders balanced over {ids}", 30, 0.2)
+
+
 def test_scale_up_then_drain_under_acks_all_traffic(
     cluster_dir: Path, free_port: Callable[[int], int], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -73,15 +86,15 @@ def test_scale_up_then_drain_under_acks_all_traffic(
     wait_for(lambda: len(producer.acked) >= 300, "the producer under way", 30)
 
     capsys.readouterr()
+    assert main(["scale", "--dir", str(cluster_dir), "4", "--dry-run"]) == 0
+    dry = capsys.readouterr().out.splitlines()
+    assert dry[-1] == f"{len(dry) - 1} partitions to move, 9 copies", dry
+    assert runtime.require_state(cluster_dir).ids == (0, 1, 2)
     assert main(["scale", "--dir", str(cluster_dir), "4", "--max-in-flight", "3"]) == 0
     out = capsys.readouterr().out
     assert "starting broker 3" in out and "bytes copied" in out, out
-    after_up = view(cluster_dir)
-    replicas, leaders = counts(after_up)
-    assert after_up.brokers == (0, 1, 2, 3)
-    assert replicas[3] >= 9 and even(replicas, [0, 1, 2, 3]), replicas
-    assert leaders[3] >= 3 and even(leaders, [0, 1, 2, 3]), leaders
-    assert plan.fully_replicated(after_up.partitions)
+    replicas, leaders = counts(balanced(cluster_dir, [0, 1, 2, 3]))
+    assert replicas[3] == 9 and leaders[3] == 3, (replicas, leaders)
 
     # A scale-down below the replication factor is refused and changes nothing.
     assert main(["scale", "--dir", str(cluster_dir), "2"]) == 1
@@ -95,8 +108,7 @@ def test_scale_up_then_drain_under_acks_all_traffic(
     assert "stopping broker 3 (drained)" in capsys.readouterr().out
     assert runtime.require_state(cluster_dir).ids == (0, 1, 2)
     assert runtime.alive_ids(cluster_dir, runtime.require_state(cluster_dir)) == [0, 1, 2]
-    replicas, leaders = counts(view(cluster_dir))
-    assert 3 not in replicas and even(replicas, [0, 1, 2]) and even(leaders, [0, 1, 2]), (replicas, leaders)
+    balanced(cluster_dir, [0, 1, 2])
 
     at_end = len(producer.acked)
     wait_for(lambda: len(producer.acked) >= at_end + 300, "the producer going on after the scale", 30)
@@ -152,6 +164,13 @@ def test_reassign_plan_verbs(
     assert sorted({(p.topic, p.partition): p.replicas for p in view(cluster_dir).partitions}[("moved", 0)]) == sorted(
         target
     )
+
+    # rebalance: replicas and leaders of the cluster within one per broker.
+    assert main(["rebalance", "--dir", str(cluster_dir)]) == 0
+    capsys.readouterr()
+    balanced(cluster_dir, [0, 1, 2, 3])
+    assert main(["rebalance", "--dir", str(cluster_dir), "--dry-run"]) == 0
+    assert capsys.readouterr().out == "0 partitions to move, 0 copies\n"
 
     # --generate: a balanced plan over brokers 0-2 takes everything off broker 3.
     assert main([*directory, "--generate", "--broker-list", "0,1,2"]) == 0
