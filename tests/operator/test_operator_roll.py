@@ -1,0 +1,165 @@
+"""Rolling restarts by the operator against the real API server, over a real three-broker cluster.
+
+No kubelet runs the pods: deleting one stands for its broker's restart and the test marks the recreated pod
+Ready, as a kubelet would once the broker is back in its ISRs. The brokers the operator reads (metadata, ISRs,
+the controller, min.insync.replicas) are three real broker processes on 127.0.0.1 (`kafkette up`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kube_harness import Custom, eventually, mark_pods_ready
+from kubernetes import client
+
+from kafkette.operator.admin import Admin
+from kafkette.operator.kube.handlers.common import BOOTSTRAP_ANNOTATION
+from kafkette.operator.kube.names import label_selector, selector_labels
+from kafkette.operator.local import plan, runtime
+from kafkette.operator.planning.cluster import ROLL_ANNOTATION
+from kafkette.operator.testing import OperatorProcess
+
+pytestmark = pytest.mark.timeout(300)
+
+SELECTOR = label_selector(selector_labels("main"))
+
+
+@pytest.fixture
+def kafka(tmp_path: Path) -> Iterator[str]:
+    """Three real brokers and a topic of RF 3, min.insync.replicas 2; yields the bootstrap servers."""
+    cluster_dir = tmp_path / "kafka"
+    state = runtime.up(cluster_dir, brokers=3, first_port=runtime.first_free_port(3), timeout=60)
+    try:
+        bootstrap = plan.bootstrap_servers(state)
+        admin = Admin(bootstrap, timeout=10)
+        asyncio.run(admin.create_topic("rolled", 3, 3, {"min.insync.replicas": "2"}))
+        eventually(lambda: asyncio.run(admin.cluster()).under_replicated_partitions == 0, what="topic in sync")
+        yield bootstrap
+    finally:
+        runtime.down(cluster_dir, timeout=15)
+
+
+def pods(core: client.CoreV1Api, namespace: str) -> dict[int, str]:
+    """Broker ordinal -> pod uid."""
+    items = core.list_namespaced_pod(namespace, label_selector=SELECTOR).items
+    return {int(pod.metadata.name.rsplit("-", 1)[1]): pod.metadata.uid for pod in items}
+
+
+def events(core: client.CoreV1Api, namespace: str) -> list[tuple[str, str]]:
+    items = core.list_namespaced_event(namespace, field_selector="involvedObject.kind=KafkaCluster").items
+    ordered = sorted(items, key=lambda event: (event.metadata.creation_timestamp, event.metadata.name))
+    return [(event.reason, event.message) for event in ordered]
+
+
+def ready_cluster(kube: client.ApiClient, namespace: str, bootstrap: str) -> Custom:
+    custom = Custom(kube, namespace)
+    custom.create("kafkaclusters", "main", {"brokers": 3}, annotations={BOOTSTRAP_ANNOTATION: bootstrap})
+    core = client.CoreV1Api(kube)
+    eventually(lambda: len(pods(core, namespace)) == 3, what="three broker pods")
+    mark_pods_ready(kube, namespace, SELECTOR)
+    eventually(lambda: (custom.condition("kafkaclusters", "main") or {}).get("status") == "True", timeout=40)
+    return custom
+
+
+def follow_roll(kube: client.ApiClient, namespace: str, brokers: int, hold: float) -> list[int]:
+    """The order the operator deletes broker pods in. Each recreated pod is held not Ready for `hold` seconds
+    first, during which no other pod may be deleted; then the test marks it Ready, standing in for a kubelet."""
+    core = client.CoreV1Api(kube)
+    order: list[int] = []
+    for _ in range(brokers):
+        before = pods(core, namespace)
+
+        def replaced(before: dict[int, str] = before) -> list[int] | None:
+            now = pods(core, namespace)
+            gone = [ordinal for ordinal, uid in before.items() if now.get(ordinal) != uid]
+            return gone or None
+
+        (restarted,) = eventually(replaced, timeout=40, what=f"restart {len(order) + 1}")
+        order.append(restarted)
+        deadline = time.monotonic() + hold
+        while time.monotonic() < deadline:
+            now = pods(core, namespace)
+            assert all(now.get(o) == uid for o, uid in before.items() if o != restarted), "a second broker went down"
+            time.sleep(0.2)
+        eventually(lambda restarted=restarted: restarted in pods(core, namespace), what="pod recreated")
+        mark_pods_ready(kube, namespace, SELECTOR)
+    return order
+
+
+def controller_of(bootstrap: str) -> int:
+    controller = asyncio.run(Admin(bootstrap).cluster()).controller_id
+    assert controller is not None
+    return controller
+
+
+def test_static_config_change_rolls_one_broker_at_a_time_controller_last(
+    kube: client.ApiClient, namespace: str, operator: OperatorProcess, kafka: str
+) -> None:
+    custom = ready_cluster(kube, namespace, kafka)
+    core = client.CoreV1Api(kube)
+    first = pods(core, namespace)
+    controller = controller_of(kafka)
+
+    custom.patch_spec("kafkaclusters", "main", {"config": {"log.retention.ms": 3600000}})
+    # The first recreated pod is held down for three observations: nobody else restarts meanwhile.
+    order = follow_roll(kube, namespace, 3, hold=6.0)
+    assert order == [*sorted({0, 1, 2} - {controller}), controller]
+
+    def finished() -> dict | None:
+        roll = custom.get("kafkaclusters", "main").get("status", {}).get("roll") or {}
+        return roll if roll.get("state") == "Done" else None
+
+    roll = eventually(finished, timeout=40, what="roll done")
+    assert roll["brokersRestarted"] == order and roll["brokersPending"] == []
+    assert set(pods(core, namespace).values()).isdisjoint(first.values())
+    eventually(lambda: (custom.condition("kafkaclusters", "main") or {}).get("status") == "True", timeout=40)
+
+    said = events(core, namespace)
+    restarts = [message for reason, message in said if reason == "BrokerRestart"]
+    assert [int(m.split("broker-", 1)[1].split(":", 1)[0]) for m in restarts] == order
+    assert all("because static-config" in message for message in restarts)
+    waits = [message for reason, message in said if reason == "RollWaiting"]
+    assert any("is down after its restart" in message for message in waits), waits
+    assert "RollDone" in {reason for reason, _ in said}, said
+
+
+def test_roll_annotation_restarts_every_broker_once_and_is_removed(
+    kube: client.ApiClient, namespace: str, operator: OperatorProcess, kafka: str
+) -> None:
+    custom = ready_cluster(kube, namespace, kafka)
+    controller = controller_of(kafka)
+    custom.api.patch_namespaced_custom_object(
+        "kafkette.dev",
+        "v1alpha1",
+        namespace,
+        "kafkaclusters",
+        "main",
+        {"metadata": {"annotations": {ROLL_ANNOTATION: "now"}}},
+    )
+    order = follow_roll(kube, namespace, 3, hold=0.0)
+    assert order == [*sorted({0, 1, 2} - {controller}), controller]
+
+    def served() -> dict | None:
+        cluster = custom.get("kafkaclusters", "main")
+        roll = cluster.get("status", {}).get("roll") or {}
+        annotations = cluster["metadata"].get("annotations") or {}
+        return roll if roll.get("state") == "Done" and ROLL_ANNOTATION not in annotations else None
+
+    roll = eventually(served, timeout=40, what="roll done and the annotation removed")
+    assert roll["brokersRestarted"] == order
+    core = client.CoreV1Api(kube)
+    restarts = [m for reason, m in events(core, namespace) if reason == "BrokerRestart"]
+    assert len(restarts) == 3 and all("because manual" in message for message in restarts)
+
+    # The annotation on one pod restarts that broker alone.
+    uids = pods(core, namespace)
+    core.patch_namespaced_pod("main-broker-1", namespace, {"metadata": {"annotations": {ROLL_ANNOTATION: ""}}})
+    eventually(lambda: pods(core, namespace).get(1) != uids[1], timeout=40, what="broker 1 restarted")
+    mark_pods_ready(kube, namespace, SELECTOR)
+    time.sleep(6)  # three observations
+    now = pods(core, namespace)
+    assert (now[0], now[2]) == (uids[0], uids[2])
