@@ -94,6 +94,8 @@ def reassign(image: MetadataImage, topic_id: UUID, index: int, target: list[int]
     # Replicas added by a replaced reassignment and not wanted now leave the ISR at once.
     isr = tuple(r for r in current.isr if r in replicas)
     leader = _leader_within(image, current, replicas, isr)
+    if leader == NO_LEADER:
+        raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"no replica of {list(replicas)} is in sync to lead")
     return _change(topic_id, index, current, replicas, isr, leader, adding, removing)
 
 
@@ -119,7 +121,7 @@ def _completion(image: MetadataImage, topic_id: UUID, index: int) -> PartitionCh
     isr = tuple(r for r in current.isr if r in target)
     leader = _leader_within(image, current, target, isr)
     if leader == NO_LEADER:
-        return None  # no target replica may lead yet: the next check tries again
+        return None  # no target replica may lead yet: the partition's next ISR change tries again
     return _change(topic_id, index, current, target, isr, leader, (), ())
 
 

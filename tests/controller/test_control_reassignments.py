@@ -13,6 +13,7 @@ from kafkette.broker.controller.control import (
     list_partition_reassignments,
 )
 from kafkette.broker.controller.image import MetadataImage, image_records, replay
+from kafkette.broker.controller.records.partition_change_record import PartitionChangeRecord
 from kafkette.broker.protocol.errors import ErrorCode
 from kafkette.broker.protocol.messages.alter_partition_reassignments_request import (
     AlterPartitionReassignmentsRequest,
@@ -115,6 +116,16 @@ def test_a_new_target_replaces_the_one_in_flight() -> None:
     assert _move(cluster, [1, 2, 3]) == ErrorCode.NONE
     assert _move(cluster, [1, 2, 4]) == ErrorCode.NONE
     assert _shape(cluster) == ((1, 2, 4, 0), (0, 1, 2), (4,), (0,), 0)
+
+
+def test_replacing_a_move_never_leaves_the_partition_without_a_leader() -> None:
+    cluster = Cluster(5)
+    topic_id = cluster.create("t", assignments=[[0, 1, 2]])
+    assert _move(cluster, [3, 1, 2]) == ErrorCode.NONE
+    # Broker 0 drops out; broker 3, an adding replica, is in the ISR and leads (first in the replica order).
+    cluster.apply([PartitionChangeRecord(partition_id=0, topic_id=topic_id, isr=[3], leader=3, replicas=[3, 1, 2, 0])])
+    assert _move(cluster, [4]) == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    assert _shape(cluster) == ((3, 1, 2, 0), (3,), (3,), (0,), 3)
 
 
 def test_invalid_targets_are_refused() -> None:
