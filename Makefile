@@ -59,8 +59,10 @@ java-client:
 		echo "java-client: mvn or java not found; the Java client tests will be skipped" >&2; \
 	fi
 
-$(JAVA_STAMP): $(JAVA_SOURCES)
+# Also Kafka's own command-line tools (kafka-tools and its runtime jars, into .cache/kafka-tools/).
+$(JAVA_STAMP): $(JAVA_SOURCES) $(JAVA_DIR)/tools/pom.xml
 	$(MVN) -f $(JAVA_DIR)/pom.xml package dependency:copy-dependencies
+	$(MVN) -f $(JAVA_DIR)/tools/pom.xml dependency:copy-dependencies
 	touch $@
 
 # Spark's own Kafka connector for the installed PySpark, from Maven Central with retries, kept in
