@@ -158,7 +158,8 @@ class Admin:
         if not partitions:
             return 0
         request = [TopicPartition(topic, partition) for topic, partition in partitions]
-        future = self._client.elect_leaders(ElectionType.PREFERRED, request, request_timeout=self.timeout)
+        # No request_timeout: confluent-kafka 2.16 fails on any keyword here; _await bounds the wait instead.
+        future = self._client.elect_leaders(ElectionType.PREFERRED, request)
         results: dict[TopicPartition, KafkaException | None] = await self._await(future, "elect preferred leaders")
         return sum(error is None for error in results.values())
 

@@ -163,3 +163,21 @@ def test_roll_annotation_restarts_every_broker_once_and_is_removed(
     time.sleep(6)  # three observations
     now = pods(core, namespace)
     assert (now[0], now[2]) == (uids[0], uids[2])
+
+
+def test_preferred_leader_election_after_a_broker_restart(kafka: str, tmp_path: Path) -> None:
+    """The roll's last step on real brokers: a restart leaves leaders elsewhere, ElectLeaders hands them back."""
+    admin = Admin(kafka, timeout=10)
+
+    def misplaced() -> list[tuple[str, int]]:
+        partitions = asyncio.run(admin.cluster()).partitions
+        return [(p.topic, p.partition) for p in partitions if p.topic == "rolled" and p.leader != p.replicas[0]]
+
+    assert misplaced() == []
+    runtime.stop(tmp_path / "kafka", 0, timeout=30)
+    runtime.start(tmp_path / "kafka", 0, timeout=60)
+    eventually(lambda: asyncio.run(admin.cluster()).under_replicated_partitions == 0, what="broker 0 back in sync")
+    moved = misplaced()
+    assert moved, "broker 0 led some partition before its restart and none after"
+    assert asyncio.run(admin.elect_preferred(moved)) == len(moved)
+    eventually(lambda: misplaced() == [], what="leaders back on their preferred replicas")
