@@ -1,5 +1,6 @@
 """The product as a user installs it, on running pods: chart, CRDs, a 3-broker KafkaCluster, a Topic,
-20,000 acknowledged records, a deleted broker pod, deletion, bad input and kstatus health.
+20,000 acknowledged records, a deleted broker pod, a rolling restart under traffic, deletion, bad input and
+kstatus health.
 
 Runs against the cluster `kubectl` on PATH reaches, from a place where pod IPs are reachable: `make e2e`
 starts the node here and runs this suite under `node-exec` (inside the node's network namespace). The
@@ -9,7 +10,9 @@ tests run in file order and build on each other's cluster, as a user's session w
 from __future__ import annotations
 
 import json
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +30,13 @@ from kube import (
     wait_current,
     wait_until,
 )
-from workload import Acknowledged, missing_or_reordered, produce, read_back
+from workload import Acknowledged, missing_or_reordered, produce, produce_until, read_back
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMESPACE = "kafkette"
 CLUSTER = "e2e"
 TOPIC = "orders"
+ROLL_TOPIC = "rolling"
 PARTITIONS = 6
 RECORDS = 20_000
 BROKER_SELECTOR = f"app.kubernetes.io/instance={CLUSTER},app.kubernetes.io/component=broker"
@@ -53,7 +57,13 @@ def kafka_cluster(name: str, brokers: int, *, delete_claim: bool) -> dict[str, A
             "storage": {"size": "1Gi", "deleteClaim": delete_claim},
             # Pod IPs are what a client in the node's namespace can reach (its resolver is not the cluster's).
             "listeners": [{"name": "PLAINTEXT", "port": 9092, "advertise": "podIP"}],
-            "config": {"min.insync.replicas": min(2, brokers), "default.replication.factor": min(3, brokers)},
+            # Kafkette's offsets.topic.replication.factor defaults to 1 (one broker runs anywhere): with
+            # min.insync.replicas 2 a roll would rightly refuse to restart the broker of its only replica.
+            "config": {
+                "min.insync.replicas": min(2, brokers),
+                "default.replication.factor": min(3, brokers),
+                "offsets.topic.replication.factor": min(3, brokers),
+            },
             "resources": BROKER_RESOURCES,
         },
     }
@@ -238,6 +248,60 @@ def test_every_resource_reports_health_by_kstatus(state: dict[str, Any]) -> None
     reason = condition(orphan, "Stalled")
     assert reason is not None and reason["reason"] and reason["message"]
     kubectl("delete", "topic/orphan", "consumergroup/idle", "-n", NAMESPACE, "--timeout=60s")
+
+
+def test_static_config_change_rolls_every_broker_once_under_acks_all_traffic() -> None:
+    apply(
+        {
+            "apiVersion": "kafkette.dev/v1alpha1",
+            "kind": "Topic",
+            "metadata": {"name": ROLL_TOPIC},
+            "spec": {"clusterRef": CLUSTER, "partitions": 3, "replicas": 3},  # min.insync.replicas 2: the cluster's
+        },
+        NAMESPACE,
+    )
+    wait_current("topic", ROLL_TOPIC, NAMESPACE, timeout=120)
+    before = {pod["metadata"]["name"]: pod["metadata"]["uid"] for pod in items("pods", NAMESPACE, BROKER_SELECTOR)}
+    controller = AdminClient({"bootstrap.servers": bootstrap()}).list_topics(timeout=30).controller_id
+    stop = threading.Event()
+    with ThreadPoolExecutor(1) as pool:
+        sending = pool.submit(produce_until, bootstrap(), ROLL_TOPIC, stop, rate=200, limit=420)
+        time.sleep(3)  # the producer under way before the first restart
+        started = time.monotonic()
+        # replica.lag.time.max.ms is read-only in Kafka: only a restart applies it.
+        patch = {"spec": {"config": {"replica.lag.time.max.ms": "20000"}}}
+        kubectl("patch", "kafkacluster", CLUSTER, "-n", NAMESPACE, "--type=merge", "-p", json.dumps(patch))
+
+        def rolled() -> dict[str, Any] | None:
+            cluster = get("kafkacluster", CLUSTER, NAMESPACE)
+            roll = ((cluster or {}).get("status") or {}).get("roll") or {}
+            current = cluster is not None and kstatus(cluster).status == "Current"
+            return roll if roll.get("state") == "Done" and current else None
+
+        try:
+            roll = wait_until(rolled, timeout=400, what="the roll to finish and the cluster to be Ready")
+        finally:
+            elapsed = time.monotonic() - started
+            time.sleep(3)  # and still under way after the last restart
+            stop.set()
+        acknowledged = sending.result(timeout=180)
+    record_number("roll of 3 brokers under acks=all traffic (s)", round(elapsed, 1))
+    record_number("records acknowledged during the roll", acknowledged.count)
+
+    after = {pod["metadata"]["name"]: pod["metadata"]["uid"] for pod in items("pods", NAMESPACE, BROKER_SELECTOR)}
+    assert sorted(after) == sorted(before) and all(after[name] != before[name] for name in before)
+    order = roll["brokersRestarted"]
+    assert sorted(order) == [0, 1, 2] and order[-1] == controller, (order, controller)
+    fields = f"involvedObject.name={CLUSTER},reason=BrokerRestart"
+    restarts = json.loads(kubectl("get", "events", "-n", NAMESPACE, "-o", "json", "--field-selector", fields))["items"]
+    assert sum(event.get("count", 1) for event in restarts) == 3, restarts  # each broker exactly once
+
+    assert acknowledged.errors == []
+    read = read_back(bootstrap(), ROLL_TOPIC, 3)
+    assert missing_or_reordered(acknowledged, read) == []
+    values = [value for records in read.values() for _, value in records]
+    assert len(values) == len(set(values)) == acknowledged.count  # none lost, none duplicated
+    kubectl("delete", "topic", ROLL_TOPIC, "-n", NAMESPACE, "--timeout=60s")
 
 
 def test_deleting_the_cluster_removes_pods_and_services_and_keeps_claims() -> None:

@@ -6,8 +6,10 @@ through `node-exec`), with librdkafka, as an application outside the cluster wou
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import defaultdict
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
@@ -30,6 +32,27 @@ class Acknowledged:
 
 def produce(bootstrap: str, topic: str, count: int, *, timeout: float = 120) -> Acknowledged:
     """Send `count` keyed records with acks=all and idempotence; return what was acknowledged."""
+    return _produce(bootstrap, topic, range(count), timeout)
+
+
+def produce_until(
+    bootstrap: str, topic: str, stop: threading.Event, *, rate: float, limit: float, timeout: float = 120
+) -> Acknowledged:
+    """Send keyed records at `rate` a second until `stop` is set or `limit` seconds passed (a bound on a test
+    that forgets to stop it), with acks=all and idempotence; return what was acknowledged."""
+    started = time.monotonic()
+
+    def paced() -> Iterator[int]:
+        index = 0
+        while not stop.is_set() and time.monotonic() - started < limit:
+            yield index
+            index += 1
+            time.sleep(max(0.0, started + index / rate - time.monotonic()))
+
+    return _produce(bootstrap, topic, paced(), timeout)
+
+
+def _produce(bootstrap: str, topic: str, indexes: Iterable[int], timeout: float) -> Acknowledged:
     acknowledged = Acknowledged()
 
     def report(error: KafkaError | None, message: Message) -> None:
@@ -43,7 +66,7 @@ def produce(bootstrap: str, topic: str, count: int, *, timeout: float = 120) -> 
         acknowledged.by_partition[partition].append((offset, value))
 
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
-    for index in range(count):
+    for index in indexes:
         while True:
             try:
                 producer.produce(topic, key=str(index).encode(), value=f"record-{index}".encode(), on_delivery=report)
