@@ -100,7 +100,11 @@ async def step(
             brokers_restarted=[r.broker_id for r in restarted],
             brokers_pending=[b for b in pending if b != current or state != "Restarting"],
             started_at=remembered.started,
-            restarted=[RestartedBroker(broker=r.broker_id, at=r.at, left_isr=list(r.left_isr)) for r in restarted],
+            # Only the last restart's ISRs are waited for: the earlier lists would only grow the status.
+            restarted=[
+                RestartedBroker(broker=r.broker_id, at=r.at, left_isr=list(r.left_isr) if r is restarted[-1] else [])
+                for r in restarted
+            ],
         )
 
     if isinstance(action, Restart):
