@@ -181,3 +181,42 @@ def test_preferred_leader_election_after_a_broker_restart(kafka: str, tmp_path: 
     assert moved, "broker 0 led some partition before its restart and none after"
     assert asyncio.run(admin.elect_preferred(moved)) == len(moved)
     eventually(lambda: misplaced() == [], what="leaders back on their preferred replicas")
+
+
+@pytest.fixture
+def short_rejoin_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The operator (started after this fixture) gives a restarted broker 4 s to rejoin."""
+    monkeypatch.setenv("KAFKETTE_ROLL_REJOIN_SECONDS", "4")
+
+
+def test_a_broker_that_does_not_come_back_stalls_the_roll_until_it_does(
+    kube: client.ApiClient, namespace: str, short_rejoin_budget: None, operator: OperatorProcess, kafka: str
+) -> None:
+    custom = ready_cluster(kube, namespace, kafka)
+    core = client.CoreV1Api(kube)
+    first = pods(core, namespace)
+    custom.patch_spec("kafkaclusters", "main", {"config": {"log.retention.ms": 3600000}})
+    (down,) = eventually(
+        lambda: [o for o, uid in pods(core, namespace).items() if uid != first[o]] or None, what="first restart"
+    )
+
+    stalled = eventually(
+        lambda: (c := custom.condition("kafkaclusters", "main", "Stalled")) and c["status"] == "True" and c,
+        what="the roll Stalled",
+    )
+    assert stalled["reason"] == "RollStalled"
+    assert f"broker {down} is down after its restart" in stalled["message"] and "budget 4 s" in stalled["message"]
+    assert custom.get("kafkaclusters", "main")["status"]["roll"]["state"] == "Stalled"
+    assert any(reason == "RollStalled" for reason, _ in events(core, namespace))
+    now = pods(core, namespace)
+    assert all(now[o] == first[o] for o in first if o != down), "a second broker restarted during the stall"
+
+    # The broker is back: the roll goes on by itself and finishes.
+    eventually(lambda: down in pods(core, namespace), what="pod recreated")
+    mark_pods_ready(kube, namespace, SELECTOR)
+    follow_roll(kube, namespace, 2, hold=0.0)
+    eventually(
+        lambda: (custom.get("kafkaclusters", "main").get("status", {}).get("roll") or {}).get("state") == "Done",
+        timeout=40,
+        what="roll done",
+    )
