@@ -188,6 +188,15 @@ class ReplicaManager:
         self._logs.delete(*key)
         logger.info("%s: no longer replicated here; log deleted", partition)
 
+    def delete_stray_logs(self) -> None:
+        """Delete the logs on disk of partitions no longer replicated here: a move or a topic deletion that
+        completed while this broker was down. Called once the broker has caught up with the metadata log (it is
+        unfenced), so the image is complete, as Kafka does with stray logs at start-up."""
+        for tp in self._logs.all_logs():
+            if (tp.topic, tp.partition) not in self._partitions:
+                self._logs.delete(tp.topic, tp.partition)
+                logger.info("%s-%d: not a replica here after catching up; stray log deleted", tp.topic, tp.partition)
+
     # -- ISR changes -------------------------------------------------------------------------------
 
     def _start_isr_checker(self) -> None:

@@ -163,6 +163,7 @@ class Broker:
         )
         await self._lifecycle.start()
         await self._lifecycle.wait_unfenced()
+        _started(self._replicas, "the replica manager").delete_stray_logs()
         await self._groups.start()
         await self._server.start_serving()
         self._checkpointer = asyncio.ensure_future(self._checkpoint_periodically())

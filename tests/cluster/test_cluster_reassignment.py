@@ -134,3 +134,16 @@ def test_controller_failover_in_the_middle_resumes_the_move(make_cluster: MakeCl
     assert producer.errors == [], producer.errors[:10]
     check_read_back([ack for _, ack in producer.acks], read_all(cluster.bootstrap, TOPIC, 1))
     wait_for(lambda: not replica_dirs(cluster, 0), "the removed replica's directory is deleted", 30)
+
+
+def test_a_replica_moved_away_while_its_broker_was_down_is_deleted_when_it_returns(make_cluster: MakeCluster) -> None:
+    cluster: Cluster = make_cluster(4)
+    create_topic(cluster, TOPIC, assignment=[[1, 2, 0]])
+    assert replica_dirs(cluster, 0)
+    cluster.stop(0)
+    assert reassign(cluster, 1, [1, 2, 3]) == ErrorCode.NONE
+    wait_for(lambda: settled(cluster, (1, 2, 3)), "the move completes without broker 0", 60)
+    assert replica_dirs(cluster, 0), "broker 0 was down: its copy is still on disk"
+    cluster.start(0)
+    # Once caught up with the metadata log, broker 0 finds its copy is no replica any more: a stray log.
+    wait_for(lambda: not replica_dirs(cluster, 0), "broker 0 deletes its stray copy", 60)
