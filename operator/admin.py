@@ -31,8 +31,24 @@ from confluent_kafka.admin import (
     OffsetSpec,
 )
 
+from kafkette.broker.protocol.errors import ErrorCode
+from kafkette.broker.protocol.framing import expect
+from kafkette.broker.protocol.messages.describe_configs_request import DescribeConfigsRequest, DescribeConfigsResource
+from kafkette.broker.protocol.messages.describe_configs_response import DescribeConfigsResponse
+from kafkette.broker.protocol.messages.incremental_alter_configs_request import (
+    AlterableConfig,
+    AlterConfigsResource,
+    IncrementalAlterConfigsRequest,
+)
+from kafkette.broker.protocol.messages.incremental_alter_configs_response import IncrementalAlterConfigsResponse
+from kafkette.broker.protocol.types import Message
+from kafkette.operator.local.probe import request_once
+
 DEFAULT_TIMEOUT = 5.0
 MIN_ISR_KEY = "min.insync.replicas"
+BROKER_RESOURCE = 4  # Kafka's ConfigResource type code
+CLUSTER_DEFAULT = ""  # the BROKER resource that names the cluster-wide default
+CLIENT_ID = "kafkette-operator"
 
 
 class AdminError(Exception):
@@ -218,6 +234,45 @@ class Admin:
         futures = self._client.incremental_alter_configs([resource], request_timeout=self.timeout)
         await self._await(futures[resource], f"alter configs of {name!r}")
 
+    # librdkafka refuses a BROKER resource with an empty name, which is how Kafka names the cluster-wide default
+    # (Kafka's Java AdminClient and kafka-configs.sh --entity-default send it): these two go over the wire.
+
+    async def default_broker_configs(self) -> dict[str, str]:
+        """The cluster-wide dynamic broker defaults (source DYNAMIC_DEFAULT_BROKER_CONFIG)."""
+        resource = DescribeConfigsResource(
+            resource_type=BROKER_RESOURCE, resource_name=CLUSTER_DEFAULT, configuration_keys=None
+        )
+        what = "describe the cluster-wide broker defaults"
+        answer = await self._ask(DescribeConfigsRequest(resources=[resource]), 4, what)
+        (result,) = expect(answer, DescribeConfigsResponse).results
+        _check(what, result.error_code, result.error_message)
+        return {
+            entry.name: entry.value
+            for entry in result.configs
+            if entry.config_source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value and entry.value is not None
+        }
+
+    async def alter_default_broker_configs(self, set_: Mapping[str, str], delete: frozenset[str]) -> None:
+        """Set some cluster-wide broker defaults and remove others in one IncrementalAlterConfigs request."""
+        changes = [AlterableConfig(name=key, config_operation=0, value=value) for key, value in set_.items()] + [
+            AlterableConfig(name=key, config_operation=1, value=None) for key in sorted(delete)
+        ]
+        resource = AlterConfigsResource(resource_type=BROKER_RESOURCE, resource_name=CLUSTER_DEFAULT, configs=changes)
+        what = "alter the cluster-wide broker defaults"
+        answer = await self._ask(IncrementalAlterConfigsRequest(resources=[resource]), 1, what)
+        (result,) = expect(answer, IncrementalAlterConfigsResponse).responses
+        _check(what, result.error_code, result.error_message)
+
+    async def _ask(self, request: Message, version: int, what: str) -> Message:
+        """One request to the first bootstrap server that answers; AdminError without a code when none does."""
+        for server in self.bootstrap.split(","):
+            host, port = server.strip().rsplit(":", 1)
+            try:
+                return await asyncio.to_thread(request_once, host, int(port), request, version, self.timeout, CLIENT_ID)
+            except OSError:
+                continue
+        raise AdminError(f"{what}: no answer from {self.bootstrap} within {self.timeout:g}s")
+
     async def group(self, group_id: str, topics: frozenset[str] = frozenset()) -> GroupState:
         """The group's state, members and lag per partition: of every partition of `topics` when given (those
         without a commit lag by their whole log), else of the partitions the group has committed offsets for."""
@@ -260,3 +315,8 @@ class Admin:
             info = await self._await(future, f"offset of {tp.topic}-{tp.partition}")
             offsets[tp.topic, tp.partition] = info.offset
         return offsets
+
+
+def _check(what: str, code: int, message: str | None) -> None:
+    if code != 0:
+        raise AdminError(f"{what}: {message or ErrorCode(code).name}", code)

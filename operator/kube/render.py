@@ -21,6 +21,7 @@ from kafkette.operator.kube.names import (
     kafka_cluster_id,
     selector_labels,
 )
+from kafkette.operator.planning.dynamic_config import split_config
 from kafkette.operator.planning.voters import voter_count
 from kafkette.operator.resources.kafkacluster import CONTROLLER_LISTENER, CONTROLLER_PORT, KafkaClusterSpec
 
@@ -125,8 +126,11 @@ def render_cluster(name: str, namespace: str, uid: str, spec: KafkaClusterSpec) 
     }
     # OnDelete pods keep running their old config; the hash shows which pods the operator must restart.
     # Broker 0 always exists and votes: its properties change with every shared input (config, listeners,
-    # the voter set) but not when brokers are merely added or removed, which must restart nobody.
-    config_hash = hashlib.sha256(properties[0].encode()).hexdigest()[:16]
+    # the voter set) but not when brokers are merely added or removed, which must restart nobody. Dynamic keys
+    # stay in the ConfigMap (a restarted broker starts with them) but out of the hash: the operator sets them
+    # live (handlers/cluster.py), so changing one restarts nobody either.
+    static = split_config(broker_properties(names, spec, cluster_id, 0)).static
+    config_hash = hashlib.sha256(format_properties(static).encode()).hexdigest()[:16]
     pod_annotations = {**spec.template.annotations, "kafkette.dev/config-hash": config_hash}
     command = ["python", "-m", "kafkette.operator.kube.start", "--config-dir", "/etc/kafkette", "--data-dir", DATA_DIR]
     if spec.rack is not None:

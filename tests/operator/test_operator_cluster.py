@@ -161,7 +161,7 @@ def test_config_change_restarts_the_broker_pod_once_it_is_safe(
 
     # A new broker config: the StatefulSet gets a new revision (updateStrategy OnDelete), the pod is outdated
     # and the operator deletes it, as every broker is in sync; the controller recreates it on the new revision.
-    custom.patch_spec("kafkaclusters", "main", {"config": {"log.retention.ms": 3600000}})
+    custom.patch_spec("kafkaclusters", "main", {"config": {"replica.lag.time.max.ms": 20000}})
 
     def replaced():
         pods = core.list_namespaced_pod(namespace, label_selector=selector).items

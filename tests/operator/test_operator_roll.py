@@ -13,10 +13,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
 from kube_harness import Custom, eventually, mark_pods_ready
 from kubernetes import client
 
-from kafkette.operator.admin import Admin
+from kafkette.broker.protocol.errors import ErrorCode
+from kafkette.operator.admin import Admin, AdminError
 from kafkette.operator.kube.handlers.common import BOOTSTRAP_ANNOTATION
 from kafkette.operator.kube.names import label_selector, selector_labels
 from kafkette.operator.local import plan, runtime
@@ -26,6 +28,7 @@ from kafkette.operator.testing import OperatorProcess
 pytestmark = pytest.mark.timeout(300)
 
 SELECTOR = label_selector(selector_labels("main"))
+DYNAMIC_DEFAULT = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
 
 
 @pytest.fixture
@@ -104,7 +107,7 @@ def test_static_config_change_rolls_one_broker_at_a_time_controller_last(
     first = pods(core, namespace)
     controller = controller_of(kafka)
 
-    custom.patch_spec("kafkaclusters", "main", {"config": {"log.retention.ms": 3600000}})
+    custom.patch_spec("kafkaclusters", "main", {"config": {"replica.lag.time.max.ms": 20000}})
     # The first recreated pod is held down for three observations: nobody else restarts meanwhile.
     order = follow_roll(kube, namespace, 3, hold=6.0)
     assert order == [*sorted({0, 1, 2} - {controller}), controller]
@@ -125,6 +128,81 @@ def test_static_config_change_rolls_one_broker_at_a_time_controller_last(
     waits = [message for reason, message in said if reason == "RollWaiting"]
     assert any("is down after its restart" in message for message in waits), waits
     assert "RollDone" in {reason for reason, _ in said}, said
+
+
+def broker_sources(bootstrap: str, key: str) -> dict[int, tuple[str | None, int]]:
+    """Each broker's answer for `key` on its BROKER resource, (value, config source): librdkafka sends a BROKER
+    resource's DescribeConfigs to that broker itself, one per call."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    sources = {}
+    for broker in range(3):
+        resource = ConfigResource(ConfigResource.Type.BROKER, str(broker))
+        entry = admin.describe_configs([resource])[resource].result(10)[key]
+        sources[broker] = (entry.value, entry.source)
+    return sources
+
+
+def test_dynamic_config_change_is_applied_live_and_restarts_nobody(
+    kube: client.ApiClient, namespace: str, operator: OperatorProcess, kafka: str
+) -> None:
+    custom = ready_cluster(kube, namespace, kafka)
+    core = client.CoreV1Api(kube)
+    first = pods(core, namespace)
+    revision = client.AppsV1Api(kube).read_namespaced_stateful_set("main-broker", namespace).status.update_revision
+
+    custom.patch_spec("kafkaclusters", "main", {"config": {"log.retention.ms": 3600000}})
+    live = ("3600000", DYNAMIC_DEFAULT)
+    every = {broker: live for broker in range(3)}
+    eventually(lambda: broker_sources(kafka, "log.retention.ms") == every or None, what="every broker reports it")
+    applied = [m for reason, m in events(core, namespace) if reason == "ConfigApplied"]
+    assert len(applied) == 1 and applied[0].endswith(": log.retention.ms"), applied
+    # The ConfigMap has it for the next start of any broker; the pods' template is the same revision.
+    data = core.read_namespaced_config_map("main-config", namespace).data
+    assert all("log.retention.ms=3600000" in data[f"broker-{broker}.properties"] for broker in range(3))
+    apps = client.AppsV1Api(kube)
+    eventually(
+        lambda: (
+            (sts := apps.read_namespaced_stateful_set("main-broker", namespace)).status.observed_generation
+            == sts.metadata.generation
+        ),
+        what="the StatefulSet controller saw the ConfigMap-only change",
+    )
+    assert apps.read_namespaced_stateful_set("main-broker", namespace).status.update_revision == revision
+    time.sleep(6)  # three observations: no pod deleted, nothing applied twice
+    assert pods(core, namespace) == first
+    assert [reason for reason, _ in events(core, namespace)].count("ConfigApplied") == 1
+    assert (custom.condition("kafkaclusters", "main") or {}).get("status") == "True"
+    assert "BrokerRestart" not in {reason for reason, _ in events(core, namespace)}
+
+    # Removed from the spec: the cluster-wide default is deleted, still with no restart.
+    custom.patch_spec("kafkaclusters", "main", {"config": {"log.retention.ms": None}})
+    eventually(
+        lambda: all(source != DYNAMIC_DEFAULT for _, source in broker_sources(kafka, "log.retention.ms").values()),
+        what="the default deleted on every broker",
+    )
+    eventually(lambda: asyncio.run(Admin(kafka).default_broker_configs()) == {}, what="no default left")
+    assert [reason for reason, _ in events(core, namespace)].count("ConfigApplied") == 2
+    assert pods(core, namespace) == first
+
+
+def test_cluster_wide_defaults_over_the_wire_and_the_brokers_refusal(kafka: str) -> None:
+    admin = Admin(kafka, timeout=10)
+
+    def defaults(expected: dict[str, str]) -> bool:
+        # The controller has committed the change; the broker asked may replay it a moment later.
+        return asyncio.run(admin.default_broker_configs()) == expected
+
+    asyncio.run(admin.alter_default_broker_configs({"min.insync.replicas": "2"}, frozenset()))
+    eventually(lambda: defaults({"min.insync.replicas": "2"}), what="default set")
+    with pytest.raises(AdminError) as refused:
+        asyncio.run(admin.alter_default_broker_configs({"log.retention.ms": "soon"}, frozenset()))
+    assert refused.value.code == ErrorCode.INVALID_CONFIG and "log.retention.ms" in str(refused.value)
+    asyncio.run(admin.alter_default_broker_configs({}, frozenset({"min.insync.replicas"})))
+    eventually(lambda: defaults({}), what="default deleted")
+    # No broker answers: an error without Kafka's code, which the operator takes as "try again", not Stalled.
+    with pytest.raises(AdminError) as unreachable:
+        asyncio.run(Admin(f"127.0.0.1:{runtime.first_free_port(1)}", timeout=2).default_broker_configs())
+    assert unreachable.value.code is None
 
 
 def test_roll_annotation_restarts_every_broker_once_and_is_removed(
@@ -195,7 +273,7 @@ def test_a_broker_that_does_not_come_back_stalls_the_roll_until_it_does(
     custom = ready_cluster(kube, namespace, kafka)
     core = client.CoreV1Api(kube)
     first = pods(core, namespace)
-    custom.patch_spec("kafkaclusters", "main", {"config": {"log.retention.ms": 3600000}})
+    custom.patch_spec("kafkaclusters", "main", {"config": {"replica.lag.time.max.ms": 20000}})
     (down,) = eventually(
         lambda: [o for o, uid in pods(core, namespace).items() if uid != first[o]] or None, what="first restart"
     )

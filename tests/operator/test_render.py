@@ -179,7 +179,7 @@ def test_the_broker_pods_helpers_import_without_the_operators_dependencies() -> 
     subprocess.run([sys.executable, "-P", "-c", code], check=True, timeout=60)
 
 
-def test_adding_brokers_restarts_none_but_a_config_or_voter_change_restarts_all() -> None:
+def test_adding_brokers_or_a_dynamic_config_restarts_none_but_a_static_config_or_voter_change_restarts_all() -> None:
     def config_hash(spec: dict[str, Any]) -> str:
         pod = render(spec)["StatefulSet/demo-broker"]["spec"]["template"]
         return pod["metadata"]["annotations"]["kafkette.dev/config-hash"]
@@ -187,4 +187,10 @@ def test_adding_brokers_restarts_none_but_a_config_or_voter_change_restarts_all(
     three = config_hash({"brokers": 3})
     assert config_hash({"brokers": 5}) == three  # same voters, same shared config: nobody restarts
     assert config_hash({"brokers": 1}) != three  # another voter set
-    assert config_hash({"brokers": 3, "config": {"log.retention.ms": 1000}}) != three
+    assert config_hash({"brokers": 3, "config": {"replica.lag.time.max.ms": 10000}}) != three
+    # Dynamic keys are set live by the operator: out of the hash, yet in every broker's properties for its next start.
+    dynamic = {"brokers": 3, "config": {"log.retention.ms": 1000, "min.insync.replicas": 2}}
+    assert config_hash(dynamic) == three
+    for broker in range(3):
+        properties = parse_properties(render(dynamic)["ConfigMap/demo-config"]["data"][f"broker-{broker}.properties"])
+        assert (properties["log.retention.ms"], properties["min.insync.replicas"]) == ("1000", "2")

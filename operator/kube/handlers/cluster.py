@@ -1,4 +1,5 @@
-"""KafkaCluster resources -> ConfigMap, Services, StatefulSet and PDB, plus status, rolling restarts and racks."""
+"""KafkaCluster resources -> ConfigMap, Services, StatefulSet and PDB, plus status, rolling restarts, dynamic
+configs applied live and racks."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 import kopf
 from kubernetes.client import ApiException
 
-from kafkette.operator.admin import AdminError, ClusterState
+from kafkette.operator.admin import Admin, AdminError, ClusterState
 from kafkette.operator.kube import apply
 from kafkette.operator.kube.handlers import roll
 from kafkette.operator.kube.handlers.common import (
@@ -25,6 +26,7 @@ from kafkette.operator.kube.handlers.common import (
 from kafkette.operator.kube.names import RACK_ANNOTATION, ClusterNames, label_selector, selector_labels
 from kafkette.operator.kube.render import render_cluster
 from kafkette.operator.planning.cluster import BrokerPod, assess
+from kafkette.operator.planning.dynamic_config import defaults_change, split_config
 from kafkette.operator.resources import GROUP, VERSION, KafkaClusterSpec, Outcome
 
 PLURAL = "kafkaclusters"
@@ -64,6 +66,22 @@ async def _label_racks(pods: list[dict[str, Any]], topology_key: str) -> Outcome
     return None
 
 
+async def _apply_dynamic_config(body: Any, spec: KafkaClusterSpec, admin: Admin) -> Outcome | None:
+    """Make the cluster-wide dynamic broker defaults equal spec.config's dynamic keys, live (the pods' config
+    hash leaves these keys out, so nothing restarts). Returns Stalled with the broker's message when it refuses."""
+    try:
+        change = defaults_change(split_config(spec.config).dynamic, await admin.default_broker_configs())
+        if change is None:
+            return None
+        await admin.alter_default_broker_configs(change.set, change.delete)
+    except AdminError as exc:
+        if exc.code is None:
+            return None  # no broker answered: the next observation tries again
+        return stalled("DynamicConfigRejected", str(exc))
+    kopf.info(body, reason="ConfigApplied", message=f"applied live as cluster-wide defaults: {', '.join(change.keys)}")
+    return None
+
+
 async def _observe(
     name: str, namespace: str, body: Any, status: Any, spec: KafkaClusterSpec, rolling: bool
 ) -> dict[str, Any]:
@@ -81,6 +99,8 @@ async def _observe(
         kafka: ClusterState | None = await admin.cluster()
     except AdminError:
         kafka = None
+    # Only the timer applies dynamic configs too: one writer, as for the roll.
+    config_problem = await _apply_dynamic_config(body, spec, admin) if rolling and kafka is not None else None
     if rolling and statefulset is not None:
         step = await roll.step(body, spec.brokers, statefulset, pods, kafka, admin)
     else:
@@ -90,6 +110,8 @@ async def _observe(
     outcome = rack_problem or assess(spec.brokers, statefulset, pods, kafka)
     if step.outcome is not None and outcome.phase != "Stalled":
         outcome = step.outcome
+    if config_problem is not None and outcome.phase != "Stalled":
+        outcome = config_problem
     fields = {
         **report(status, body["metadata"].get("generation", 0), outcome),
         "replicas": sts_status.get("replicas", 0),
