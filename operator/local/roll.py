@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import assert_never
 
 from kafkette.operator.local import runtime
 from kafkette.operator.local.plan import ClusterState, ClusterView
@@ -167,12 +168,13 @@ def roll(cluster_dir: Path, timeout: float, report: Callable[[str], None]) -> Ro
             time.sleep(POLL_SECONDS)
         elif isinstance(action, Stalled):
             raise RollStalled(action.why)
-        else:
-            assert isinstance(action, Done)
+        elif isinstance(action, Done):
             brokers = [b.broker_id for b in current.brokers if b.ready]
             elected = elect_preferred(state, brokers, action.preferred)
             report(f"done: {action.why}; {elected} of {len(action.preferred)} partitions back to preferred leaders")
             return RollResult(tuple(r.broker_id for r in restarted), elected)
+        else:
+            assert_never(action)
 
 
 def describe(action: Action) -> str:

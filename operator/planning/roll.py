@@ -129,7 +129,8 @@ def next_action(snapshot: RollSnapshot) -> Action:
         return Wait(f"one broker at a time: {busy}")
     if (unsafe := _isr_shortfall(snapshot, chosen.broker_id)) is not None:
         return unsafe
-    assert chosen.restart is not None
+    if chosen.restart is None:  # every candidate was chosen for a reason to restart
+        raise RuntimeError(f"broker {chosen.broker_id} was chosen for a restart it does not need")
     return Restart(chosen.broker_id, chosen.restart, _why(chosen, snapshot, len(candidates)))
 
 
