@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import yaml
+from waiting import wait_for
 
-T = TypeVar("T")
+# The API server is polled once a second: state moves at the pace of pods starting.
+POLL_SECONDS = 1.0
 
 
 class CommandFailed(RuntimeError):
@@ -52,18 +52,6 @@ def items(kind: str, namespace: str, selector: str) -> list[dict[str, Any]]:
 def apply(manifest: dict[str, Any], namespace: str, *, dry_run: bool = False) -> str:
     args = ["apply", "-n", namespace, "-f", "-"] + (["--dry-run=server"] if dry_run else [])
     return kubectl(*args, stdin=yaml.safe_dump(manifest))
-
-
-def wait_until(check: Callable[[], T | None], *, timeout: float, what: str, interval: float = 1.0) -> T:
-    """Poll `check` until it returns something other than None or False; fail naming `what` at the deadline."""
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last is not None and last is not False:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last seen: {last!r})")
 
 
 def condition(resource: dict[str, Any], type_: str) -> dict[str, Any] | None:
@@ -109,4 +97,4 @@ def wait_current(kind: str, name: str, namespace: str, *, timeout: float) -> dic
         stale = [c["type"] for c in resource["status"]["conditions"] if c.get("observedGeneration") != generation]
         return None if stale else resource
 
-    return wait_until(current, timeout=timeout, what=f"{kind}/{name} to be Current (kstatus) and Ready")
+    return wait_for(current, f"{kind}/{name} to be Current (kstatus) and Ready", timeout, POLL_SECONDS)

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient
 from kube import (
+    POLL_SECONDS,
     CommandFailed,
     apply,
     condition,
@@ -28,8 +29,8 @@ from kube import (
     kubectl,
     run,
     wait_current,
-    wait_until,
 )
+from waiting import wait_for
 from workload import Acknowledged, missing_or_reordered, produce, produce_until, read_back
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -181,7 +182,7 @@ def test_deleted_broker_pod_returns_with_its_volume_and_data(state: dict[str, An
         return pod if fresh and pod_ready(pod) else None
 
     started = time.monotonic()
-    pod = wait_until(replaced_and_ready, timeout=240, what=f"{victim} to come back Ready")
+    pod = wait_for(replaced_and_ready, f"{victim} to come back Ready", 240, POLL_SECONDS)
     record_number("deleted broker pod back to Ready (s)", round(time.monotonic() - started, 1))
     volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
     assert volumes["data"]["persistentVolumeClaim"]["claimName"] == f"data-{victim}"
@@ -244,7 +245,7 @@ def test_every_resource_reports_health_by_kstatus(state: dict[str, Any]) -> None
         resource = get("topic", "orphan", NAMESPACE)
         return resource if resource is not None and kstatus(resource).status == "Failed" else None
 
-    orphan = wait_until(stalled, timeout=60, what="topic/orphan to be Stalled")
+    orphan = wait_for(stalled, "topic/orphan to be Stalled", 60, POLL_SECONDS)
     reason = condition(orphan, "Stalled")
     assert reason is not None and reason["reason"] and reason["message"]
     kubectl("delete", "topic/orphan", "consumergroup/idle", "-n", NAMESPACE, "--timeout=60s")
@@ -279,7 +280,7 @@ def test_static_config_change_rolls_every_broker_once_under_acks_all_traffic() -
             return roll if roll.get("state") == "Done" and current else None
 
         try:
-            roll = wait_until(rolled, timeout=400, what="the roll to finish and the cluster to be Ready")
+            roll = wait_for(rolled, "the roll to finish and the cluster to be Ready", 400, POLL_SECONDS)
         finally:
             elapsed = time.monotonic() - started
             time.sleep(3)  # and still under way after the last restart
@@ -313,7 +314,7 @@ def test_deleting_the_cluster_removes_pods_and_services_and_keeps_claims() -> No
         services = items("services", NAMESPACE, f"app.kubernetes.io/instance={CLUSTER}")
         return not pods and not services
 
-    wait_until(children_gone, timeout=180, what="the cluster's pods and services to be deleted")
+    wait_for(children_gone, "the cluster's pods and services to be deleted", 180, POLL_SECONDS)
     claims = items("pvc", NAMESPACE, BROKER_SELECTOR)
     assert len(claims) == 3, "storage.deleteClaim is false: the volumes stay"
     kubectl("delete", "pvc", "-n", NAMESPACE, "-l", BROKER_SELECTOR, "--timeout=120s")
@@ -326,5 +327,5 @@ def test_delete_claim_true_removes_the_volumes_with_the_cluster() -> None:
     wait_current("kafkacluster", name, NAMESPACE, timeout=240)
     assert len(items("pvc", NAMESPACE, selector)) == 1
     kubectl("delete", "kafkacluster", name, "-n", NAMESPACE, "--timeout=120s")
-    wait_until(lambda: not items("pvc", NAMESPACE, selector), timeout=120, what="the claims to be deleted")
+    wait_for(lambda: not items("pvc", NAMESPACE, selector), "the claims to be deleted", 120, POLL_SECONDS)
     assert not items("pods", NAMESPACE, selector)
