@@ -26,7 +26,7 @@ from pathlib import Path
 
 from kafkette.operator.cli.main import main as kafkette
 from kafkette.operator.local import plan, roll, runtime
-from kafkette.operator.testing.traffic import SteadyProducer, percentile, read_back
+from kafkette.operator.testing.traffic import SteadyProducer, ms_text, percentile, read_back
 
 RESULTS = Path(__file__).parent / "results"
 TOPIC = "rolled"
@@ -90,10 +90,6 @@ def one_round(rate: int) -> Round:
     )
 
 
-def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1f}"
-
-
 def report(rounds: list[Round], rate: int) -> str:
     lines = [
         "# Rolling restart of 3 local brokers under acks=all load",
@@ -112,15 +108,15 @@ def report(rounds: list[Round], rate: int) -> str:
     for index, r in enumerate(rounds, 1):
         lines.append(
             f"| {index} | {r.roll_s:.1f} | {','.join(map(str, r.order))} | {r.produced} | {r.failed} | {r.lost} "
-            f"| {r.duplicated} | {_ms(r.p50_before_ms)} | {_ms(r.p99_before_ms)} | {_ms(r.p50_during_ms)} "
-            f"| {_ms(r.p99_during_ms)} | {_ms(r.max_during_ms)} |"
+            f"| {r.duplicated} | {ms_text(r.p50_before_ms)} | {ms_text(r.p99_before_ms)} | {ms_text(r.p50_during_ms)} "
+            f"| {ms_text(r.p99_during_ms)} | {ms_text(r.max_during_ms)} |"
         )
     median_roll = statistics.median(r.roll_s for r in rounds)
     p99s = [r.p99_during_ms for r in rounds if r.p99_during_ms is not None]
     lines += [
         "",
         f"Median roll {median_roll:.1f} s (target under 60 s); median p99 during the roll "
-        f"{_ms(statistics.median(p99s) if p99s else None)} ms; failed sends {sum(r.failed for r in rounds)}, "
+        f"{ms_text(statistics.median(p99s) if p99s else None)} ms; failed sends {sum(r.failed for r in rounds)}, "
         f"lost {sum(r.lost for r in rounds)}, duplicated {sum(r.duplicated for r in rounds)} over all rounds.",
         "",
     ]

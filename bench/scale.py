@@ -28,7 +28,7 @@ from confluent_kafka import Producer
 
 from kafkette.operator.cli.main import main as kafkette
 from kafkette.operator.local import plan, reassign, runtime, scale
-from kafkette.operator.testing.traffic import SteadyProducer, percentile, read_back
+from kafkette.operator.testing.traffic import SteadyProducer, ms_text, percentile, read_back
 
 RESULTS = Path(__file__).parent / "results"
 TOPIC = "scaled"
@@ -154,10 +154,6 @@ def run(mb_per_partition: int, rate: int) -> Run:
     )
 
 
-def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1f}"
-
-
 def report(result: Run) -> str:
     lines = [
         "# Scaling 3 -> 5 -> 3 local brokers under acks=all load",
@@ -168,7 +164,8 @@ def report(result: Run) -> str:
         f"before the first step, the other written to throughout by a confluent-kafka idempotent acks=all "
         f"producer at {result.rate} records/s; `kafkette scale` (placement planner, at most 4 partitions in "
         f"flight, no replication throttle). Latency is send -> "
-        f"acknowledgement; before the steps: p50 {_ms(result.p50_before_ms)} ms, p99 {_ms(result.p99_before_ms)} ms.",
+        f"acknowledgement; before the steps: p50 {ms_text(result.p50_before_ms)} ms, "
+        f"p99 {ms_text(result.p99_before_ms)} ms.",
         "",
         "| to brokers | time (s) | partitions moved | copied (MB) | MB/s | p50 during | p99 during | max during (ms) "
         "| replicas per broker | leaders per broker |",
@@ -177,7 +174,7 @@ def report(result: Run) -> str:
     for s in result.steps:
         lines.append(
             f"| {s.brokers} | {s.seconds:.1f} | {s.moves} | {s.copied_mb:.1f} | {s.mb_per_s:.1f} "
-            f"| {_ms(s.p50_during_ms)} | {_ms(s.p99_during_ms)} | {_ms(s.max_during_ms)} "
+            f"| {ms_text(s.p50_during_ms)} | {ms_text(s.p99_during_ms)} | {ms_text(s.max_during_ms)} "
             f"| {s.replicas} | {s.leaders} |"
         )
     lines += [

@@ -124,3 +124,8 @@ def percentile(values: list[float], fraction: float) -> float | None:
         return None
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def ms_text(value: float | None) -> str:
+    """A latency in milliseconds for a report table; "-" where nothing was measured."""
+    return "-" if value is None else f"{value:.1f}"
