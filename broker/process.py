@@ -38,6 +38,23 @@ def port_free(host: str, port: int) -> bool:
         return True
 
 
+EPHEMERAL_PORTS_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LOWEST_STABLE_PORT = 10000
+
+
+def stable_ports() -> range:
+    """Ports below the kernel's ephemeral range, for servers that restart on the same port.
+
+    The kernel hands ephemeral ports to outgoing connections, so a port picked there can be some client's
+    local port by the time a killed server comes back, and its bind fails with EADDRINUSE.
+    """
+    try:
+        low = int(EPHEMERAL_PORTS_FILE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    return range(LOWEST_STABLE_PORT, max(low, LOWEST_STABLE_PORT + 1000))
+
+
 def _log_tail(path: Path, start: int, lines: int = 40) -> str:
     with path.open("rb") as log:
         log.seek(start)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kafkette.broker.process import port_free
+from kafkette.broker.process import port_free, stable_ports
 from kafkette.broker.storage.files import atomic_write
 from kafkette.operator.local import plan
 from kafkette.operator.local.plan import ClusterState, ClusterView
@@ -360,11 +360,15 @@ def status(cluster_dir: Path, probe_timeout: float = PROBE_TIMEOUT) -> Status:
 
 
 def first_free_port(count: int, host: str = plan.HOST, is_free: Callable[[str, int], bool] = port_free) -> int:
-    """A first client port P such that P..P+count-1 and the controller ports P+100.. are free now (for tests)."""
+    """A first client port P such that P..P+count-1 and the controller ports P+100.. are free now (for tests).
+
+    Below the ephemeral range: a broker restarted later reuses its ports, which no client socket may hold by then.
+    """
     rng = random.Random()
     voters = voter_count(count) if count > 1 else 0
+    ports_range = stable_ports()
     for _ in range(200):
-        first = rng.randrange(20000, 60000)
+        first = rng.randrange(ports_range.start, ports_range.stop - plan.CONTROLLER_PORT_OFFSET - count)
         ports = [first + i for i in range(count)]
         ports += [first + plan.CONTROLLER_PORT_OFFSET + i for i in range(voters)]
         if all(is_free(host, port) for port in ports):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import signal
 import socket
 import subprocess
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 from waiting import wait_for
 
+from kafkette.broker.process import port_free, stable_ports
 from kafkette.broker.protocol.framing import decode_response, encode_request
 from kafkette.broker.protocol.messages.describe_quorum_request import DescribeQuorumRequest, PartitionData, TopicData
 from kafkette.broker.protocol.messages.describe_quorum_response import DescribeQuorumResponse
@@ -25,13 +27,9 @@ TIMEOUTS = ["--election-timeout-ms", "300", "--fetch-timeout-ms", "600"]
 
 
 def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind((HOST, 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
+    """Free ports below the ephemeral range: a killed voter comes back on its port, which no client may hold."""
+    candidates = random.sample(stable_ports(), 50 * n)
+    return [port for port in candidates if port_free(HOST, port)][:n]
 
 
 class Voters:
