@@ -131,11 +131,16 @@ node-down:
 
 # node + images + the e2e suite inside the node's namespace; the node goes down whatever the outcome.
 # Skipped (saying why) only on a machine that cannot run a node at all: no root or no `ip netns`.
+# One node per machine (its namespace and addresses are fixed), so checkouts take turns on a machine-wide lock.
+# `make e2e E2E_ARGS="e2e/test_spark.py -k scale"` runs a part of the suite.
+E2E_ARGS ?= e2e
+E2E_LOCK ?= /tmp/kafkette-e2e.lock
 e2e: venv
 	@if ! problem="$$(bash e2e/node/prerequisites.sh)"; then echo "e2e skipped: $$problem"; exit 0; fi; \
+	exec 9>"$(E2E_LOCK)"; flock 9; \
 	status=0; \
 	$(MAKE) --no-print-directory node images && \
-		. e2e/.node/env && node-exec $(BIN)/pytest e2e || status=$$?; \
+		. e2e/.node/env && node-exec $(BIN)/pytest $(E2E_ARGS) || status=$$?; \
 	$(MAKE) --no-print-directory node-down || status=1; \
 	exit $$status
 
