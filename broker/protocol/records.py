@@ -219,6 +219,17 @@ def encode_end_txn_marker(coordinator_epoch: int) -> bytes:
     return _END_TXN_MARKER.pack(_END_TXN_MARKER_VERSION, coordinator_epoch)
 
 
+def end_txn_marker_batch(
+    producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, now: int
+) -> bytes:
+    """A control batch holding one COMMIT or ABORT marker, as the coordinator has partition leaders write."""
+    kind = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
+    record = Record(0, now, encode_control_record_key(kind), encode_end_txn_marker(coordinator_epoch), [])
+    return encode_batch(
+        [record], producer_id=producer_id, producer_epoch=producer_epoch, transactional=True, control=True
+    )
+
+
 def decode_control_record(record: Record) -> ControlRecord:
     """Type (and for transaction markers the coordinator epoch) of a control batch's record."""
     key = record.key

@@ -26,6 +26,7 @@ from kafkette.broker.protocol.batch import (
     iter_batches,
 )
 from kafkette.broker.protocol.errors import ErrorCode, KafkaError
+from kafkette.broker.protocol.records import end_txn_marker_batch
 from kafkette.broker.replication.producer_state import ProducerStateTable
 from kafkette.broker.storage import Log
 
@@ -76,6 +77,8 @@ def validate_batches(records: memoryview, max_message_bytes: int) -> list[BatchH
     if not headers:
         raise KafkaError(ErrorCode.INVALID_RECORD, "produce request carries no record batch")
     for header in headers:
+        if header.is_control:
+            raise KafkaError(ErrorCode.INVALID_RECORD, "control batches are written by the transaction coordinator")
         if header.size > max_message_bytes:
             raise KafkaError(
                 ErrorCode.MESSAGE_TOO_LARGE,
@@ -182,6 +185,13 @@ class Partition:
     def high_watermark(self) -> int:
         # Retention or DeleteRecords on a follower may move the log start past the leader's last HW.
         return max(self.log.high_watermark, self.log.log_start_offset)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """What read_committed consumers may read up to: the HW, or the first open transaction's first offset."""
+        unstable = self.log.first_unstable_offset
+        high_watermark = self.high_watermark
+        return high_watermark if unstable is None else max(min(high_watermark, unstable), self.log_start_offset)
 
     @property
     def log_start_offset(self) -> int:
@@ -299,6 +309,20 @@ class Partition:
             self.log_start_offset,
             result.last_offset,
         )
+
+    def append_marker(
+        self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int
+    ) -> AppendOutcome:
+        """Write a transaction's COMMIT or ABORT marker (WriteTxnMarkers); raises KafkaError."""
+        if not self.is_leader:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self.node_id} does not lead {self}")
+        self.producers.check_marker(producer_id, producer_epoch)
+        now = int(time.time() * 1000)
+        batch = bytearray(end_txn_marker_batch(producer_id, producer_epoch, commit, coordinator_epoch, now))
+        result = self.log.append(batch, self.leader_epoch)
+        self.producers.record_marker(producer_id, producer_epoch)
+        self._appended()
+        return AppendOutcome(result.first_offset, -1, self.log_start_offset, result.last_offset)
 
     def wait_for_acks(self, last_offset: int) -> asyncio.Future[ErrorCode] | None:
         """None when the ISR already has ``last_offset``; else a future of the acks=all outcome.

@@ -27,7 +27,7 @@ from .errors import (
     RecordBatchTooLargeError,
     disk_errors,
 )
-from .files import fsync_dir
+from .files import atomic_write, fsync_dir
 from .leader_epoch import LEADER_EPOCH_CHECKPOINT, EpochEntry, LeaderEpochCache, read_leader_epoch_checkpoint
 from .naming import (
     CLEANED_DIR_SUFFIX,
@@ -41,8 +41,14 @@ from .naming import (
 )
 from .retention import expired_segment_count
 from .segment import MAX_RELATIVE_OFFSET, BatchMeta, LogSegment, OffsetAndTimestamp, ReadResult, SegmentInfo
+from .transactions import AbortedTxn, TransactionTable, TxnBatch, decode_entries, encode_entries, txn_batch
 
 logger = logging.getLogger(__name__)
+
+# Open transactions are found again at start-up by scanning this many newest segments (and every segment
+# recovery validates), as producer state is: a transaction open across more segments than that is a
+# limit of the rebuild (Kafka keeps producer-state snapshots instead).
+TXN_SCAN_SEGMENTS = 2
 
 
 def wall_clock_ms() -> int:
@@ -69,8 +75,10 @@ class Log:
         clock: Callable[[], int],
         leader_epochs: LeaderEpochCache,
         high_watermark: int = 0,
+        transactions: TransactionTable | None = None,
     ) -> None:
         self.directory = directory
+        self._transactions = transactions if transactions is not None else TransactionTable()
         self.config = config
         self._segments = segments
         self._leader_epochs = leader_epochs
@@ -127,7 +135,9 @@ class Log:
                 # Rebuilding may have created index files; their names must survive a crash too.
                 fsync_dir(directory)
             leader_epochs = _load_leader_epochs(directory, segments)
-            log = cls(directory, config, segments, log_start_offset, clock, leader_epochs, high_watermark)
+            scan_from = min(first_unflushed, max(0, len(segments) - TXN_SCAN_SEGMENTS))
+            transactions = _load_transactions(segments, scan_from)
+            log = cls(directory, config, segments, log_start_offset, clock, leader_epochs, high_watermark, transactions)
             # The file is written before the data it describes, so after a crash it may run past the log.
             log._leader_epochs.truncate_from_end(log.log_end_offset)
             log._leader_epochs.truncate_from_start(log.log_start_offset)
@@ -180,6 +190,7 @@ class Log:
         """
         first_offset = next_offset = self._log_end_offset
         metas: list[BatchMeta] = []
+        txn_batches: list[TxnBatch] = []
         position = records = 0
         for header in headers if headers is not None else iter_batches(batches, validate=False):
             size = header.size
@@ -191,13 +202,15 @@ class Log:
             if log_append_time is not None:
                 set_log_append_time(batches, position, size, log_append_time)
                 max_timestamp = log_append_time
+            if header.is_transactional:
+                txn_batches.append(txn_batch(batches, position, header, next_offset))
             next_offset += header.last_offset_delta + 1
             metas.append(BatchMeta(size, next_offset - 1, max_timestamp))
             position += size
             records += header.record_count
         # A negative epoch means "none known" (as on followers' batches): nothing for the cache.
         epochs = ((leader_epoch, first_offset),) if leader_epoch >= 0 else ()
-        self._write(batches, metas, first_offset, position, epochs)
+        self._write(batches, metas, first_offset, position, epochs, txn_batches)
         return AppendResult(first_offset, next_offset - 1, log_append_time, position, records)
 
     def append_as_follower(self, batches: bytes | bytearray | memoryview) -> AppendResult:
@@ -205,7 +218,8 @@ class Log:
         first_offset = expected = self._log_end_offset
         metas: list[BatchMeta] = []
         epochs: list[tuple[int, int]] = []
-        records = 0
+        txn_batches: list[TxnBatch] = []
+        records = position = 0
         for header in iter_batches(batches, validate=True):
             if header.base_offset < expected:
                 raise InvalidAppendOffsetError(f"batch at offset {header.base_offset}, log continues at {expected}")
@@ -216,11 +230,13 @@ class Log:
             epoch = header.partition_leader_epoch
             if epoch >= 0 and (not epochs or epochs[-1][0] != epoch):
                 epochs.append((epoch, header.base_offset))
+            if header.is_transactional:
+                txn_batches.append(txn_batch(batches, position, header, header.base_offset))
             expected = header.next_offset
             records += header.record_count
-        size = sum(meta.size for meta in metas)
-        self._write(batches, metas, first_offset, size, epochs)
-        return AppendResult(first_offset, expected - 1, None, size, records)
+            position += header.size
+        self._write(batches, metas, first_offset, position, epochs, txn_batches)
+        return AppendResult(first_offset, expected - 1, None, position, records)
 
     @property
     def leader_epoch_entries(self) -> tuple[EpochEntry, ...]:
@@ -254,6 +270,7 @@ class Log:
         first_offset: int,
         size: int,
         epochs: Iterable[tuple[int, int]],
+        txn_batches: Sequence[TxnBatch] = (),
     ) -> None:
         if not metas:
             raise ValueError("nothing to append")
@@ -265,9 +282,32 @@ class Log:
             if self._should_roll(size, metas[-1].last_offset, now):
                 self._roll(first_offset)
             self._active.append(data, metas, now)
+            self._observe_transactions(txn_batches)
         self._log_end_offset = metas[-1].last_offset + 1
         if self._flush_due(now):
             self.flush()
+
+    def _observe_transactions(self, txn_batches: Sequence[TxnBatch]) -> None:
+        active = self._active
+        aborted = [self._transactions.observe(batch, active.base_offset) for batch in txn_batches]
+        if any(entry is not None for entry in aborted):
+            # An abort is rare and must survive a crash with its segment: written whole, fsynced.
+            atomic_write(active.txn_index_path, encode_entries(self._transactions.aborted[active.base_offset]))
+
+    # --- transactions ----------------------------------------------------------------------
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest open transaction (None: none open); the LSO is at most this."""
+        return self._transactions.first_unstable_offset()
+
+    def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
+        """The aborted transactions a read of offsets ``[start, end)`` overlaps, oldest first."""
+        return self._transactions.aborted_between(start, end)
+
+    def open_transactions(self) -> dict[int, int]:
+        """Producer id -> first offset of each open transaction."""
+        return dict(self._transactions.ongoing)
 
     def _should_roll(self, size: int, last_offset: int, now: int) -> bool:
         active = self._active
@@ -397,6 +437,7 @@ class Log:
             fsync_dir(self.directory)
             # After the data: a crash in between leaves entries past the log end, which open drops.
             self._leader_epochs.truncate_from_end(self._active.next_offset)
+            self._transactions = _load_transactions(self._segments, max(0, len(self._segments) - TXN_SCAN_SEGMENTS))
         self._log_end_offset = self._active.next_offset
         self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
         self._recovery_point = min(self._recovery_point, self._log_end_offset)
@@ -409,6 +450,7 @@ class Log:
         for seg in self._segments:
             seg.delete()
         self._segments = [LogSegment.create(self.directory, offset, self.config)]
+        self._transactions = TransactionTable()
         self._log_start_offset = offset
         # Kafka's truncateFullyAndStartAt: no record is left for any epoch to describe.
         self._leader_epochs.clear()
@@ -470,6 +512,7 @@ class Log:
         self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
         with self._going_offline_on_disk_error(), disk_errors("deleting segments of", self.directory):
             renamed = [path for seg in doomed for path in seg.rename_to_deleted()]
+            self._transactions.drop_segments(seg.base_offset for seg in doomed)
             self._leader_epochs.truncate_from_start(self._log_start_offset)
         logger.info("%s: deleted %d segments; log start offset now %d", self.directory, count, self._log_start_offset)
         return renamed
@@ -517,10 +560,17 @@ class Log:
                 os.replace(segment_path(cleaned, base, suffix), segment_path(self.directory, base, suffix))
             os.rmdir(cleaned)
             fsync_dir(self.directory)
+            # The merged segment holds every old one's markers, so it takes their aborted transactions.
+            merged = [entry for seg in old for entry in self._transactions.aborted.get(seg.base_offset, [])]
+            if merged:
+                atomic_write(first.txn_index_path, encode_entries(merged))
             renamed = [path for seg in old[1:] for path in seg.rename_to_deleted()]
             replacement = LogSegment.open(self.directory, base, self.config)
             _loads_cleanly(replacement)
         self._segments[start : start + len(old)] = [replacement]
+        self._transactions.drop_segments(seg.base_offset for seg in old)
+        if merged:
+            self._transactions.aborted[base] = merged
         return renamed
 
 
@@ -555,6 +605,44 @@ def _load_leader_epochs(directory: Path, segments: list[LogSegment]) -> LeaderEp
     if has_batches and not cache.assign_all(_batch_epochs(directory, segments)):
         cache.flush()
     return cache
+
+
+def _load_transactions(segments: list[LogSegment], scan_from: int) -> TransactionTable:
+    """Aborted transactions from the index files of ``segments[:scan_from]``; from ``scan_from`` on the
+    batches are scanned, which finds the open transactions and rewrites those segments' index files (they
+    may have been cut by recovery or never written before a crash)."""
+    table = TransactionTable()
+    for seg in segments:
+        entries = _read_txn_index(seg)
+        if entries:
+            table.aborted[seg.base_offset] = entries
+    for seg in segments[scan_from:]:
+        # A transaction that began before the scan is known only by its entry in the file.
+        known = {(e.producer_id, e.last_offset): e.first_offset for e in table.aborted.pop(seg.base_offset, [])}
+        try:
+            for batch in seg.transaction_batches():
+                table.observe(batch, seg.base_offset, known.get((batch.producer_id, batch.base_offset)))
+        except CorruptLogError as exc:
+            logger.warning("%s: transactions rebuilt only up to a corrupt batch: %s", seg.path, exc)
+        rebuilt = table.aborted.get(seg.base_offset, [])
+        if sorted(known.items()) != sorted(((e.producer_id, e.last_offset), e.first_offset) for e in rebuilt):
+            if rebuilt:
+                atomic_write(seg.txn_index_path, encode_entries(rebuilt))
+            else:
+                seg.txn_index_path.unlink(missing_ok=True)
+    return table
+
+
+def _read_txn_index(seg: LogSegment) -> list[AbortedTxn]:
+    try:
+        data = seg.txn_index_path.read_bytes()
+    except FileNotFoundError:
+        return []
+    try:
+        return decode_entries(data, seg.txn_index_path)
+    except CorruptLogError as exc:
+        logger.warning("%s; its aborted transactions are lost", exc)
+        return []
 
 
 def _batch_epochs(directory: Path, segments: list[LogSegment]) -> Iterator[tuple[int, int]]:

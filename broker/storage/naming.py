@@ -10,6 +10,8 @@ from typing import NamedTuple
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+# Aborted transactions whose ABORT marker lies in the segment (see transactions.py).
+TXN_INDEX_SUFFIX = ".txnindex"
 DELETE_SUFFIX = "-delete"
 # A segment file waiting for removal (retention, compaction), and a cleaner's output being built.
 DELETED_FILE_SUFFIX = ".deleted"
@@ -17,7 +19,7 @@ CLEANED_DIR_SUFFIX = ".cleaned"
 
 _LEGAL_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
 _UNIQUE = re.compile(r"[0-9a-f]{32}")
-_SEGMENT_NAME = re.compile(r"(\d{20})\.(log|index|timeindex)")
+_SEGMENT_NAME = re.compile(r"(\d{20})\.(log|index|timeindex|txnindex)")
 
 
 class TopicPartition(NamedTuple):

@@ -20,7 +20,8 @@ from .config import LogConfig
 from .errors import CorruptLogError
 from .file_batches import BatchSpan, iter_file_batches, parse_span
 from .index import NO_TIMESTAMP, OffsetIndex, TimeIndex
-from .naming import DELETED_FILE_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_path
+from .naming import DELETED_FILE_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, segment_path
+from .transactions import TxnBatch, txn_batch
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +90,8 @@ class LogSegment:
     ) -> None:
         self.base_offset = base_offset
         self.path = segment_path(directory, base_offset, LOG_SUFFIX)
+        # Written by the log when an ABORT marker lands in this segment; absent otherwise.
+        self.txn_index_path = segment_path(directory, base_offset, TXN_INDEX_SUFFIX)
         self.file = file
         self.offset_index = offset_index
         self.time_index = time_index
@@ -266,6 +269,14 @@ class LogSegment:
         for span in self._spans(0, self.size):
             yield parse_header(os.pread(self._fd, HEADER_SIZE, span.position))
 
+    def transaction_batches(self) -> Iterator[TxnBatch]:
+        """The transactional batches (data and markers), in order: for rebuilding open and aborted transactions."""
+        for span in self._spans(0, self.size):
+            header = parse_header(os.pread(self._fd, HEADER_SIZE, span.position))
+            if header.is_transactional:
+                data = os.pread(self._fd, span.size, span.position) if header.is_control else b""
+                yield txn_batch(data, 0, header, header.base_offset)
+
     def _spans(self, start: int, end: int) -> Iterator[BatchSpan]:
         """Batches from ``start``; one that does not parse is corruption here, not a torn tail."""
         try:
@@ -370,7 +381,7 @@ class LogSegment:
         removes ``.deleted`` files when it opens.
         """
         renamed = []
-        for path in (self.path, self.offset_index.path, self.time_index.path):
+        for path in (self.path, self.offset_index.path, self.time_index.path, self.txn_index_path):
             target = path.with_name(path.name + DELETED_FILE_SUFFIX)
             try:
                 os.rename(path, target)
@@ -384,3 +395,4 @@ class LogSegment:
         self.path.unlink(missing_ok=True)
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index_path.unlink(missing_ok=True)

@@ -3,7 +3,8 @@
 Sessions (KIP-227) are not kept: every response carries session id 0, which
 tells clients to send full fetch requests, as a broker with no session slots does.
 
-Only the leader answers. Consumers read below the high watermark; followers
+Only the leader answers. Consumers read below the high watermark (read_committed ones below the last
+stable offset, and are told which aborted transactions the data overlaps, to skip them); followers
 (a replica id >= 0) read up to the log end, and their fetch offsets are how the
 leader learns their log end offsets. A follower's long-poll wakes on appends.
 """
@@ -17,6 +18,7 @@ from collections.abc import Awaitable
 from kafkette.broker.protocol.errors import ErrorCode
 from kafkette.broker.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from kafkette.broker.protocol.messages.fetch_response import (
+    AbortedTransaction,
     EpochEndOffset,
     FetchableTopicResponse,
     FetchResponse,
@@ -28,6 +30,7 @@ from kafkette.broker.storage.errors import LogStorageError, OffsetOutOfRangeErro
 
 TOPIC_IDS_FROM_VERSION = 13
 REPLICA_STATE_FROM_VERSION = 15
+READ_COMMITTED = 1
 
 
 class _FetchPass:
@@ -42,6 +45,7 @@ class _FetchPass:
         state_in_struct = ctx.api_version >= REPLICA_STATE_FROM_VERSION
         self.replica_id = request.replica_state.replica_id if state_in_struct else request.replica_id
         self.from_follower = self.replica_id >= 0
+        self.read_committed = request.isolation_level == READ_COMMITTED and not self.from_follower
 
     def run(self) -> FetchResponse:
         self.bytes_read = 0
@@ -73,9 +77,9 @@ class _FetchPass:
         result = PartitionData(
             partition_index=wanted.partition,
             high_watermark=partition.high_watermark,
-            last_stable_offset=partition.high_watermark,
+            last_stable_offset=partition.last_stable_offset,
             log_start_offset=partition.log_start_offset,
-            aborted_transactions=None,
+            aborted_transactions=[] if self.read_committed else None,
             records=b"",
         )
         code = partition.check_leader_epoch(wanted.current_leader_epoch)
@@ -94,8 +98,14 @@ class _FetchPass:
             result.error_code = code
             return result
         # The follower's fetch may have moved the high watermark.
-        result.high_watermark = result.last_stable_offset = partition.high_watermark
-        limit = partition.log_end_offset if self.from_follower else partition.high_watermark
+        result.high_watermark = partition.high_watermark
+        result.last_stable_offset = partition.last_stable_offset
+        if self.from_follower:
+            limit = partition.log_end_offset
+        elif self.read_committed:
+            limit = result.last_stable_offset
+        else:
+            limit = partition.high_watermark
         budget = min(wanted.partition_max_bytes, self.request.max_bytes - self.bytes_read)
         if wanted.fetch_offset == limit or (budget <= 0 and self.bytes_read > 0):
             return result
@@ -117,6 +127,11 @@ class _FetchPass:
         if region is not None and region.size > 0:
             result.records = region
             self.bytes_read += region.size
+            if self.read_committed:
+                result.aborted_transactions = [
+                    AbortedTransaction(producer_id=entry.producer_id, first_offset=entry.first_offset)
+                    for entry in partition.log.aborted_transactions(wanted.fetch_offset, limit)
+                ]
         return result
 
 

@@ -23,9 +23,12 @@ EARLIEST_LOCAL = -4
 EARLIEST_PENDING_UPLOAD = -5
 # replica_id of debugging tools, which may ask any replica (and see its log end).
 DEBUGGING_REPLICA_ID = -2
+READ_COMMITTED = 1
 
 
-def _lookup(partition: Partition, wanted: ListOffsetsPartition, replica_id: int) -> ListOffsetsPartitionResponse:
+def _lookup(
+    partition: Partition, wanted: ListOffsetsPartition, replica_id: int, isolation_level: int
+) -> ListOffsetsPartitionResponse:
     result = ListOffsetsPartitionResponse(partition_index=wanted.partition_index, leader_epoch=partition.leader_epoch)
     code = partition.check_leader_epoch(wanted.current_leader_epoch)
     if code == ErrorCode.NONE and not partition.is_leader and replica_id != DEBUGGING_REPLICA_ID:
@@ -35,8 +38,14 @@ def _lookup(partition: Partition, wanted: ListOffsetsPartition, replica_id: int)
         return result
     timestamp = wanted.timestamp
     if timestamp == LATEST:
-        # Consumers see committed offsets only; replicas and debugging tools see the whole log.
-        result.offset = partition.high_watermark if replica_id == -1 else partition.log_end_offset
+        # Consumers see committed offsets only (read_committed: stable ones); replicas and debugging tools
+        # see the whole log.
+        if replica_id != -1:
+            result.offset = partition.log_end_offset
+        elif isolation_level == READ_COMMITTED:
+            result.offset = partition.last_stable_offset
+        else:
+            result.offset = partition.high_watermark
     elif timestamp in (EARLIEST, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD):
         result.offset = partition.log_start_offset
     elif timestamp == MAX_TIMESTAMP:
@@ -65,6 +74,6 @@ def handle_list_offsets(ctx: RequestContext, request: ListOffsetsRequest) -> Lis
                     )
                 )
             else:
-                partitions.append(_lookup(partition, wanted, request.replica_id))
+                partitions.append(_lookup(partition, wanted, request.replica_id, request.isolation_level))
         responses.append(ListOffsetsTopicResponse(name=topic.name, partitions=partitions))
     return ListOffsetsResponse(topics=responses)

@@ -1,0 +1,117 @@
+"""Transactions in a Log: open transactions bound the LSO, ABORT markers fill the per-segment transaction index,
+which survives a restart, an unclean recovery, a follower's copy, retention, truncation and compaction."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from kafkette.broker.protocol.records import end_txn_marker_batch
+from kafkette.broker.storage import Log, LogConfig
+from kafkette.broker.storage.transactions import AbortedTxn
+
+SMALL = LogConfig(segment_bytes=400, index_interval_bytes=100)
+
+
+def txn_batch(producer_id: int, sequence: int, values: list[bytes], key: bytes | None = None) -> bytearray:
+    """A transactional batch built by kafka-python (an implementation independent of ours)."""
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=True,
+        producer_id=producer_id,
+        producer_epoch=0,
+        base_sequence=sequence,
+        batch_size=1 << 20,
+    )
+    for delta, value in enumerate(values):
+        builder.append(delta, timestamp=1000 + delta, key=key, value=value, headers=[])
+    return builder.build()
+
+
+def marker(producer_id: int, commit: bool) -> bytearray:
+    return bytearray(end_txn_marker_batch(producer_id, 0, commit, coordinator_epoch=3, now=2000))
+
+
+def test_open_transactions_bound_the_unstable_offset_and_aborts_are_indexed(tmp_path: Path) -> None:
+    log = Log.open(tmp_path / "t-0", SMALL)
+    assert log.first_unstable_offset is None
+    log.append(txn_batch(7, 0, [b"a", b"b"]), leader_epoch=0)  # 0-1
+    log.append(txn_batch(8, 0, [b"c"]), leader_epoch=0)  # 2
+    assert log.first_unstable_offset == 0
+    log.append(txn_batch(7, 2, [b"d"]), leader_epoch=0)  # 3
+    aborted = log.append(marker(7, commit=False), leader_epoch=0)  # 4
+    assert aborted.first_offset == 4
+    # Producer 8 is still open from offset 2, so the LSO after the abort is 2.
+    assert log.first_unstable_offset == 2
+    assert log.aborted_transactions(0, 10) == [AbortedTxn(7, 0, 4, 2)]
+    log.append(marker(8, commit=True), leader_epoch=0)  # 5
+    assert log.first_unstable_offset is None
+    # A read past the abort marker, or ending before the transaction began, overlaps nothing.
+    assert log.aborted_transactions(5, 10) == []
+    assert log.aborted_transactions(0, 0) == []
+    log.close()
+    files = sorted(p.name for p in (tmp_path / "t-0").glob("*.txnindex"))
+    assert len(files) == 1
+
+    reopened = Log.open(tmp_path / "t-0", SMALL, clean_shutdown=True, recovery_point=6)
+    assert reopened.aborted_transactions(0, 10) == [AbortedTxn(7, 0, 4, 2)]
+    assert reopened.first_unstable_offset is None
+    reopened.close()
+
+
+def test_unclean_recovery_rebuilds_open_transactions_and_a_lost_index(tmp_path: Path) -> None:
+    log = Log.open(tmp_path / "t-0", SMALL)
+    log.append(txn_batch(7, 0, [b"x"]), leader_epoch=0)
+    log.append(marker(7, commit=False), leader_epoch=0)
+    log.append(txn_batch(9, 0, [b"y"]), leader_epoch=0)  # open at offset 2
+    log.close()
+    for index in (tmp_path / "t-0").glob("*.txnindex"):
+        index.unlink()
+    reopened = Log.open(tmp_path / "t-0", SMALL, clean_shutdown=False, recovery_point=0)
+    assert reopened.aborted_transactions(0, 10) == [AbortedTxn(7, 0, 1, 2)]
+    assert reopened.first_unstable_offset == 2
+    assert list((tmp_path / "t-0").glob("*.txnindex"))
+    reopened.close()
+
+
+def test_a_follower_copy_indexes_the_same_aborts(tmp_path: Path) -> None:
+    leader = Log.open(tmp_path / "l-0", SMALL)
+    follower = Log.open(tmp_path / "f-0", SMALL)
+    for batch in (txn_batch(7, 0, [b"x", b"y"]), marker(7, commit=False), txn_batch(7, 2, [b"z"])):
+        result = leader.append(batch, leader_epoch=1)
+        read = leader.read(result.first_offset, 1 << 20)
+        assert read is not None
+        follower.append_as_follower(os.pread(read.fd, read.size, read.position))
+    assert follower.aborted_transactions(0, 10) == leader.aborted_transactions(0, 10) == [AbortedTxn(7, 0, 2, 3)]
+    assert follower.first_unstable_offset == leader.first_unstable_offset == 3
+    leader.close()
+    follower.close()
+
+
+def test_truncation_reopens_a_transaction_whose_marker_it_removed(tmp_path: Path) -> None:
+    log = Log.open(tmp_path / "t-0", SMALL)
+    log.append(txn_batch(7, 0, [b"x"]), leader_epoch=0)
+    log.append(marker(7, commit=False), leader_epoch=0)
+    assert log.first_unstable_offset is None
+    log.truncate_to(1)
+    assert log.first_unstable_offset == 0
+    assert log.aborted_transactions(0, 10) == []
+    log.close()
+
+
+def test_retention_drops_the_index_with_its_segment(tmp_path: Path) -> None:
+    config = LogConfig(segment_bytes=400, index_interval_bytes=100, retention_bytes=1)
+    log = Log.open(tmp_path / "t-0", config)
+    log.append(txn_batch(7, 0, [b"x" * 50]), leader_epoch=0)
+    log.append(marker(7, commit=False), leader_epoch=0)
+    for sequence in range(1, 12):
+        log.append(txn_batch(8, sequence, [b"y" * 50]), leader_epoch=0)
+    assert len(log.segments) > 2
+    assert log.aborted_transactions(0, 100) == [AbortedTxn(7, 0, 1, 2)]
+    renamed = log.delete_expired_segments(now=10**13)
+    assert any(path.name.endswith(".txnindex.deleted") for path in renamed)
+    assert log.aborted_transactions(0, 100) == []
+    log.close()
