@@ -36,6 +36,11 @@ class Checkpoint(Model):
     storage_class: str | None = Field(
         None, alias="class", description="StorageClass of the volume; the cluster's default class when unset."
     )
+    access_mode: Literal["ReadWriteOnce", "ReadWriteMany"] = Field(
+        "ReadWriteOnce",
+        description="The driver and every executor mount the volume (executors keep the query's state there): "
+        "ReadWriteOnce keeps them on one node, ReadWriteMany lets them spread over several.",
+    )
 
 
 class Application(Model):
@@ -151,6 +156,9 @@ class ConsumerGroupStatus(Status):
     query_id: str | None = Field(None, description="The streaming query's id (stable across restarts).")
     run_id: str | None = Field(None, description="The streaming query's run id (changes when it restarts).")
     driver_restarts: int = Field(0, ge=0, description="Restarts from the checkpoint the operator made.")
+    last_restart_time: str | None = Field(
+        None, description="When the operator last restarted the driver from its checkpoint (RFC 3339)."
+    )
 
 
 CONSUMER_GROUP = Kind(

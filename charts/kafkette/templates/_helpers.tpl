@@ -8,6 +8,10 @@
 {{- printf "%s-%s-node-reader" .Release.Namespace (include "kafkette.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
+{{- define "kafkette.sparkDriver" -}}
+{{- printf "%s-%s-spark-driver" .Release.Namespace (include "kafkette.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
 {{- define "kafkette.selectorLabels" -}}
 app.kubernetes.io/name: kafkette-operator
 app.kubernetes.io/instance: {{ .Release.Name }}
@@ -51,4 +55,20 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - apiGroups: ["", events.k8s.io]
   resources: [events]
   verbs: [create, patch]
+# A ConsumerGroup's Spark application: its driver pod (deleted to restart it from the checkpoint), the
+# checkpoint claim, and the driver's service account bound to the chart's driver role, which the operator may
+# bind (and no other) without holding the driver's rights itself.
+- apiGroups: [kafkette.dev]
+  resources: [consumergroups/finalizers]
+  verbs: [update]
+- apiGroups: [""]
+  resources: [pods, serviceaccounts, persistentvolumeclaims]
+  verbs: [get, list, watch, create, patch, delete]
+- apiGroups: [rbac.authorization.k8s.io]
+  resources: [rolebindings]
+  verbs: [get, create, patch]
+- apiGroups: [rbac.authorization.k8s.io]
+  resources: [{{ ternary "clusterroles" "roles" .Values.watch.clusterWide }}]
+  resourceNames: [{{ include "kafkette.sparkDriver" . | quote }}]
+  verbs: [bind]
 {{- end -}}
