@@ -3,8 +3,11 @@
 Importing this package registers every handler with kopf's default registry.
 """
 
+import os
+
 import kopf
 
+from kafkette.operator import metrics
 from kafkette.operator.kube.handlers import cluster, consumergroup, topic
 
 FINALIZER = "kafkette.dev/finalizer"
@@ -22,6 +25,10 @@ def configure(settings: kopf.OperatorSettings, **_: object) -> None:
     # Deleting a resource waits for its running timer (a status refresh of a few seconds) to finish;
     # kopf's default re-check after 60 s would hold every such deletion for a minute.
     settings.background.cancellation_polling = 1.0
+    # Prometheus scrapes the operator here (the chart's Deployment sets it); unset or 0: no endpoint.
+    port = int(os.environ.get("KAFKETTE_METRICS_PORT", "0"))
+    if port:
+        metrics.serve(port)
 
 
 __all__ = ["cluster", "consumergroup", "topic"]

@@ -17,6 +17,7 @@ from typing import Any
 
 import kopf
 
+from kafkette.operator import metrics
 from kafkette.operator.admin import Admin, AdminError, ClusterState
 from kafkette.operator.kube import apply
 from kafkette.operator.planning.cluster import ROLL_ANNOTATION, BrokerPod, RollMemory, roll_snapshot
@@ -69,7 +70,25 @@ async def step(
     kafka: ClusterState | None,
     admin: Admin,
 ) -> Step:
-    """Ask the planner what the roll does now and do it."""
+    """Ask the planner what the roll does now and do it; the roll's progress goes to the operator's metrics."""
+    taken = await _step(body, brokers, statefulset, pods, kafka, admin)
+    roll = taken.roll
+    where = body["metadata"]["namespace"], body["metadata"]["name"]
+    if roll is None:
+        metrics.roll_progress(*where, None, (), ())
+    else:
+        metrics.roll_progress(*where, roll.state, roll.brokers_restarted, roll.brokers_pending)
+    return taken
+
+
+async def _step(
+    body: kopf.Body,
+    brokers: int,
+    statefulset: Mapping[str, Any],
+    pods: Sequence[BrokerPod],
+    kafka: ClusterState | None,
+    admin: Admin,
+) -> Step:
     metadata = body["metadata"]
     previous = previous_roll(body.get("status"))
     if kafka is None:  # without the cluster's metadata nothing is safe to decide

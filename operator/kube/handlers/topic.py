@@ -7,6 +7,7 @@ from typing import Any
 
 import kopf
 
+from kafkette.operator import metrics
 from kafkette.operator.admin import Admin, AdminError
 from kafkette.operator.kube import apply
 from kafkette.operator.kube.handlers.common import (
@@ -122,6 +123,7 @@ async def reconcile(raw_spec: Any, name: str, namespace: str, body: Any, status:
 @kopf.on.resume(GROUP, VERSION, PLURAL)
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL)
+@metrics.reconcile("Topic")
 async def topic_changed(
     spec: Any, name: str, namespace: str | None, body: Any, status: Any, patch: Any, **_: Any
 ) -> None:
@@ -130,6 +132,7 @@ async def topic_changed(
 
 
 @kopf.timer(GROUP, VERSION, PLURAL, interval=resync_seconds(), initial_delay=resync_seconds(), idle=resync_seconds())
+@metrics.reconcile("Topic")
 async def topic_resync(
     spec: Any, name: str, namespace: str | None, body: Any, status: Any, patch: Any, **_: Any
 ) -> None:
@@ -139,6 +142,7 @@ async def topic_resync(
 
 
 @kopf.on.delete(GROUP, VERSION, PLURAL)
+@metrics.reconcile("Topic")
 async def topic_deleted(spec: Any, name: str, namespace: str | None, body: Any, **_: Any) -> None:
     namespace = namespace_of(namespace)
     try:
