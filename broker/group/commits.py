@@ -1,14 +1,21 @@
-"""Committed offsets: OffsetCommit, OffsetFetch and OffsetDelete once the coordinator has checked the group."""
+"""Committed offsets: OffsetCommit, TxnOffsetCommit, OffsetFetch and OffsetDelete once the coordinator has checked
+the group.
+
+A transaction's offsets (TxnOffsetCommit) are written at once, as part of the producer's transaction, but
+held apart until the transaction's marker reaches the group's ``__consumer_offsets`` partition: COMMIT makes
+them the group's committed offsets, ABORT drops them.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 
 from kafkette.broker.group import record_codec
 from kafkette.broker.group.group import Group, GroupState
 from kafkette.broker.group.offsets import CommittedOffset, OffsetStore, TopicPartition
-from kafkette.broker.group.state_records import offset_to_value
+from kafkette.broker.group.record_codec import KeyValue, OffsetRecord
+from kafkette.broker.group.state_records import offset_from_value, offset_to_value
 from kafkette.broker.group.writes import GroupWrites
 from kafkette.broker.metadata.catalog import TopicCatalog
 from kafkette.broker.protocol.errors import ErrorCode
@@ -22,9 +29,19 @@ class OffsetCommits:
         self._writes = writes
         self._store = store
         self._metadata_max_bytes = metadata_max_bytes
+        # Offsets of open transactions: producer id -> group -> offsets.
+        self._pending: dict[int, dict[str, dict[TopicPartition, CommittedOffset]]] = {}
 
-    def commit(self, group_id: str, offsets: Mapping[TopicPartition, CommittedOffset]) -> Results | Awaitable[Results]:
-        """Per-partition results; awaitable while the commit waits for the in-sync replicas (acks=all)."""
+    def commit(
+        self,
+        group_id: str,
+        offsets: Mapping[TopicPartition, CommittedOffset],
+        producer: tuple[int, int] | None = None,
+    ) -> Results | Awaitable[Results]:
+        """Per-partition results; awaitable while the commit waits for the in-sync replicas (acks=all).
+
+        With ``producer`` (id, epoch) the offsets belong to that producer's transaction (TxnOffsetCommit).
+        """
         results = {tp: ErrorCode.NONE for tp in offsets}
         accepted: dict[TopicPartition, CommittedOffset] = {}
         for tp, committed in offsets.items():
@@ -39,10 +56,11 @@ class OffsetCommits:
             (record_codec.offset_key(group_id, *tp), record_codec.offset_value(offset_to_value(committed)))
             for tp, committed in accepted.items()
         ]
-        written, replicated = self._writes.append_replicated(group_id, records)
+        written, replicated = self._writes.append_replicated(group_id, records, producer)
+        pid = None if producer is None else producer[0]
         if replicated is None:
-            return self._committed(group_id, accepted, written, results)
-        return self._commit_when_replicated(group_id, accepted, replicated, results)
+            return self._committed(group_id, accepted, written, results, pid)
+        return self._commit_when_replicated(group_id, accepted, replicated, results, pid)
 
     async def _commit_when_replicated(
         self,
@@ -50,17 +68,62 @@ class OffsetCommits:
         accepted: dict[TopicPartition, CommittedOffset],
         replicated: asyncio.Future[ErrorCode],
         results: Results,
+        producer_id: int | None,
     ) -> Results:
-        return self._committed(group_id, accepted, await self._writes.replicated(replicated), results)
+        return self._committed(group_id, accepted, await self._writes.replicated(replicated), results, producer_id)
 
     def _committed(
-        self, group_id: str, accepted: dict[TopicPartition, CommittedOffset], written: ErrorCode, results: Results
+        self,
+        group_id: str,
+        accepted: dict[TopicPartition, CommittedOffset],
+        written: ErrorCode,
+        results: Results,
+        producer_id: int | None,
     ) -> Results:
         for tp, committed in accepted.items():
             results[tp] = written
-            if written == ErrorCode.NONE:
+            if written != ErrorCode.NONE:
+                continue
+            if producer_id is None:
                 self._store.put(group_id, tp, committed)
+            else:
+                self._pending.setdefault(producer_id, {}).setdefault(group_id, {})[tp] = committed
         return results
+
+    def complete_txn(self, producer_id: int, commit: bool, groups_here: Callable[[str], bool]) -> None:
+        """A transaction marker reached a ``__consumer_offsets`` partition: apply or drop the producer's offsets
+        for the groups ``groups_here`` says live there."""
+        by_group = self._pending.get(producer_id, {})
+        for group_id in [g for g in by_group if groups_here(g)]:
+            offsets = by_group.pop(group_id)
+            if commit:
+                for tp, committed in offsets.items():
+                    self._store.put(group_id, tp, committed)
+        if not by_group:
+            self._pending.pop(producer_id, None)
+
+    def has_pending(self, group_id: str, tp: TopicPartition) -> bool:
+        """Whether an open transaction holds an offset for the partition (OffsetFetch's require_stable)."""
+        return any(tp in groups.get(group_id, {}) for groups in self._pending.values())
+
+    def restore_pending(self, open_txns: Mapping[int, list[KeyValue]]) -> None:
+        """Offsets of transactions still open when a partition was replayed: held until their marker."""
+        for producer_id, records in open_txns.items():
+            for key, value in records:
+                record = record_codec.decode_record(key, value)
+                if isinstance(record, OffsetRecord) and record.value is not None:
+                    tp = (record.topic, record.partition)
+                    committed = offset_from_value(record.value)
+                    self._pending.setdefault(producer_id, {}).setdefault(record.group, {})[tp] = committed
+
+    def drop_pending(self, groups_here: Callable[[str], bool]) -> None:
+        """Forget the open transactions' offsets of groups whose partition this broker stopped leading."""
+        for producer_id in list(self._pending):
+            by_group = self._pending[producer_id]
+            for group_id in [g for g in by_group if groups_here(g)]:
+                del by_group[group_id]
+            if not by_group:
+                del self._pending[producer_id]
 
     def fetch(
         self, group_id: str, partitions: Iterable[TopicPartition] | None

@@ -167,10 +167,13 @@ class GroupCoordinator:
         self._run(now_ms(), self.machine.unload([g for g in self.groups if self.partition_of(g) == index]))
         for group_id in [g for g in self.offsets.groups() if self.partition_of(g) == index]:
             self.offsets.drop(group_id)
+        self.commits.drop_pending(lambda group_id: self.partition_of(group_id) == index)
 
     async def _load(self, index: int) -> None:
         now = now_ms()
-        groups = await replay_partition(self.log, index, self.offsets, now)
+        open_txns: dict[int, list[KeyValue]] = {}
+        groups = await replay_partition(self.log, index, self.offsets, now, open_txns)
+        self.commits.restore_pending(open_txns)
         self._run(now, self.machine.load(now, groups))
         self._loaded.add(index)
 
@@ -288,6 +291,29 @@ class GroupCoordinator:
         if error != ErrorCode.NONE:
             return {tp: error for tp in offsets}
         return self.commits.commit(group_id, offsets)
+
+    def txn_commit_offsets(
+        self,
+        group_id: str,
+        producer: tuple[int, int],
+        generation: int,
+        member_id: str,
+        instance_id: str | None,
+        offsets: Mapping[TopicPartition, CommittedOffset],
+    ) -> dict[TopicPartition, ErrorCode] | Awaitable[dict[TopicPartition, ErrorCode]]:
+        """TxnOffsetCommit: as commit_offsets, but the offsets count once the producer's transaction commits."""
+        error = self._refusal(group_id)
+        if error == ErrorCode.NONE and generation >= 0:
+            now = now_ms()
+            error, effects = self.machine.check_commit(now, group_id, generation, member_id, instance_id)
+            self._run(now, effects)
+        if error != ErrorCode.NONE:
+            return {tp: error for tp in offsets}
+        return self.commits.commit(group_id, offsets, producer)
+
+    def complete_txn(self, index: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker was written to ``__consumer_offsets`` partition ``index``."""
+        self.commits.complete_txn(producer_id, commit, lambda group_id: self.partition_of(group_id) == index)
 
     def fetch_offsets(
         self, group_id: str, partitions: Iterable[TopicPartition] | None

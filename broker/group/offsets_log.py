@@ -16,7 +16,13 @@ from kafkette.broker.group.placement import OFFSETS_TOPIC
 from kafkette.broker.group.record_codec import KeyValue
 from kafkette.broker.metadata.catalog import TopicCatalog
 from kafkette.broker.protocol.errors import ErrorCode
-from kafkette.broker.protocol.records import Record, decode_batches, encode_batch
+from kafkette.broker.protocol.records import (
+    ControlRecordType,
+    Record,
+    decode_batches,
+    decode_control_record,
+    encode_batch,
+)
 from kafkette.broker.replication.partition import Partition
 
 # Bytes read per step of a replay: large enough to be cheap, small enough to keep the loop responsive.
@@ -24,37 +30,50 @@ REPLAY_CHUNK_BYTES = 1 << 20
 
 
 class OffsetsTopicLog:
-    def __init__(self, topics: TopicCatalog, partitions: int) -> None:
+    def __init__(self, topics: TopicCatalog, partitions: int, name: str = OFFSETS_TOPIC) -> None:
         self._topics = topics
         self.partitions = partitions
+        self.name = name
 
     def exists(self) -> bool:
-        return self._topics.topic(OFFSETS_TOPIC) is not None
+        return self._topics.topic(self.name) is not None
 
     def partition(self, index: int) -> Partition:
-        found = self._topics.partition(OFFSETS_TOPIC, index)
+        found = self._topics.partition(self.name, index)
         if found is None:
-            raise LookupError(f"{OFFSETS_TOPIC}-{index} does not exist")
+            raise LookupError(f"{self.name}-{index} does not exist")
         return found
 
-    def append(self, index: int, records: Sequence[KeyValue]) -> asyncio.Future[ErrorCode] | None:
+    def append(
+        self, index: int, records: Sequence[KeyValue], producer: tuple[int, int] | None = None
+    ) -> asyncio.Future[ErrorCode] | None:
         """Append the records as one batch; raises KafkaError or a storage error when the write fails.
 
+        ``producer`` (id, epoch) makes the batch part of that producer's transaction (TxnOffsetCommit):
+        its records count once the transaction's COMMIT marker follows.
         Returns None when the in-sync replicas already have the batch, else a future of the acks=all
         outcome (as Kafka's coordinator, which writes with acks=all).
         """
         if not records:
             return None
         now = int(time.time() * 1000)
+        producer_id, producer_epoch = producer if producer is not None else (-1, -1)
         batch = encode_batch(
-            [Record(offset, now, key, value, []) for offset, (key, value) in enumerate(records)], base_offset=0
+            [Record(offset, now, key, value, []) for offset, (key, value) in enumerate(records)],
+            base_offset=0,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            transactional=producer is not None,
         )
         partition = self.partition(index)
-        outcome = partition.append_from_producer(memoryview(bytearray(batch)), required_acks=-1)
+        outcome = partition.append_from_producer(memoryview(bytearray(batch)), required_acks=-1, sequenced=False)
         return partition.wait_for_acks(outcome.last_offset)
 
-    def replay(self, index: int) -> Iterator[KeyValue]:
-        """Every record of the partition from its log start, in offset order."""
+    def replay(self, index: int, open_txns: dict[int, list[KeyValue]] | None = None) -> Iterator[KeyValue]:
+        """Every record of the partition from its log start, in offset order; a transaction's records when
+        its COMMIT marker comes (an aborted one's never). The records of transactions still open at the end
+        go to ``open_txns``, by producer id."""
+        pending: dict[int, list[KeyValue]] = {} if open_txns is None else open_txns
         partition = self.partition(index)
         offset = partition.log_start_offset
         while offset < partition.log_end_offset:
@@ -63,8 +82,18 @@ class OffsetsTopicLog:
                 return
             data = os.pread(region.fd, region.size, region.position)
             for batch in decode_batches(data):
-                if not batch.is_control:
-                    for record in batch.records:
-                        if record.offset >= offset and record.key is not None:
-                            yield record.key, record.value
+                if batch.is_control and batch.is_transactional and batch.records:
+                    done = pending.pop(batch.producer_id, [])
+                    if decode_control_record(batch.records[0]).kind == ControlRecordType.COMMIT:
+                        yield from done
+                elif not batch.is_control:
+                    kept = [
+                        (record.key, record.value)
+                        for record in batch.records
+                        if record.offset >= offset and record.key is not None
+                    ]
+                    if batch.is_transactional:
+                        pending.setdefault(batch.producer_id, []).extend(kept)
+                    else:
+                        yield from kept
                 offset = batch.last_offset + 1

@@ -1,4 +1,8 @@
-"""Where groups live: ``__consumer_offsets``, created on first use, and which of its partitions a broker leads."""
+"""Where groups live: ``__consumer_offsets``, created on first use, and which of its partitions a broker leads.
+
+The transaction coordinator keeps ``__transaction_state`` the same way (its own name, partition count and
+replication factor).
+"""
 
 from __future__ import annotations
 
@@ -23,27 +27,39 @@ CREATE_TIMEOUT_MS = 30_000
 
 
 class OffsetsTopic:
-    def __init__(self, config: BrokerConfig, topics: TopicCatalog, controller: ControllerChannel) -> None:
-        self._config = config
+    def __init__(
+        self,
+        config: BrokerConfig,
+        topics: TopicCatalog,
+        controller: ControllerChannel,
+        name: str = OFFSETS_TOPIC,
+        partitions: int | None = None,
+        replication_factor: int | None = None,
+    ) -> None:
         self._topics = topics
         self._controller = controller
+        self.name = name
+        self.partitions = config.offsets_topic_num_partitions if partitions is None else partitions
+        self._replication_factor = (
+            config.offsets_topic_replication_factor if replication_factor is None else replication_factor
+        )
         self._creating: asyncio.Task[None] | None = None
 
     def exists(self) -> bool:
-        return self._topics.topic(OFFSETS_TOPIC) is not None
+        return self._topics.topic(self.name) is not None
 
     def partition_of(self, group_id: str) -> int:
-        return partition_for(group_id, self._config.offsets_topic_num_partitions)
+        return partition_for(group_id, self.partitions)
 
     def coordinator_of(self, group_id: str) -> int:
         """The broker leading the group's partition (-1: none yet)."""
-        topic = self._topics.topic(OFFSETS_TOPIC)
+        topic = self._topics.topic(self.name)
         state = self._topics.partition_state(topic, self.partition_of(group_id)) if topic is not None else None
         return state.leader if state is not None else -1
 
     def led_by(self, node_id: int) -> set[int]:
         """The partitions ``node_id`` leads."""
-        topic = self._topics.topic(OFFSETS_TOPIC)
+        topic = self._topics.topic(self.name)
         if topic is None:
             return set()
         states = ((index, self._topics.partition_state(topic, index)) for index in range(topic.partitions))
@@ -60,7 +76,7 @@ class OffsetsTopic:
         if self._creating is not None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(self._creating), timeout_s)
-        await self._topics.wait_for_topics([OFFSETS_TOPIC], timeout_s)
+        await self._topics.wait_for_topics([self.name], timeout_s)
 
     def stop(self) -> None:
         if self._creating is not None:
@@ -70,9 +86,9 @@ class OffsetsTopic:
         request = CreateTopicsRequest(
             topics=[
                 CreatableTopic(
-                    name=OFFSETS_TOPIC,
-                    num_partitions=self._config.offsets_topic_num_partitions,
-                    replication_factor=self._config.offsets_topic_replication_factor,
+                    name=self.name,
+                    num_partitions=self.partitions,
+                    replication_factor=self._replication_factor,
                     configs=[CreatableTopicConfig(name="cleanup.policy", value="compact")],
                 )
             ],
@@ -81,4 +97,4 @@ class OffsetsTopic:
         try:
             await self._controller.call(request)
         except KafkaError as exc:
-            log.warning("cannot create %s: %s", OFFSETS_TOPIC, exc)
+            log.warning("cannot create %s: %s", self.name, exc)

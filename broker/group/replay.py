@@ -8,21 +8,29 @@ from kafkette.broker.group import record_codec
 from kafkette.broker.group.group import Group
 from kafkette.broker.group.offsets import OffsetStore
 from kafkette.broker.group.offsets_log import OffsetsTopicLog
-from kafkette.broker.group.record_codec import GroupRecord, OffsetRecord
+from kafkette.broker.group.record_codec import GroupRecord, KeyValue, OffsetRecord
 from kafkette.broker.group.state_records import group_from_value, offset_from_value
 
 # How many replayed records between yields to the event loop.
 YIELD_EVERY = 1000
 
 
-async def replay_partition(log: OffsetsTopicLog, index: int, offsets: OffsetStore, now_ms: int) -> list[Group]:
+async def replay_partition(
+    log: OffsetsTopicLog,
+    index: int,
+    offsets: OffsetStore,
+    now_ms: int,
+    open_txns: dict[int, list[KeyValue]] | None = None,
+) -> list[Group]:
     """Put the partition's committed offsets into ``offsets`` and return its groups as last written.
+
+    Records of transactions still open go to ``open_txns`` (see :meth:`OffsetsTopicLog.replay`).
 
     A group with committed offsets but no metadata record (or a deleted one) only stores offsets: it is Empty.
     """
     groups: dict[str, Group | None] = {}
     committing: dict[str, None] = {}  # groups with offset records, in order of appearance
-    for count, (key, value) in enumerate(log.replay(index)):
+    for count, (key, value) in enumerate(log.replay(index, open_txns)):
         record = record_codec.decode_record(key, value)
         if isinstance(record, OffsetRecord):
             committing.setdefault(record.group)

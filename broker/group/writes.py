@@ -40,13 +40,14 @@ class GroupWrites:
         return self.append_replicated(group_id, records)[0]
 
     def append_replicated(
-        self, group_id: str, records: Sequence[KeyValue]
+        self, group_id: str, records: Sequence[KeyValue], producer: tuple[int, int] | None = None
     ) -> tuple[ErrorCode, asyncio.Future[ErrorCode] | None]:
-        """Write; the error, and a future of the followers' acknowledgement when it is still pending."""
+        """Write (``producer``: inside that producer's transaction); the error, and a future of the followers'
+        acknowledgement when it is still pending."""
         try:
-            return ErrorCode.NONE, self._log.append(self._partition_of(group_id), records)
+            return ErrorCode.NONE, self._log.append(self._partition_of(group_id), records, producer)
         except (KafkaError, StorageError) as exc:
-            log.error("cannot write group %s to __consumer_offsets: %s", group_id, exc)
+            log.error("cannot write %s to %s: %s", group_id, self._log.name, exc)
             return ErrorCode.NOT_COORDINATOR, None
 
     async def replicated(self, pending: asyncio.Future[ErrorCode]) -> ErrorCode:

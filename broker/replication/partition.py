@@ -277,8 +277,14 @@ class Partition:
 
     # -- produce ------------------------------------------------------------
 
-    def append_from_producer(self, records: memoryview, required_acks: int = 1) -> AppendOutcome:
-        """Validate, deduplicate and append a producer's batches; raises KafkaError."""
+    def append_from_producer(
+        self, records: memoryview, required_acks: int = 1, sequenced: bool = True
+    ) -> AppendOutcome:
+        """Validate, deduplicate and append a producer's batches; raises KafkaError.
+
+        ``sequenced=False``: a coordinator's write on a producer's behalf (TxnOffsetCommit), which carries
+        the producer's id and epoch but no sequence numbers, so it takes no part in deduplication.
+        """
         if not self.is_leader:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self.node_id} does not lead {self}")
         if required_acks == -1 and len(self.isr) < self.min_insync_replicas:
@@ -291,7 +297,7 @@ class Partition:
         now = int(time.time() * 1000)
         if not settings.log_append_time:
             check_timestamps(headers, now, settings.timestamp_before_max_ms, settings.timestamp_after_max_ms)
-        idempotent = [header for header in headers if header.has_producer_id]
+        idempotent = [header for header in headers if header.has_producer_id and sequenced]
         if idempotent and len(headers) == 1:
             duplicate = self.producers.check(headers[0])
             if duplicate is not None:
