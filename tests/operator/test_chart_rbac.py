@@ -54,9 +54,11 @@ def service_account_kubeconfig(
 
 
 def test_operator_runs_with_the_charts_rbac(
-    control_plane: ControlPlane, kube: client.ApiClient, namespace: str, tmp_path: Path
+    control_plane: ControlPlane, kube: client.ApiClient, namespace: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     account = install_rbac(kube, namespace)
+    # As the chart's Deployment sets it: the operator may bind this role, and no other, to a Spark driver.
+    monkeypatch.setenv("KAFKETTE_SPARK_DRIVER_ROLE", f"Role/{namespace}-kafkette-operator-spark-driver")
     kubeconfig = service_account_kubeconfig(control_plane, kube, namespace, account, tmp_path / "kubeconfig")
     custom = Custom(kube, namespace)
     with (
@@ -72,6 +74,14 @@ def test_operator_runs_with_the_charts_rbac(
         custom.delete("topics", "orders")
         eventually(lambda: not custom.exists("topics", "orders"), 30, "Topic finalized")
         assert rack_of_a_bound_broker_pod(kube, namespace, custom) == "zone-c"  # get nodes, patch pods
+        # A Spark application: service account, role binding (bind), checkpoint claim and driver pod.
+        application = {"image": "kafkette/spark:0.1.0", "pythonFile": "/app/orders.py"}
+        custom.create("consumergroups", "spend", {"clusterRef": "main", "application": application})
+        eventually(
+            lambda: client.CoreV1Api(kube).list_namespaced_pod(namespace, label_selector="spark-role=driver").items,
+            30,
+            "driver pod",
+        )
         log = operator.log()
     assert "Forbidden" not in log and " 403" not in log, log[-3000:]
 

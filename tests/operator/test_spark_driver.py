@@ -1,17 +1,14 @@
 """A ConsumerGroup's Spark driver objects (pure rendering) and the operator's client of the driver agent, the
-latter against a real HTTP server in this process standing in for the agent (the real one runs inside a Spark
-driver; the node e2e test, e2e/test_autoscale.py, uses it)."""
+latter against a real HTTP server in this process standing in for the agent (`agent_standin.py`)."""
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
 import kubernetes_validate
 import pytest
+from agent_standin import StandInAgent
 
 from kafkette.operator.kube import spark, spark_agent
 from kafkette.operator.resources.consumergroup import CHECKPOINT_MOUNT, Application, ConsumerGroupSpec
@@ -75,44 +72,6 @@ def test_scaling_bounds_are_checked_by_the_model() -> None:
         ConsumerGroupSpec.model_validate({"clusterRef": "main", "scaling": {"lagTargetPerExecutor": 0}})
 
 
-class StandInAgent:
-    """An HTTP server speaking the agent's protocol: `answers` maps a method to (status, body) queues."""
-
-    def __init__(self) -> None:
-        self.answers: dict[str, list[tuple[int, Any]]] = {"GET": [], "PUT": []}
-        self.received: list[Any] = []
-        agent = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def _answer(self, method: str) -> None:
-                if method == "PUT":
-                    agent.received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-                status, body = agent.answers[method].pop(0)
-                data = body if isinstance(body, bytes) else json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self) -> None:
-                self._answer("GET")
-
-            def do_PUT(self) -> None:
-                self._answer("PUT")
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.server = HTTPServer(("127.0.0.1", 0), Handler)
-        self.url = spark_agent.agent_url("127.0.0.1", self.server.server_address[1])
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 STATE = {
     "applicationId": "spark-1",
     "queries": [{"id": "q", "runId": "r", "name": "n"}],
@@ -121,39 +80,56 @@ STATE = {
 }
 
 
+class QueuedAnswers:
+    """Answers the stand-in agent gives, in order, per method."""
+
+    def __init__(self) -> None:
+        self.answers: dict[str, list[tuple[int, Any]]] = {"GET": [], "PUT": []}
+
+    def __call__(self, method: str, _body: Any) -> tuple[int, Any]:
+        return self.answers[method].pop(0)
+
+
 @pytest.fixture
-def agent() -> Iterator[StandInAgent]:
-    server = StandInAgent()
+def queued() -> QueuedAnswers:
+    return QueuedAnswers()
+
+
+@pytest.fixture
+def agent(queued: QueuedAnswers) -> Iterator[StandInAgent]:
+    server = StandInAgent(queued)
     yield server
     server.close()
 
 
-def test_get_and_put_parse_the_agents_answer(agent: StandInAgent) -> None:
-    agent.answers["GET"].append((200, STATE))
+def test_get_and_put_parse_the_agents_answer(agent: StandInAgent, queued: QueuedAnswers) -> None:
+    queued.answers["GET"].append((200, STATE))
     state = spark_agent.get_state(agent.url)
     assert state == spark_agent.DriverState("spark-1", (spark_agent.Query("q", "r", "n"),), 2, 3)
     assert state.target == 3
-    agent.answers["PUT"].append((200, {**STATE, "requested": 4}))
+    queued.answers["PUT"].append((200, {**STATE, "requested": 4}))
     assert spark_agent.request_total(agent.url, 4).requested == 4
     assert agent.received == [{"total": 4}]
 
 
 @pytest.mark.parametrize(("status", "error"), [(409, "master local[2] has no executors"), (400, "bad total")])
-def test_refusals_carry_status_and_error(agent: StandInAgent, status: int, error: str) -> None:
-    agent.answers["PUT"].append((status, {"error": error}))
+def test_refusals_carry_status_and_error(agent: StandInAgent, queued: QueuedAnswers, status: int, error: str) -> None:
+    queued.answers["PUT"].append((status, {"error": error}))
     with pytest.raises(spark_agent.AgentRefused) as refused:
         spark_agent.request_total(agent.url, 2)
     assert (refused.value.status, refused.value.error) == (status, error)
 
 
 @pytest.mark.parametrize("answer", [(200, b"not json"), (200, {"executors": 1}), (500, {"error": "boom"})])
-def test_a_broken_answer_is_unreachable_not_a_crash(agent: StandInAgent, answer: tuple[int, Any]) -> None:
-    agent.answers["GET"].append(answer)
+def test_a_broken_answer_is_unreachable_not_a_crash(
+    agent: StandInAgent, queued: QueuedAnswers, answer: tuple[int, Any]
+) -> None:
+    queued.answers["GET"].append(answer)
     with pytest.raises(spark_agent.AgentUnreachable):
         spark_agent.get_state(agent.url)
 
 
-def test_no_agent_listening_is_unreachable(agent: StandInAgent) -> None:
+def test_no_agent_listening_is_unreachable(agent: StandInAgent, queued: QueuedAnswers) -> None:
     agent.close()
     with pytest.raises(spark_agent.AgentUnreachable, match="driver agent at"):
         spark_agent.get_state(agent.url)
