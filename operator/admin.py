@@ -42,6 +42,7 @@ from kafkette.broker.protocol.messages.incremental_alter_configs_request import 
 )
 from kafkette.broker.protocol.messages.incremental_alter_configs_response import IncrementalAlterConfigsResponse
 from kafkette.broker.protocol.types import Message
+from kafkette.operator.local import reassign as reassignment
 from kafkette.operator.local.probe import request_once
 
 DEFAULT_TIMEOUT = 5.0
@@ -262,6 +263,45 @@ class Admin:
         answer = await self._ask(IncrementalAlterConfigsRequest(resources=[resource]), 1, what)
         (result,) = expect(answer, IncrementalAlterConfigsResponse).responses
         _check(what, result.error_code, result.error_message)
+
+    async def reassign(self, targets: Mapping[tuple[str, int], Sequence[int]]) -> None:
+        """AlterPartitionReassignments (any broker hands it to the active controller); AdminError naming each
+        refused partition. librdkafka has no call for it, so it goes over the wire."""
+        answer = await self._ask(reassignment.alter_request(targets), reassignment.ALTER_VERSION, "reassign partitions")
+        try:
+            reassignment.check_altered(answer)
+        except reassignment.ReassignError as exc:
+            raise AdminError(str(exc), exc.code) from None
+
+    async def reassignments(self) -> reassignment.InFlight:
+        """The partition moves in flight (ListPartitionReassignments)."""
+        answer = await self._ask(reassignment.list_request(), reassignment.LIST_VERSION, "list partition reassignments")
+        try:
+            return reassignment.in_flight_from(answer)
+        except reassignment.ReassignError as exc:
+            raise AdminError(str(exc), exc.code) from None
+
+    async def replica_sizes(self) -> dict[tuple[tuple[str, int], int], int]:
+        """((topic, partition), broker) -> bytes of that replica (DescribeLogDirs, asked of each broker the
+        metadata lists); a broker that does not answer is left out."""
+        metadata = await self._metadata()
+        sizes: dict[tuple[tuple[str, int], int], int] = {}
+        for node_id, broker in sorted(metadata.brokers.items()):
+            request = reassignment.log_dirs_request()
+            try:
+                answer = await asyncio.to_thread(
+                    request_once,
+                    broker.host,
+                    broker.port,
+                    request,
+                    reassignment.LOG_DIRS_VERSION,
+                    self.timeout,
+                    CLIENT_ID,
+                )
+            except OSError:
+                continue
+            sizes |= reassignment.sizes_from(answer, node_id)
+        return sizes
 
     async def _ask(self, request: Message, version: int, what: str) -> Message:
         """One request to the first bootstrap server that answers; AdminError without a code when none does."""

@@ -12,20 +12,31 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kafkette.operator.local import runtime
 from kafkette.operator.local.plan import ClusterState, ClusterView
 from kafkette.operator.planning.placement import Move, TopicPartition
 
+if TYPE_CHECKING:  # the codec loads every message module, which most verbs do not need
+    from kafkette.broker.protocol.types import Message
+
 CLIENT_ID = "kafkette-reassign"
 POLL_SECONDS = 0.5
 PLAN_VERSION = 1
+ALTER_VERSION = 0
+LIST_VERSION = 0
+LOG_DIRS_VERSION = 4
 # Each in-flight entry: (replicas, adding, removing), as ListPartitionReassignments reports them.
 InFlight = dict[TopicPartition, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]
 
 
 class ReassignError(RuntimeError):
-    """The reassignment cannot go on: the message says why."""
+    """The reassignment cannot go on: the message says why; `code` is Kafka's error code when a broker gave one."""
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 @dataclass(frozen=True)
@@ -91,21 +102,33 @@ def assignment(cluster_view: ClusterView) -> dict[TopicPartition, tuple[int, ...
 
 def replica_sizes(state: ClusterState, brokers: Iterable[int]) -> dict[tuple[TopicPartition, int], int]:
     """(partition, broker) -> bytes of that replica on disk (DescribeLogDirs), for the brokers that answer."""
-    from kafkette.broker.protocol.framing import expect
-    from kafkette.broker.protocol.messages.describe_log_dirs_request import DescribeLogDirsRequest
-    from kafkette.broker.protocol.messages.describe_log_dirs_response import DescribeLogDirsResponse
-
     sizes: dict[tuple[TopicPartition, int], int] = {}
     for node_id in brokers:
         try:
-            answer = runtime.ask(state, [node_id], DescribeLogDirsRequest(topics=None), 4, CLIENT_ID)
+            answer = runtime.ask(state, [node_id], log_dirs_request(), LOG_DIRS_VERSION, CLIENT_ID)
         except OSError:
             continue
-        for result in expect(answer, DescribeLogDirsResponse).results:
-            for topic in result.topics:
-                for p in topic.partitions:
-                    sizes[((topic.name, p.partition_index), node_id)] = p.partition_size
+        sizes |= sizes_from(answer, node_id)
     return sizes
+
+
+def log_dirs_request() -> Message:
+    from kafkette.broker.protocol.messages.describe_log_dirs_request import DescribeLogDirsRequest
+
+    return DescribeLogDirsRequest(topics=None)
+
+
+def sizes_from(answer: Message, node_id: int) -> dict[tuple[TopicPartition, int], int]:
+    """(partition, node_id) -> bytes, from one broker's DescribeLogDirs answer."""
+    from kafkette.broker.protocol.framing import expect
+    from kafkette.broker.protocol.messages.describe_log_dirs_response import DescribeLogDirsResponse
+
+    return {
+        ((topic.name, p.partition_index), node_id): p.partition_size
+        for result in expect(answer, DescribeLogDirsResponse).results
+        for topic in result.topics
+        for p in topic.partitions
+    }
 
 
 def leader_sizes(
@@ -119,18 +142,30 @@ def leader_sizes(
 
 
 def in_flight(state: ClusterState, brokers: Iterable[int]) -> InFlight:
-    from kafkette.broker.protocol.framing import expect
+    answer = runtime.ask(state, brokers, list_request(), LIST_VERSION, CLIENT_ID)
+    return in_flight_from(answer)
+
+
+def list_request() -> Message:
     from kafkette.broker.protocol.messages.list_partition_reassignments_request import (
         ListPartitionReassignmentsRequest,
     )
+
+    return ListPartitionReassignmentsRequest(topics=None)
+
+
+def in_flight_from(answer: Message) -> InFlight:
+    """The moves a ListPartitionReassignments answer reports; ReassignError when it failed."""
+    from kafkette.broker.protocol.framing import expect
     from kafkette.broker.protocol.messages.list_partition_reassignments_response import (
         ListPartitionReassignmentsResponse,
     )
 
-    answer = runtime.ask(state, brokers, ListPartitionReassignmentsRequest(topics=None), 0, CLIENT_ID)
     response = expect(answer, ListPartitionReassignmentsResponse)
     if response.error_code:
-        raise ReassignError(f"ListPartitionReassignments failed: {response.error_message or response.error_code}")
+        raise ReassignError(
+            f"ListPartitionReassignments failed: {response.error_message or response.error_code}", response.error_code
+        )
     return {
         (t.name, p.partition_index): (tuple(p.replicas), tuple(p.adding_replicas), tuple(p.removing_replicas))
         for t in response.topics
@@ -138,16 +173,23 @@ def in_flight(state: ClusterState, brokers: Iterable[int]) -> InFlight:
     }
 
 
-def progress(state: ClusterState, brokers: Sequence[int], moving: InFlight) -> Progress:
-    """Bytes copied so far by the adding replicas of the moves in flight, and bytes they still lack."""
-    sizes = replica_sizes(state, brokers)
-    leaders = leader_sizes(view(state, brokers), sizes)
+def remaining_bytes(
+    moving: InFlight, sizes: Mapping[tuple[TopicPartition, int], int], leaders: Mapping[TopicPartition, int]
+) -> tuple[int, int]:
+    """(bytes the adding replicas hold so far, bytes they still lack), from each partition's leader size."""
     copied = remaining = 0
     for tp, (_, adding, _) in moving.items():
         for broker in adding:
             have = sizes.get((tp, broker), 0)
             copied += have
             remaining += max(0, leaders.get(tp, 0) - have)
+    return copied, remaining
+
+
+def progress(state: ClusterState, brokers: Sequence[int], moving: InFlight) -> Progress:
+    """Bytes copied so far by the adding replicas of the moves in flight, and bytes they still lack."""
+    sizes = replica_sizes(state, brokers)
+    copied, remaining = remaining_bytes(moving, sizes, leader_sizes(view(state, brokers), sizes))
     return Progress(len(moving), copied, remaining)
 
 
@@ -156,27 +198,38 @@ def progress(state: ClusterState, brokers: Sequence[int], moving: InFlight) -> P
 
 def alter(state: ClusterState, brokers: Iterable[int], targets: Mapping[TopicPartition, Sequence[int] | None]) -> None:
     """AlterPartitionReassignments (None cancels a partition's move); ReassignError naming each refusal."""
-    from kafkette.broker.protocol.errors import ErrorCode
-    from kafkette.broker.protocol.framing import expect
+    check_altered(runtime.ask(state, brokers, alter_request(targets), ALTER_VERSION, CLIENT_ID))
+
+
+def alter_request(targets: Mapping[TopicPartition, Sequence[int] | None]) -> Message:
     from kafkette.broker.protocol.messages.alter_partition_reassignments_request import (
         AlterPartitionReassignmentsRequest,
         ReassignablePartition,
         ReassignableTopic,
-    )
-    from kafkette.broker.protocol.messages.alter_partition_reassignments_response import (
-        AlterPartitionReassignmentsResponse,
     )
 
     by_topic: dict[str, list[ReassignablePartition]] = {}
     for (topic, index), replicas in sorted(targets.items()):
         wanted = None if replicas is None else list(replicas)
         by_topic.setdefault(topic, []).append(ReassignablePartition(partition_index=index, replicas=wanted))
-    request = AlterPartitionReassignmentsRequest(
+    return AlterPartitionReassignmentsRequest(
         topics=[ReassignableTopic(name=name, partitions=parts) for name, parts in by_topic.items()]
     )
-    response = expect(runtime.ask(state, brokers, request, 0, CLIENT_ID), AlterPartitionReassignmentsResponse)
+
+
+def check_altered(answer: Message) -> None:
+    """ReassignError naming each partition an AlterPartitionReassignments answer refused."""
+    from kafkette.broker.protocol.errors import ErrorCode
+    from kafkette.broker.protocol.framing import expect
+    from kafkette.broker.protocol.messages.alter_partition_reassignments_response import (
+        AlterPartitionReassignmentsResponse,
+    )
+
+    response = expect(answer, AlterPartitionReassignmentsResponse)
     if response.error_code:
-        raise ReassignError(f"AlterPartitionReassignments failed: {response.error_message or response.error_code}")
+        raise ReassignError(
+            f"AlterPartitionReassignments failed: {response.error_message or response.error_code}", response.error_code
+        )
     refused = [
         f"{t.name}-{p.partition_index}: {ErrorCode(p.error_code).name}"
         + (f" ({p.error_message})" if p.error_message else "")
@@ -185,7 +238,8 @@ def alter(state: ClusterState, brokers: Iterable[int], targets: Mapping[TopicPar
         if p.error_code
     ]
     if refused:
-        raise ReassignError("refused: " + "; ".join(refused))
+        first = next(p.error_code for t in response.responses for p in t.partitions if p.error_code)
+        raise ReassignError("refused: " + "; ".join(refused), first)
 
 
 def wait_done(

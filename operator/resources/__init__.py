@@ -17,6 +17,7 @@ from kafkette.operator.resources.kafkacluster import (
     KafkaClusterStatus,
     RestartedBroker,
     RollStatus,
+    ScaleStatus,
 )
 from kafkette.operator.resources.topic import TOPIC, TopicSpec, TopicStatus
 
@@ -39,6 +40,7 @@ __all__ = [
     "Outcome",
     "RestartedBroker",
     "RollStatus",
+    "ScaleStatus",
     "TopicSpec",
     "TopicStatus",
     "phase_conditions",

@@ -220,6 +220,21 @@ class RollStatus(Model):
     restarted: list[RestartedBroker] = Field(default_factory=list, description="The restarts of this roll.")
 
 
+class ScaleStatus(Model):
+    """Partitions following a change of spec.brokers: moved onto new brokers, or off the brokers to remove."""
+
+    state: Literal["Balancing", "Draining", "Stalled", "Done"] = Field(description="Where the scale is.")
+    reason: str = Field(description="The scale planner's reason for its last action.")
+    brokers: int = Field(ge=0, description="Broker pods kept: a scale-down keeps them until they are drained.")
+    draining: list[int] = Field(default_factory=list, description="Brokers being drained before their pods go.")
+    moves_done: int = Field(0, ge=0, description="Partition moves finished in this scale.")
+    moves_in_flight: int = Field(0, ge=0, description="Partition moves under way.")
+    moves_remaining: int = Field(0, ge=0, description="Partition moves the planner still wants, not yet started.")
+    bytes_remaining: int | None = Field(
+        None, ge=0, description="Bytes the moves under way still have to copy (DescribeLogDirs)."
+    )
+
+
 class KafkaClusterStatus(Status):
     """The cluster as the operator last observed it."""
 
@@ -232,6 +247,7 @@ class KafkaClusterStatus(Status):
     under_replicated_partitions: int | None = Field(None, ge=0, description="Partitions with fewer in-sync replicas.")
     bootstrap_servers: str | None = Field(None, description="Address clients bootstrap from.")
     roll: RollStatus | None = Field(None, description="The current or last rolling restart.")
+    scale: ScaleStatus | None = Field(None, description="The current or last scale's partition moves.")
 
 
 KAFKA_CLUSTER = Kind(

@@ -11,7 +11,7 @@ from kubernetes.client import ApiException
 
 from kafkette.operator.admin import Admin, AdminError, ClusterState
 from kafkette.operator.kube import apply
-from kafkette.operator.kube.handlers import roll
+from kafkette.operator.kube.handlers import roll, scale
 from kafkette.operator.kube.handlers.common import (
     InvalidSpec,
     admin_for,
@@ -32,8 +32,17 @@ from kafkette.operator.resources import GROUP, VERSION, KafkaClusterSpec, Outcom
 PLURAL = "kafkaclusters"
 
 
-async def _apply_children(name: str, namespace: str, uid: str, body: Any, spec: KafkaClusterSpec) -> int:
-    children = render_cluster(name, namespace, uid, spec)
+async def _apply_children(
+    name: str, namespace: str, uid: str, body: Any, spec: KafkaClusterSpec, brokers: int | None = None
+) -> int:
+    """Render and apply; `brokers`: the pods the StatefulSet keeps (a drain keeps more than spec.brokers until
+    it is done), read from status.scale when not given."""
+    if brokers is None:
+        statefulset = await asyncio.to_thread(
+            apply.get, "apps/v1", "StatefulSet", ClusterNames(name, namespace).statefulset, namespace
+        )
+        brokers = scale.held(body.get("status"), statefulset, spec.brokers)
+    children = render_cluster(name, namespace, uid, spec.model_copy(update={"brokers": brokers}))
     # Owner references let the garbage collector delete the children with the cluster; PVCs follow the
     # StatefulSet's retention policy (spec.storage.deleteClaim).
     kopf.adopt(children, owner=body)
@@ -106,10 +115,21 @@ async def _observe(
     else:
         previous = roll.previous_roll(status)
         step = roll.Step(previous, roll.roll_outcome(previous))
+    rolling_now = step.roll is not None and step.roll.state != "Done"
+    # Only the timer scales, and not while a roll runs: one change of the brokers at a time.
+    scale_now = scale.previous_scale(status)
+    if rolling and not rolling_now:
+        scaled = await scale.step(body, spec.brokers, statefulset, pod_objects, pods, kafka, admin)
+        if scaled.brokers != scale.held(status, statefulset, spec.brokers):
+            await _apply_children(name, namespace, body["metadata"]["uid"], body, spec, scaled.brokers)
+        scale_now = scaled.scale
     sts_status = (statefulset or {}).get("status") or {}
     outcome = rack_problem or assess(spec.brokers, statefulset, pods, kafka)
     if step.outcome is not None and outcome.phase != "Stalled":
         outcome = step.outcome
+    scale_problem = scale.scale_outcome(scale_now)
+    if scale_problem is not None and (outcome.phase != "Stalled" or scale_problem.phase == "Stalled"):
+        outcome = scale_problem
     if config_problem is not None and outcome.phase != "Stalled":
         outcome = config_problem
     fields = {
@@ -122,6 +142,8 @@ async def _observe(
     if step.roll is not None:
         # Every key written, nulls too: a merge patch would keep a stale `current` or `startedAt` otherwise.
         fields["roll"] = step.roll.model_dump(mode="json", by_alias=True)
+    if scale_now is not None:
+        fields["scale"] = scale_now.model_dump(mode="json", by_alias=True)
     if kafka is not None:
         fields |= {
             "clusterId": kafka.cluster_id,
@@ -151,6 +173,13 @@ async def cluster_changed(
     parsed = _parse(spec, body, status, patch)
     if parsed is None:
         return
+    if scale.previous_scale(status) is None:
+        # Remember the size before this change, so the timer knows partitions must follow it.
+        statefulset = await asyncio.to_thread(
+            apply.get, "apps/v1", "StatefulSet", ClusterNames(name, namespace).statefulset, namespace
+        )
+        first = scale.first_scale(statefulset, parsed.brokers)
+        patch.status["scale"] = first.model_dump(mode="json", by_alias=True)
     count = await _apply_children(name, namespace, uid, body, parsed)
     kopf.info(body, reason="ChildrenApplied", message=f"applied {count} objects for {parsed.brokers} brokers")
     patch.status.update(await _observe(name, namespace, body, status, parsed, rolling=False))
