@@ -33,7 +33,8 @@ class BrokerMetrics:
             info = catalog.topic_by_id(topic_id)
             return info.name if info is not None else None
 
-        self.requests = RequestMetrics(self.registry, topic_name)
+        self.requests = RequestMetrics(topic_name)
+        self.registry.register(self.requests)
         self._isr = IsrChangeCounter(self.registry, node_id)
         self.registry.register(BrokerCollector(node_id, catalog, replicas.partitions, offsets, controller_id))
         self._endpoint = MetricsEndpoint(self.registry)
