@@ -29,6 +29,8 @@ SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 SPEC_HASH_ANNOTATION = "kafkette.dev/spec-hash"
 # The image's Spark user (images/spark/Dockerfile), so the checkpoint volume is writable by it.
 SPARK_UID = 185
+# Spark refuses a longer executor pod name prefix (the ConsumerGroup's name).
+MAX_EXECUTOR_PREFIX = 47
 # Spark's conf prefix for a volume claim mounted on every executor pod (named "checkpoint").
 EXECUTOR_VOLUME = "spark.kubernetes.executor.volumes.persistentVolumeClaim.checkpoint"
 # Spark settings the operator owns: a user's sparkConf cannot override them.
@@ -66,7 +68,7 @@ def driver_role() -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class SparkNames:
-    """Child object names of the ConsumerGroup `group` (at most 40 characters keep every name a DNS label)."""
+    """Child object names of the ConsumerGroup `group` (Spark refuses an executor prefix over 47 characters)."""
 
     group: str
     namespace: str
@@ -89,7 +91,8 @@ class SparkNames:
 
     @property
     def executor_prefix(self) -> str:
-        return f"{self.group}-exec"
+        """Spark names executor pods <prefix>-exec-<id>, and takes a prefix of at most 47 characters."""
+        return self.group
 
 
 def labels(group: str, role: str) -> dict[str, str]:

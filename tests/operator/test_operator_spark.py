@@ -149,3 +149,14 @@ def test_driver_run_scaled_through_its_agent_and_restarted_on_409(
         "the restart cooldown in status",
     )
     assert agent.received.count({"total": 4}) == 1
+
+
+def test_a_name_spark_cannot_prefix_executors_with_is_stalled(
+    kube: client.ApiClient, namespace: str, operator: OperatorProcess
+) -> None:
+    custom = Custom(kube, namespace)
+    long_name = "g" * (spark.MAX_EXECUTOR_PREFIX + 1)
+    custom.create("consumergroups", long_name, SPEC)
+    stalled = eventually(lambda: custom.condition("consumergroups", long_name, "Stalled"), 30, "Stalled condition")
+    assert (stalled["status"], stalled["reason"]) == ("True", "InvalidSpec")
+    assert client.CoreV1Api(kube).list_namespaced_pod(namespace, label_selector="spark-role=driver").items == []

@@ -178,6 +178,10 @@ async def _refresh(spec: Any, name: str, namespace: str, body: Any, status: Any,
         parsed = parse_spec(ConsumerGroupSpec, spec)
         if parsed.application is not None:
             autoscale_spec(parsed.scaling, None, 0)  # the autoscaler's own checks
+            if len(name) > spark.MAX_EXECUTOR_PREFIX:
+                raise InvalidSpec(
+                    f"Spark names executor pods after the ConsumerGroup: at most {spark.MAX_EXECUTOR_PREFIX} characters"
+                )
     except (InvalidSpec, ValueError) as exc:
         patch.status.update(report(status, generation, stalled("InvalidSpec", str(exc))))
         return
