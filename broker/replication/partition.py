@@ -26,7 +26,7 @@ from kafkette.broker.protocol.batch import (
     iter_batches,
 )
 from kafkette.broker.protocol.errors import ErrorCode, KafkaError
-from kafkette.broker.protocol.records import end_txn_marker_batch
+from kafkette.broker.protocol.records import decode_batch, end_txn_marker_batch
 from kafkette.broker.replication.producer_state import ProducerStateTable
 from kafkette.broker.storage import Log
 
@@ -55,6 +55,8 @@ class PartitionSettings:
     # message.timestamp.before.max.ms / after.max.ms: how far CreateTime may lag or lead the broker's clock.
     timestamp_before_max_ms: int = 2**63 - 1
     timestamp_after_max_ms: int = 3_600_000
+    # cleanup.policy includes compact: every record needs a key.
+    compacted: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +91,19 @@ def validate_batches(records: memoryview, max_message_bytes: int) -> list[BatchH
         if header.record_count <= 0 or header.last_offset_delta != header.record_count - 1:
             raise KafkaError(ErrorCode.INVALID_RECORD, "record count does not match the last offset delta")
     return headers
+
+
+def check_keys(records: memoryview, headers: list[BatchHeader]) -> None:
+    """A compacted topic keeps the newest record per key, so a record without one is refused (as Kafka)."""
+    position = 0
+    for header in headers:
+        try:
+            batch = decode_batch(records, position)
+        except CorruptBatchError as exc:
+            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from exc
+        if any(record.key is None for record in batch.records):
+            raise KafkaError(ErrorCode.INVALID_RECORD, "a compacted topic cannot accept a record without a key")
+        position += header.size
 
 
 def check_timestamps(headers: list[BatchHeader], now: int, before_max_ms: int, after_max_ms: int) -> None:
@@ -297,6 +312,8 @@ class Partition:
         now = int(time.time() * 1000)
         if not settings.log_append_time:
             check_timestamps(headers, now, settings.timestamp_before_max_ms, settings.timestamp_after_max_ms)
+        if settings.compacted:
+            check_keys(records, headers)
         idempotent = [header for header in headers if header.has_producer_id and sequenced]
         if idempotent and len(headers) == 1:
             duplicate = self.producers.check(headers[0])

@@ -33,4 +33,5 @@ def partition_settings_of(topic: TopicConfig) -> PartitionSettings:
         log_append_time=topic.message_timestamp_type == "LogAppendTime",
         timestamp_before_max_ms=topic.message_timestamp_before_max_ms,
         timestamp_after_max_ms=topic.message_timestamp_after_max_ms,
+        compacted="compact" in topic.cleanup_policy,
     )
