@@ -102,6 +102,8 @@ async def _driver_pod(
         await asyncio.to_thread(apply.apply, created)
         kopf.info(body, reason="DriverCreated", message=f"driver pod {names.driver_pod} with {executors} executors")
         return None, f"driver pod {names.driver_pod} created"
+    if pod["metadata"].get("deletionTimestamp"):
+        return None, f"driver pod {names.driver_pod} is terminating"
     annotations = pod["metadata"].get("annotations") or {}
     phase = (pod.get("status") or {}).get("phase")
     outdated = annotations.get(spark.SPEC_HASH_ANNOTATION) != spark.spec_hash(app)
