@@ -28,10 +28,13 @@ from kafkette.broker.protocol.messages.alter_partition_reassignments_request imp
     AlterPartitionReassignmentsRequest,
 )
 from kafkette.broker.protocol.messages.alter_partition_request import AlterPartitionRequest
+from kafkette.broker.protocol.messages.alter_user_scram_credentials_request import AlterUserScramCredentialsRequest
 from kafkette.broker.protocol.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from kafkette.broker.protocol.messages.broker_registration_request import BrokerRegistrationRequest
+from kafkette.broker.protocol.messages.create_acls_request import CreateAclsRequest
 from kafkette.broker.protocol.messages.create_partitions_request import CreatePartitionsRequest
 from kafkette.broker.protocol.messages.create_topics_request import CreateTopicsRequest
+from kafkette.broker.protocol.messages.delete_acls_request import DeleteAclsRequest
 from kafkette.broker.protocol.messages.delete_topics_request import DeleteTopicsRequest
 from kafkette.broker.protocol.messages.elect_leaders_request import ElectLeadersRequest
 from kafkette.broker.protocol.messages.envelope_request import EnvelopeRequest
@@ -156,6 +159,12 @@ class ClusterController:
                 return control.list_partition_reassignments(image, body)
             case AllocateProducerIdsRequest():
                 return control.allocate_producer_ids(image, body)
+            case AlterUserScramCredentialsRequest():
+                return control.alter_user_scram_credentials(image, body)
+            case CreateAclsRequest():
+                return control.create_acls(image, body)
+            case DeleteAclsRequest():
+                return control.delete_acls(image, body)
         raise ValueError(f"{type(body).__name__} is not a controller request")
 
     def _after_commit(self, body: Message, now: int) -> None:

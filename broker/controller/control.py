@@ -9,6 +9,7 @@ modules by subject and are re-exported here as one surface:
 - brokers:    register_broker, heartbeat, fence_brokers, BrokerLiveness,
               allocate_producer_ids                             (control_brokers)
 - partitions: alter_partition, elect_leaders, preferred_leader_moves (control_partitions)
+- security:   alter_user_scram_credentials, create_acls, delete_acls (control_security)
 - moves:      alter_partition_reassignments, list_partition_reassignments,
               completed_reassignments                           (control_reassignments)
 """
@@ -67,6 +68,11 @@ from kafkette.broker.controller.control_reassignments import (  # noqa: E402
     completed_reassignments,
     list_partition_reassignments,
 )
+from kafkette.broker.controller.control_security import (  # noqa: E402
+    alter_user_scram_credentials,
+    create_acls,
+    delete_acls,
+)
 from kafkette.broker.controller.control_topics import create_partitions, create_topics, delete_topics  # noqa: E402
 
 __all__ = [
@@ -77,9 +83,12 @@ __all__ = [
     "alter_configs",
     "alter_partition",
     "alter_partition_reassignments",
+    "alter_user_scram_credentials",
     "completed_reassignments",
+    "create_acls",
     "create_partitions",
     "create_topics",
+    "delete_acls",
     "delete_topics",
     "elect_leaders",
     "fence_brokers",

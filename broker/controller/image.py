@@ -16,6 +16,7 @@ from typing import TypeVar
 from uuid import UUID
 
 from kafkette.broker.config import DynamicBrokerConfigs
+from kafkette.broker.controller.records.access_control_entry_record import AccessControlEntryRecord
 from kafkette.broker.controller.records.broker_registration_change_record import BrokerRegistrationChangeRecord
 from kafkette.broker.controller.records.config_record import ConfigRecord
 from kafkette.broker.controller.records.feature_level_record import FeatureLevelRecord
@@ -24,10 +25,15 @@ from kafkette.broker.controller.records.partition_change_record import Partition
 from kafkette.broker.controller.records.partition_record import PartitionRecord
 from kafkette.broker.controller.records.producer_ids_record import ProducerIdsRecord
 from kafkette.broker.controller.records.register_broker_record import BrokerEndpoint, RegisterBrokerRecord
+from kafkette.broker.controller.records.remove_access_control_entry_record import RemoveAccessControlEntryRecord
 from kafkette.broker.controller.records.remove_topic_record import RemoveTopicRecord
+from kafkette.broker.controller.records.remove_user_scram_credential_record import RemoveUserScramCredentialRecord
 from kafkette.broker.controller.records.topic_record import TopicRecord
 from kafkette.broker.controller.records.unfence_broker_record import UnfenceBrokerRecord
+from kafkette.broker.controller.records.user_scram_credential_record import UserScramCredentialRecord
 from kafkette.broker.protocol.types import Message
+from kafkette.broker.security.acl import AclBinding, AclOperation, PatternType, PermissionType, ResourceType
+from kafkette.broker.security.scram import ScramCredential
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -68,6 +74,10 @@ class BrokerImage:
     fenced: bool
     # Set by a controlled-shutdown request; a new registration clears it.
     in_controlled_shutdown: bool = False
+
+    def endpoint(self, listener: str) -> Endpoint | None:
+        """The endpoint on `listener`, else the first one (a broker registered before that listener existed)."""
+        return next((e for e in self.endpoints if e.name == listener), self.endpoints[0] if self.endpoints else None)
 
     @property
     def eligible(self) -> bool:
@@ -111,6 +121,10 @@ class MetadataImage:
     configs: Mapping[tuple[int, str], Mapping[str, str]] = field(default_factory=lambda: _frozen({}))
     next_producer_id: int = 0
     features: Mapping[str, int] = field(default_factory=lambda: _frozen({}))
+    # (user name, SCRAM mechanism number) -> credential
+    scram: Mapping[tuple[str, int], ScramCredential] = field(default_factory=lambda: _frozen({}))
+    # ACL binding id -> binding
+    acls: Mapping[UUID, AclBinding] = field(default_factory=lambda: _frozen({}))
 
     def topic_configs(self, name: str) -> Mapping[str, str]:
         """The topic's config overrides (not the broker defaults)."""
@@ -256,7 +270,52 @@ def replay(image: MetadataImage, record: Message) -> MetadataImage:
             return replace(image, next_producer_id=record.next_producer_id)
         case FeatureLevelRecord():
             return replace(image, features=_with(image.features, record.name, record.feature_level))
+        case UserScramCredentialRecord():
+            credential = ScramCredential(record.salt, record.stored_key, record.server_key, record.iterations)
+            return replace(image, scram=_with(image.scram, (record.name, record.mechanism), credential))
+        case RemoveUserScramCredentialRecord():
+            return replace(image, scram=_with(image.scram, (record.name, record.mechanism), None))
+        case AccessControlEntryRecord():
+            return replace(image, acls=_with(image.acls, record.id, acl_binding(record)))
+        case RemoveAccessControlEntryRecord():
+            return replace(image, acls=_with(image.acls, record.id, None))
     return image
+
+
+def acl_binding(record: AccessControlEntryRecord) -> AclBinding:
+    return AclBinding(
+        ResourceType(record.resource_type),
+        record.resource_name,
+        PatternType(record.pattern_type),
+        record.principal,
+        record.host,
+        AclOperation(record.operation),
+        PermissionType(record.permission_type),
+    )
+
+
+def acl_record(acl_id: UUID, acl: AclBinding) -> AccessControlEntryRecord:
+    return AccessControlEntryRecord(
+        id=acl_id,
+        resource_type=acl.resource_type,
+        resource_name=acl.resource_name,
+        pattern_type=acl.pattern_type,
+        principal=acl.principal,
+        host=acl.host,
+        operation=acl.operation,
+        permission_type=acl.permission,
+    )
+
+
+def scram_record(name: str, mechanism: int, credential: ScramCredential) -> UserScramCredentialRecord:
+    return UserScramCredentialRecord(
+        name=name,
+        mechanism=mechanism,
+        salt=credential.salt,
+        stored_key=credential.stored_key,
+        server_key=credential.server_key,
+        iterations=credential.iterations,
+    )
 
 
 def image_records(image: MetadataImage) -> list[Message]:
@@ -299,6 +358,8 @@ def image_records(image: MetadataImage) -> list[Message]:
     for (resource_type, resource_name), entries in sorted(image.configs.items()):
         for name, value in sorted(entries.items()):
             out.append(ConfigRecord(resource_type=resource_type, resource_name=resource_name, name=name, value=value))
+    out.extend(scram_record(name, mechanism, c) for (name, mechanism), c in sorted(image.scram.items()))
+    out.extend(acl_record(acl_id, acl) for acl_id, acl in sorted(image.acls.items()))
     if image.next_producer_id:
         out.append(ProducerIdsRecord(broker_id=-1, broker_epoch=-1, next_producer_id=image.next_producer_id))
     return out
