@@ -12,7 +12,10 @@ if TYPE_CHECKING:
 
 
 def register(spark: SparkSession) -> None:
-    """Make ``format("kafkette")`` available for reads and writes in this session."""
+    """Make ``format("kafkette")`` available for reads and writes in this session, and start the driver agent
+    when ``spark.kafkette.agent.port`` is set (``kafkette.pipeline.agent``)."""
+    from kafkette.pipeline.agent import start_if_configured
     from kafkette.pipeline.source import KafketteDataSource
 
     spark.dataSource.register(KafketteDataSource)
+    start_if_configured(spark)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -88,16 +89,39 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--trigger", default="2 seconds")
     p.add_argument("--max-offsets-per-trigger", type=int)
     p.add_argument("--available-now", action="store_true", help="process what is there, then stop")
-    p.add_argument("--master", default="local[2]")
+    p.add_argument("--master", help="spark.master (default: spark-submit's, else local[2])")
+    p.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting, as spark-submit's --conf (e.g. spark.kafkette.agent.port=4050 starts the driver agent)",
+    )
     return p
+
+
+def spark_conf(pairs: list[str]) -> dict[str, str]:
+    conf = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--conf {pair!r}: expected KEY=VALUE")
+        conf[key] = value
+    return conf
+
+
+def master(given: str | None) -> str | None:
+    """The master to set: the one given, none under spark-submit (it set spark.master), else local[2]."""
+    if given is not None:
+        return given
+    return None if "PYSPARK_GATEWAY_PORT" in os.environ else "local[2]"
 
 
 def main() -> None:
     args = parser().parse_args()
-    from kafkette.pipeline.session import local_session
+    from kafkette.pipeline.session import session
 
-    cores = int(args.master.removeprefix("local[").removesuffix("]")) if args.master.startswith("local[") else 2
-    spark = local_session(QUERY_NAME, cores=cores)
+    spark = session(QUERY_NAME, master(args.master), conf=spark_conf(args.conf))
     query = start(spark, args)
     try:
         while query.isActive:
