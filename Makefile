@@ -196,6 +196,16 @@ bench-loops: bytecode
 bench-metrics: bytecode
 	$(BIN)/python bench/metrics.py
 
+# The example pipeline on a local Spark standalone cluster, resized live by its driver agent and the autoscale loop
+# (tests/local/test_spark_autoscale.py): a few minutes on this machine, so outside `make test`.
+.PHONY: test-spark-standalone bench-autoscale
+test-spark-standalone: bytecode
+	KAFKETTE_SPARK_STANDALONE=1 $(BIN)/pytest -q tests/local/test_spark_autoscale.py
+
+# A burst of records to the first added executor (and back to min) on a standalone cluster -> bench/results/autoscale.json.
+bench-autoscale: bytecode
+	$(BIN)/python bench/autoscale.py
+
 # A rolling restart of 3 local brokers under an idempotent acks=all producer: the roll's time, the producer's p99
 # and failed/lost/duplicated records, 3 rounds (about 2 minutes) -> bench/results/roll.md.
 bench-roll: bytecode
