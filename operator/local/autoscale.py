@@ -98,6 +98,7 @@ class AutoscaleLoop:
     topics: frozenset[str]
     agent: AgentClient
     spec: AutoscaleSpec
+    apply: bool = True  # false: decide and report only (the CLI without --autoscale)
     clock: Callable[[], float] = time.monotonic
     history: list[LagSample] = field(default_factory=list)
     scaled: list[Scaled] = field(default_factory=list)
@@ -110,7 +111,7 @@ class AutoscaleLoop:
         state = await asyncio.to_thread(self.agent.get)
         last = self.scaled[-1].at if self.scaled else None
         decision = decide(self.history, self.spec, state.target, last)
-        if decision.act:
+        if decision.act and self.apply:
             await asyncio.to_thread(self.agent.put, decision.desired)
             self.scaled.append(Scaled(sample.at, state.target, decision.desired, decision.reason))
         self.last_decision = decision
@@ -125,7 +126,8 @@ class AutoscaleLoop:
             except (AdminError, AgentError) as exc:
                 report(f"autoscale: {exc}")
             else:
-                verb = f"scaled to {decision.desired}" if decision.act else "holds"
-                report(f"autoscale: lag {self.history[-1].total}, {verb}: {decision.reason}")
+                verb = "holds" if not decision.act else "scaled to" if self.apply else "would scale to"
+                target = f" {decision.desired}" if decision.act else ""
+                report(f"autoscale: lag {self.history[-1].total}, {verb}{target}: {decision.reason}")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), max(0.0, began + interval - self.clock()))
