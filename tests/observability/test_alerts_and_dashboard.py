@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import kubernetes_validate
 import pytest
@@ -87,3 +88,34 @@ def test_chart_ships_both_from_the_same_files() -> None:
         [binary, "template", "k", str(CHART)], check=True, capture_output=True, text=True, timeout=60
     ).stdout
     assert "PrometheusRule" not in plain and "grafana_dashboard" not in plain
+
+
+def test_operator_deployment_serves_metrics_and_logs_as_asked() -> None:
+    binary = helm()
+    if binary is None:
+        pytest.skip("helm is not cached: `make helm`")
+
+    def deployment(*values: str) -> dict[str, Any]:
+        text = subprocess.run(
+            [binary, "template", "k", str(CHART), "-s", "templates/deployment.yaml", *values],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
+        document: dict[str, Any] = yaml.safe_load(text)
+        return document
+
+    pod = deployment("--set", "logFormat=json")["spec"]["template"]
+    (container,) = pod["spec"]["containers"]
+    assert "--log-format=json" in container["args"]
+    assert {"name": "KAFKETTE_METRICS_PORT", "value": "8081"} in container["env"]
+    assert {"name": "metrics", "containerPort": 8081, "protocol": "TCP"} in container["ports"]
+    assert pod["metadata"]["annotations"] == {"prometheus.io/scrape": "true", "prometheus.io/port": "8081"}
+    quiet = deployment("--set", "monitoring.metricsPort=0")["spec"]["template"]
+    assert "annotations" not in quiet["metadata"]
+    assert {"name": "KAFKETTE_METRICS_PORT", "value": "0"} in quiet["spec"]["containers"][0]["env"]
+    refused = subprocess.run(
+        [binary, "lint", "--strict", str(CHART), "--set", "logFormat=xml"], capture_output=True, text=True, timeout=60
+    )
+    assert refused.returncode != 0 and "logFormat" in refused.stdout + refused.stderr
