@@ -39,7 +39,7 @@ from .naming import (
     parse_segment_name,
     segment_path,
 )
-from .retention import expired_segment_count
+from .retention import active_segment_expired, expired_segment_count
 from .segment import MAX_RELATIVE_OFFSET, BatchMeta, LogSegment, OffsetAndTimestamp, ReadResult, SegmentInfo
 from .transactions import AbortedTxn, TransactionTable, TxnBatch, decode_entries, encode_entries, txn_batch
 
@@ -505,6 +505,9 @@ class Log:
         removed later by the caller, off the event loop.
         """
         self._check_open()
+        if active_segment_expired(self.segments, self.config, now):
+            with self._going_offline_on_disk_error(), disk_errors("rolling", self.directory):
+                self._roll(self._log_end_offset)
         count = expired_segment_count(self.segments, self._log_start_offset, self.config, now)
         if not count:
             return []

@@ -35,6 +35,14 @@ def expired_segment_count(segments: Sequence[SegmentInfo], log_start_offset: int
     return count
 
 
+def active_segment_expired(segments: Sequence[SegmentInfo], config: LogConfig, now: int) -> bool:
+    """Whether every record, the active segment's too, is past ``retention.ms``: Kafka then rolls the
+    active segment so that it can go as well, and a quiet topic does not keep expired data forever."""
+    if not config.delete or config.retention_ms < 0 or segments[-1].size_bytes == 0:
+        return False
+    return all(0 <= seg.max_timestamp < now - config.retention_ms for seg in segments)
+
+
 def _prefix(segments: Sequence[SegmentInfo], expired: Callable[[SegmentInfo], bool]) -> int:
     count = 0
     for seg in segments:
