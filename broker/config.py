@@ -324,6 +324,23 @@ class _PropertiesModel(BaseModel):
         }
 
 
+def validate_throttled_replicas(value: str) -> str:
+    """A throttled-replica list: `*`, empty, or `partition:broker` pairs, comma-separated (Kafka's wording when not)."""
+    text = value.strip()
+    if text in ("", "*"):
+        return text
+    entries = [entry.strip() for entry in text.split(",")]
+    if not all(re.fullmatch(r"\d+:\d+", entry) for entry in entries):
+        raise ValueError(
+            "must be the literal '*' or a list of replicas in the following format: "
+            "[partitionId]:[brokerId],[partitionId]:[brokerId],..."
+        )
+    return ",".join(entries)
+
+
+_ThrottledReplicas = Annotated[str, AfterValidator(validate_throttled_replicas)]
+
+
 # --- broker ----------------------------------------------------------------------------------------------
 
 # Older spellings of a key that Kafka still accepts; the newer key wins when both are given.
@@ -361,6 +378,10 @@ class BrokerConfig(_PropertiesModel):
     broker_heartbeat_interval_ms: _PositiveInt = Field(2000, alias="broker.heartbeat.interval.ms")
     replica_lag_time_max_ms: _PositiveLong = Field(30000, alias="replica.lag.time.max.ms")
     replica_fetch_max_bytes: _PositiveInt = Field(1048576, alias="replica.fetch.max.bytes")
+    # Bytes a second a leader sends to, or a follower fetches for, throttled replicas (dynamic; see
+    # broker/replication/throttle.py). Kafka's default: no throttle.
+    leader_replication_throttled_rate: _NonNegativeLong = Field(LONG_MAX, alias="leader.replication.throttled.rate")
+    follower_replication_throttled_rate: _NonNegativeLong = Field(LONG_MAX, alias="follower.replication.throttled.rate")
     replica_fetch_wait_max_ms: _PositiveInt = Field(500, alias="replica.fetch.wait.max.ms")
     replica_fetch_backoff_ms: _NonNegativeInt = Field(1000, alias="replica.fetch.backoff.ms")
     auto_leader_rebalance_enable: Boolean = Field(True, alias="auto.leader.rebalance.enable")
@@ -529,6 +550,11 @@ class TopicConfig(_PropertiesModel):
     segment_jitter_ms: _NonNegativeLong = Field(alias="segment.jitter.ms")
     segment_ms: _PositiveLong = Field(alias="segment.ms")
     unclean_leader_election_enable: Boolean = Field(alias="unclean.leader.election.enable")
+    # No broker default: the replicas a move throttles (`*`, or partition:broker pairs), set per topic.
+    leader_replication_throttled_replicas: _ThrottledReplicas = Field("", alias="leader.replication.throttled.replicas")
+    follower_replication_throttled_replicas: _ThrottledReplicas = Field(
+        "", alias="follower.replication.throttled.replicas"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -603,6 +629,10 @@ class ConfigSource(IntEnum):
 # default: as in Kafka, the highest-precedence broker synonym of each topic config (log.retention.ms, not
 # log.retention.hours). Each applies at once to every topic that does not override it.
 DYNAMIC_BROKER_KEYS: dict[str, str] = {key.broker_keys[0]: name for name, key in _TOPIC_KEYS.items()}
+# Dynamic broker keys that are settings of the broker itself, not topic defaults.
+THROTTLE_RATE_KEYS = frozenset({"leader.replication.throttled.rate", "follower.replication.throttled.rate"})
+# Topic keys without a broker-level default (empty unless the topic sets them).
+TOPIC_ONLY_KEYS = ("follower.replication.throttled.replicas", "leader.replication.throttled.replicas")
 
 
 @dataclass(frozen=True, slots=True)
@@ -679,11 +709,15 @@ def broker_config_type(key: str) -> ConfigType:
 def validate_dynamic_broker_configs(changes: Mapping[str, str | None]) -> dict[str, str]:
     """Check broker configs set at run time (None deletes one); return the kept ones with trimmed values."""
     for key in sorted(changes):
-        if key not in DYNAMIC_BROKER_KEYS:
+        if key not in DYNAMIC_BROKER_KEYS and key not in THROTTLE_RATE_KEYS:
             kind = "a static broker config: it changes only with a restart" if key in _BROKER_ATTRIBUTES else "unknown"
             raise ConfigError(f"{key} cannot be changed on a running broker ({kind})")
     kept = {key: value.strip() for key, value in changes.items() if value is not None}
     for key, value in kept.items():
+        if key in THROTTLE_RATE_KEYS:
+            if not value.isdigit() or int(value) > LONG_MAX:
+                raise ConfigError(f"{key}: must be a number of bytes a second, at least 0 (got {value!r})")
+            continue
         topic_key = DYNAMIC_BROKER_KEYS[key]
         try:
             validate_topic_configs({topic_key: value})
@@ -735,7 +769,9 @@ def topic_config_defaults(
             set_by=next((broker_key for broker_key in key.broker_keys if broker_key in explicit), None),
             synonyms=tuple(broker_synonyms(broker, dynamic, key.broker_keys)),
         )
-    return defaults
+    for name in TOPIC_ONLY_KEYS:
+        defaults[name] = TopicConfigDefault(name, "", ConfigType.LIST, broker_keys=(), set_by=None)
+    return dict(sorted(defaults.items()))
 
 
 def effective_topic_config(

@@ -6,6 +6,7 @@ import pytest
 
 from kafkette.broker.config import (
     LONG_MAX,
+    TOPIC_ONLY_KEYS,
     BrokerConfig,
     ConfigError,
     ConfigType,
@@ -308,7 +309,8 @@ def test_parse_properties_file(tmp_path: Path) -> None:
 def test_every_topic_key_has_a_broker_default() -> None:
     defaults = topic_config_defaults(BrokerConfig())
     assert set(defaults) == TopicConfig.keys()
-    assert all(default.is_broker_synonym for default in defaults.values())
+    # Kafka's throttled-replica lists alone are per topic only (empty unless set).
+    assert {name for name, default in defaults.items() if not default.is_broker_synonym} == set(TOPIC_ONLY_KEYS)
     assert not any(default.sensitive or default.read_only for default in defaults.values())
 
 

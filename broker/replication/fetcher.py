@@ -35,6 +35,7 @@ from kafkette.broker.protocol.messages.offset_for_leader_epoch_response import (
 )
 from kafkette.broker.protocol.types import Message
 from kafkette.broker.replication.partition import Partition
+from kafkette.broker.replication.throttle import ReplicationQuota
 from kafkette.broker.storage.errors import InvalidAppendOffsetError, LogStorageError, OffsetOutOfRangeError
 from kafkette.broker.tasks import cancel_and_wait
 
@@ -137,8 +138,16 @@ class _Channel:
 class ReplicaFetcher:
     """Fetches, for this broker (``node_id``), every partition that broker ``leader_id`` leads."""
 
-    def __init__(self, node_id: int, leader_id: int, address_of: AddressOf, config: BrokerConfig) -> None:
+    def __init__(
+        self,
+        node_id: int,
+        leader_id: int,
+        address_of: AddressOf,
+        config: BrokerConfig,
+        throttle: ReplicationQuota | None = None,
+    ) -> None:
         self.node_id = node_id
+        self._throttle = throttle or ReplicationQuota()  # follower.replication.throttled.rate
         self.leader_id = leader_id
         self._address_of = address_of
         self._max_bytes = config.replica_fetch_max_bytes
@@ -310,6 +319,9 @@ class ReplicaFetcher:
     # -- fetching ---------------------------------------------------------------------------------
 
     async def _fetch(self, channel: _Channel, states: list[FollowState]) -> None:
+        states = self._unthrottled(states)
+        if not states:
+            return
         request = self._fetch_request(states)
         response = await channel.request(request, FETCH_VERSION, FetchResponse, self._wait_ms / 1000)
         sent = {state.key: state for state in states}
@@ -322,6 +334,19 @@ class ReplicaFetcher:
                 asked = sent.get((topic.topic, data.partition_index))
                 if asked is not None and self._current(asked):
                     self._apply_fetched(asked, data)
+
+    def _unthrottled(self, states: list[FollowState]) -> list[FollowState]:
+        """Leave out throttled replicas not in the ISR while the follower rate is exceeded (Kafka's
+        shouldFollowerThrottle); they are asked again after the fetch back-off."""
+        now = time.monotonic()
+        kept = []
+        for state in states:
+            partition = state.partition
+            if self._throttle.holds_back(partition.topic, partition.index, self.node_id in partition.isr, now):
+                state.retry_at = now + self._backoff_s
+            else:
+                kept.append(state)
+        return kept
 
     def _fetch_request(self, states: Iterable[FollowState]) -> FetchRequest:
         by_topic: dict[str, list[FetchPartition]] = {}
@@ -372,6 +397,8 @@ class ReplicaFetcher:
             if records is not None and len(records) > 0:  # type: ignore[arg-type]
                 log.append_as_follower(records)  # type: ignore[arg-type]
                 partition.appended_as_follower()
+                if self._throttle.throttled(partition.topic, partition.index):
+                    self._throttle.record(len(records), time.monotonic())  # type: ignore[arg-type]
             if data.log_start_offset > log.log_start_offset:
                 log.delete_records_before(min(data.log_start_offset, log.log_end_offset))
         except (InvalidAppendOffsetError, OffsetOutOfRangeError) as exc:

@@ -27,6 +27,7 @@ from kafkette.broker.protocol.messages.alter_partition_request import (
 from kafkette.broker.protocol.messages.alter_partition_response import AlterPartitionResponse
 from kafkette.broker.replication.fetcher import ReplicaFetcher
 from kafkette.broker.replication.partition import Partition, PartitionSettings, monotonic_ms
+from kafkette.broker.replication.throttle import ReplicationQuota, ThrottledReplicas, throttled_on
 from kafkette.broker.replication.topic_settings import log_config_of, partition_settings_of
 from kafkette.broker.storage import LogConfig, LogManager
 from kafkette.broker.tasks import cancel_and_wait
@@ -69,6 +70,9 @@ class ReplicaManager:
         self._partitions: dict[PartitionKey, Partition] = {}
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._topic_settings: dict[str, _TopicSettings] = {}
+        # Replication throttles: what this broker sends as a leader, and fetches as a follower.
+        self.leader_throttle = ReplicationQuota()
+        self.follower_throttle = ReplicationQuota()
         self._isr_checker: asyncio.Task[None] | None = None
         self._requests: set[asyncio.Task[None]] = set()
         self._stopped = False
@@ -91,6 +95,7 @@ class ReplicaManager:
         if self._stopped:
             return  # images still arriving during shutdown must not restart fetchers
         self._image = image
+        self._configure_throttles(image)
         assigned: set[PartitionKey] = set()
         for topic in image.topics.values():
             settings: _TopicSettings | None = None
@@ -105,6 +110,27 @@ class ReplicaManager:
         for name in [name for name in self._topic_settings if image.topic_by_name(name) is None]:
             del self._topic_settings[name]
         self._start_isr_checker()
+
+    def _configure_throttles(self, image: MetadataImage) -> None:
+        """The throttle rates (this broker's dynamic config, else the cluster default, else server.properties)
+        and each topic's throttled replicas on this broker."""
+        dynamic = image.broker_configs(self.node_id)
+
+        def rate(key: str, static: int) -> int:
+            found = dynamic.lookup(key)
+            return int(found[0].value) if found and found[0].value is not None else static
+
+        lists: dict[str, dict[str, ThrottledReplicas]] = {"leader": {}, "follower": {}}
+        for topic in image.topics.values():
+            configs = image.topic_configs(topic.name)
+            for side, replicas in lists.items():
+                value = configs.get(f"{side}.replication.throttled.replicas")
+                if value:
+                    replicas[topic.name] = throttled_on(value, self.node_id)
+        leader_rate = rate("leader.replication.throttled.rate", self.config.leader_replication_throttled_rate)
+        follower_rate = rate("follower.replication.throttled.rate", self.config.follower_replication_throttled_rate)
+        self.leader_throttle.configure(leader_rate, lists["leader"])
+        self.follower_throttle.configure(follower_rate, lists["follower"])
 
     def _settings_of(self, image: MetadataImage, topic: str) -> _TopicSettings:
         overrides = dict(image.topic_configs(topic))
@@ -164,7 +190,7 @@ class ReplicaManager:
             return
         fetcher = self._fetchers.get(state.leader)
         if fetcher is None:
-            fetcher = ReplicaFetcher(self.node_id, state.leader, self._address_of, self.config)
+            fetcher = ReplicaFetcher(self.node_id, state.leader, self._address_of, self.config, self.follower_throttle)
             self._fetchers[state.leader] = fetcher
         fetcher.add(partition)
         logger.info("%s: following broker %d at epoch %d", partition, state.leader, state.leader_epoch)

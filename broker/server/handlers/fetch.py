@@ -109,6 +109,12 @@ class _FetchPass:
         budget = min(wanted.partition_max_bytes, self.request.max_bytes - self.bytes_read)
         if wanted.fetch_offset == limit or (budget <= 0 and self.bytes_read > 0):
             return result
+        # leader.replication.throttled.rate: a throttled replica outside the ISR gets nothing while it is exceeded.
+        throttle = self.ctx.broker.topics.replicas.leader_throttle
+        throttled = self.from_follower and throttle.throttled(partition.topic, partition.index)
+        now = time.monotonic()
+        if throttled and throttle.holds_back(partition.topic, partition.index, self.replica_id in partition.isr, now):
+            return result
         try:
             region = partition.log.read(
                 wanted.fetch_offset,
@@ -127,6 +133,8 @@ class _FetchPass:
         if region is not None and region.size > 0:
             result.records = region
             self.bytes_read += region.size
+            if throttled:
+                throttle.record(region.size, now)
             if self.read_committed:
                 result.aborted_transactions = [
                     AbortedTransaction(producer_id=entry.producer_id, first_offset=entry.first_offset)
