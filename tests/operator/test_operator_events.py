@@ -3,11 +3,14 @@ becoming a Warning Event on a real API server with the operator running."""
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
+import pytest
 from kube_harness import Custom, eventually
 from kubernetes import client
 
+from kafkette.broker.metrics.scrape import scrape
 from kafkette.broker.process import BrokerProcess
 from kafkette.operator.kube.handlers.common import BOOTSTRAP_ANNOTATION
 from kafkette.operator.kube.handlers.events import Phase, change, phase_of
@@ -38,8 +41,18 @@ def test_an_event_only_for_a_new_phase_or_reason() -> None:
     assert change(stalled, None) is None
 
 
+@pytest.fixture
+def metrics_port(monkeypatch: pytest.MonkeyPatch) -> int:
+    """The operator subprocess (started after this fixture) serves its metrics here."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    monkeypatch.setenv("KAFKETTE_METRICS_PORT", str(port))
+    return port
+
+
 def test_a_refusal_and_its_recovery_are_events(
-    kube: client.ApiClient, namespace: str, broker: BrokerProcess, operator: OperatorProcess
+    kube: client.ApiClient, namespace: str, broker: BrokerProcess, metrics_port: int, operator: OperatorProcess
 ) -> None:
     custom = Custom(kube, namespace)
     custom.create("topics", "orphan", {"clusterRef": "nowhere"})
@@ -62,3 +75,8 @@ def test_a_refusal_and_its_recovery_are_events(
         "a Normal Event once the topic is Ready",
     )
     assert recovered.involved_object.kind == "Topic"
+    # The operator counted its handler runs per kind, served on KAFKETTE_METRICS_PORT.
+    served = scrape("127.0.0.1", metrics_port)
+    assert served.total("kafkette_operator_reconciles_total", kind="Topic") >= 2
+    assert served.total("kafkette_operator_reconciles_total", kind="KafkaCluster") >= 1
+    assert served.total("kafkette_operator_reconcile_duration_seconds_count", kind="Topic") >= 2

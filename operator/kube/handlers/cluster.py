@@ -9,6 +9,7 @@ from typing import Any
 import kopf
 from kubernetes.client import ApiException
 
+from kafkette.operator import metrics
 from kafkette.operator.admin import Admin, AdminError, ClusterState
 from kafkette.operator.kube import apply
 from kafkette.operator.kube.handlers import roll, scale
@@ -166,6 +167,7 @@ def _parse(spec: Any, body: Any, status: Any, patch: Any) -> KafkaClusterSpec | 
 @kopf.on.resume(GROUP, VERSION, PLURAL)
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL)
+@metrics.reconcile("KafkaCluster")
 async def cluster_changed(
     spec: Any, name: str, namespace: str | None, uid: str, body: Any, status: Any, patch: Any, **_: Any
 ) -> None:
@@ -186,6 +188,7 @@ async def cluster_changed(
 
 
 @kopf.timer(GROUP, VERSION, PLURAL, interval=observe_seconds(), initial_delay=observe_seconds())
+@metrics.reconcile("KafkaCluster")
 async def cluster_observe(
     spec: Any, name: str, namespace: str | None, body: Any, status: Any, patch: Any, **_: Any
 ) -> None:
@@ -197,6 +200,7 @@ async def cluster_observe(
 
 
 @kopf.timer(GROUP, VERSION, PLURAL, interval=resync_seconds(), initial_delay=resync_seconds())
+@metrics.reconcile("KafkaCluster")
 async def cluster_resync(
     spec: Any, name: str, namespace: str | None, uid: str, body: Any, status: Any, patch: Any, **_: Any
 ) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 import kopf
 
+from kafkette.operator import metrics
 from kafkette.operator.admin import AdminError, GroupState
 from kafkette.operator.kube import apply, spark, spark_agent
 from kafkette.operator.kube.handlers.common import (
@@ -203,12 +204,15 @@ async def _refresh(spec: Any, name: str, namespace: str, body: Any, status: Any,
     if parsed.application is not None:
         names = spark.SparkNames(name, namespace)
         outcome, fields = await _scale(parsed.application, parsed.scaling, group, names, body, status or {}, memo)
+        if "desiredExecutors" in fields:
+            metrics.executors(namespace, name, fields["desiredExecutors"], fields["currentExecutors"])
     patch.status.update(report(status, generation, outcome), **lag_status(group), **fields)
 
 
 @kopf.on.resume(GROUP, VERSION, PLURAL)
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL)
+@metrics.reconcile("ConsumerGroup")
 async def group_changed(
     spec: Any, name: str, namespace: str | None, body: Any, status: Any, patch: Any, memo: Any, **_: Any
 ) -> None:
@@ -217,6 +221,7 @@ async def group_changed(
 
 
 @kopf.timer(GROUP, VERSION, PLURAL, interval=observe_seconds(), initial_delay=observe_seconds())
+@metrics.reconcile("ConsumerGroup")
 async def group_lag(
     spec: Any, name: str, namespace: str | None, body: Any, status: Any, patch: Any, memo: Any, **_: Any
 ) -> None:

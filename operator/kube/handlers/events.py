@@ -15,6 +15,7 @@ from typing import Any
 
 import kopf
 
+from kafkette.operator import metrics
 from kafkette.operator.resources import GROUP, VERSION
 
 PLURALS = ("kafkaclusters", "topics", "consumergroups")
@@ -51,6 +52,12 @@ async def _on_event(event: Mapping[str, Any], body: kopf.Body, **_: Any) -> None
     uid = body["metadata"].get("uid", "")
     if event.get("type") == "DELETED":
         _seen.pop(uid, None)
+        # A deleted resource's gauges go with it.
+        where = body["metadata"].get("namespace", ""), body["metadata"]["name"]
+        if body.get("kind") == "KafkaCluster":
+            metrics.forget_cluster(*where)
+        elif body.get("kind") == "ConsumerGroup":
+            metrics.forget_group(*where)
         return
     now = phase_of((body.get("status") or {}).get("conditions") or [])
     news = change(_seen.get(uid), now)

@@ -14,6 +14,7 @@ from typing import Any
 
 import kopf
 
+from kafkette.operator import metrics
 from kafkette.operator.admin import Admin, AdminError, ClusterState
 from kafkette.operator.kube.names import RACK_ANNOTATION
 from kafkette.operator.local.reassign import remaining_bytes
@@ -87,7 +88,23 @@ async def step(
     kafka: ClusterState | None,
     admin: Admin,
 ) -> Step:
-    """Ask the planner what the scale does now and do it."""
+    """Ask the planner what the scale does now and do it; the moves still to finish go to the operator's metrics."""
+    taken = await _step(body, brokers, statefulset, pod_objects, pods, kafka, admin)
+    going = taken.scale.state != "Done"
+    pending = taken.scale.moves_in_flight + taken.scale.moves_remaining if going else 0
+    metrics.moves_pending(body["metadata"]["namespace"], body["metadata"]["name"], pending)
+    return taken
+
+
+async def _step(
+    body: kopf.Body,
+    brokers: int,
+    statefulset: Mapping[str, Any] | None,
+    pod_objects: Sequence[Mapping[str, Any]],
+    pods: Sequence[BrokerPod],
+    kafka: ClusterState | None,
+    admin: Admin,
+) -> Step:
     previous = previous_scale(body.get("status")) or first_scale(statefulset, brokers)
     keep = previous.brokers  # what the planner compares spec.brokers with: a scale-up is not yet grown
     balancing = previous.state == "Balancing"
