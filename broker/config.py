@@ -17,7 +17,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Annotated, ClassVar, Literal, NamedTuple, Self
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import ErrorDetails
 
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
@@ -156,8 +156,19 @@ class Listener(NamedTuple):
 
 
 _LISTENER = re.compile(r"(?P<name>[A-Za-z0-9_]+)://(?:\[(?P<ipv6>[^\]]*)\]|(?P<host>[^:\[\]]*)):(?P<port>\d+)")
-# The security protocols named like listeners; only PLAINTEXT is implemented, so refuse the rest loudly.
-_UNSUPPORTED_PROTOCOLS = frozenset({"SSL", "SASL_PLAINTEXT", "SASL_SSL"})
+# Kafka's security protocols; a listener named like one of them uses it unless the protocol map says otherwise.
+SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+SECURITY_PROTOCOLS: frozenset[str] = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
+# The SASL mechanisms this broker serves.
+SASL_MECHANISMS: frozenset[str] = frozenset({"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"})
+# `authorizer.class.name` values that turn ACLs on: Kafka's KRaft authorizer, and ours by its own name.
+AUTHORIZER_CLASS_NAMES: frozenset[str] = frozenset(
+    {"org.apache.kafka.metadata.authorizer.StandardAuthorizer", "kafkette.broker.security.authorizer.Authorizer"}
+)
+# Keys whose values DescribeConfigs never shows (Kafka's PASSWORD type).
+SENSITIVE_BROKER_KEYS: frozenset[str] = frozenset(
+    {"ssl.keystore.password", "ssl.key.password", "ssl.truststore.password"}
+)
 
 
 def parse_listener(text: str) -> Listener:
@@ -167,8 +178,6 @@ def parse_listener(text: str) -> Listener:
     port = int(match["port"])
     if port > 65535:
         raise ValueError(f"port {port} is out of range 0..65535")
-    if match["name"] in _UNSUPPORTED_PROTOCOLS:
-        raise ValueError(f"{match['name']} is not supported, only PLAINTEXT")
     return Listener(match["name"], match["ipv6"] if match["ipv6"] is not None else match["host"], port)
 
 
@@ -209,12 +218,46 @@ def parse_voters(text: str) -> tuple[Voter, ...]:
     return tuple(voters)
 
 
-def _plaintext_map(entries: tuple[str, ...]) -> tuple[str, ...]:
+def parse_protocol_map(entries: tuple[str, ...]) -> dict[str, str]:
+    """`listener.security.protocol.map`: `NAME:PROTOCOL,...` as listener name -> security protocol."""
+    mapping = {}
     for entry in entries:
-        name, sep, protocol = entry.partition(":")
-        if not sep or not name or protocol.strip() != "PLAINTEXT":
-            raise ValueError(f"{entry!r}: only NAME:PLAINTEXT entries are supported")
+        name, sep, protocol = (part.strip() for part in entry.partition(":"))
+        if not sep or not name or protocol not in SECURITY_PROTOCOLS:
+            raise ValueError(
+                f"{entry!r} is not NAME:PROTOCOL with PROTOCOL one of {', '.join(sorted(SECURITY_PROTOCOLS))}"
+            )
+        mapping[name] = protocol
+    return mapping
+
+
+def _protocol_map(entries: tuple[str, ...]) -> tuple[str, ...]:
+    parse_protocol_map(entries)
     return entries
+
+
+def _mechanisms(entries: tuple[str, ...]) -> tuple[str, ...]:
+    unknown = [name for name in entries if name not in SASL_MECHANISMS]
+    if unknown:
+        raise ValueError(f"{', '.join(unknown)}: supported mechanisms are {', '.join(sorted(SASL_MECHANISMS))}")
+    return entries
+
+
+def _authorizer(value: str) -> str:
+    if value and value not in AUTHORIZER_CLASS_NAMES:
+        raise ValueError(f"supported authorizers are {', '.join(sorted(AUTHORIZER_CLASS_NAMES))} (or empty: none)")
+    return value
+
+
+def _principals(value: object) -> object:
+    # Kafka separates super.users with semicolons: principal names may hold commas (TLS distinguished names).
+    if not isinstance(value, str):
+        return value
+    principals = tuple(item.strip() for item in value.split(";") if item.strip())
+    for principal in principals:
+        if ":" not in principal:
+            raise ValueError(f"{principal!r} is not TYPE:NAME (as User:alice)")
+    return principals
 
 
 def _voters(value: object) -> object:
@@ -253,7 +296,12 @@ _Paths = Annotated[tuple[Path, ...], BeforeValidator(_comma_list), Field(min_len
 _Roles = Annotated[tuple[Literal["broker", "controller"], ...], BeforeValidator(_comma_list), Field(min_length=1)]
 _Voters = Annotated[tuple[Voter, ...], BeforeValidator(_voters)]
 _Names = Annotated[tuple[str, ...], BeforeValidator(_comma_list), Field(min_length=1)]
-_ProtocolMap = Annotated[tuple[str, ...], BeforeValidator(_comma_list), AfterValidator(_plaintext_map)]
+_ProtocolMap = Annotated[tuple[str, ...], BeforeValidator(_comma_list), AfterValidator(_protocol_map)]
+_Mechanisms = Annotated[tuple[str, ...], BeforeValidator(_comma_list), AfterValidator(_mechanisms)]
+_Authorizer = Annotated[str, BeforeValidator(_trimmed), AfterValidator(_authorizer)]
+_Principals = Annotated[tuple[str, ...], BeforeValidator(_principals)]
+_StoreType = Annotated[Literal["PEM", "PKCS12"], BeforeValidator(_trimmed)]
+_ClientAuth = Annotated[Literal["required", "requested", "none"], BeforeValidator(_trimmed)]
 
 
 def format_value(value: object) -> str:
@@ -372,6 +420,22 @@ class BrokerConfig(_PropertiesModel):
     # Only PLAINTEXT exists, so the map is checked for that and otherwise informational.
     listener_security_protocol_map: _ProtocolMap | None = Field(None, alias="listener.security.protocol.map")
     inter_broker_listener_name: Text | None = Field(None, alias="inter.broker.listener.name")
+    # Security (docs/security.md): TLS stores, SASL mechanisms, the authorizer. Kafka's JKS stores are not read.
+    ssl_keystore_type: _StoreType = Field("PKCS12", alias="ssl.keystore.type")
+    ssl_keystore_location: Path | None = Field(None, alias="ssl.keystore.location")
+    ssl_keystore_password: str | None = Field(None, alias="ssl.keystore.password")
+    ssl_key_password: str | None = Field(None, alias="ssl.key.password")
+    ssl_truststore_type: _StoreType = Field("PKCS12", alias="ssl.truststore.type")
+    ssl_truststore_location: Path | None = Field(None, alias="ssl.truststore.location")
+    ssl_truststore_password: str | None = Field(None, alias="ssl.truststore.password")
+    ssl_client_auth: _ClientAuth = Field("none", alias="ssl.client.auth")
+    ssl_endpoint_identification_algorithm: str = Field("https", alias="ssl.endpoint.identification.algorithm")
+    sasl_enabled_mechanisms: _Mechanisms = Field(
+        ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"), alias="sasl.enabled.mechanisms"
+    )
+    authorizer_class_name: _Authorizer = Field("", alias="authorizer.class.name")
+    super_users: _Principals = Field((), alias="super.users")
+    allow_everyone_if_no_acl_found: Boolean = Field(False, alias="allow.everyone.if.no.acl.found")
     controller_quorum_election_timeout_ms: _PositiveInt = Field(1000, alias="controller.quorum.election.timeout.ms")
     controller_quorum_fetch_timeout_ms: _PositiveInt = Field(2000, alias="controller.quorum.fetch.timeout.ms")
     broker_session_timeout_ms: _PositiveInt = Field(9000, alias="broker.session.timeout.ms")
@@ -477,6 +541,42 @@ class BrokerConfig(_PropertiesModel):
         else:
             millis = self.log_retention_hours * MS_PER_HOUR
         return -1 if millis < 0 else millis
+
+    @model_validator(mode="after")
+    def _every_listener_has_a_protocol(self) -> Self:
+        for listener in self.client_listeners:
+            self.security_protocol(listener.name)
+        if self.inter_broker_listener_name is not None and self.inter_broker_listener_name not in {
+            x.name for x in self.client_listeners
+        }:
+            raise ValueError(f"inter.broker.listener.name: {self.inter_broker_listener_name!r} is not in listeners")
+        if self.security_protocol(self.inter_broker_listener).startswith("SASL_"):
+            # Brokers authenticate to each other with TLS client certificates; SASL between brokers is not built.
+            raise ValueError("inter.broker.listener.name: the inter-broker listener must be PLAINTEXT or SSL")
+        return self
+
+    def security_protocol(self, listener_name: str) -> SecurityProtocol:
+        """The protocol of a listener: its entry in listener.security.protocol.map, else its own name's (a
+        controller listener left out of the map is PLAINTEXT, as kafkette configs written before TLS say)."""
+        mapping = parse_protocol_map(self.listener_security_protocol_map or ())
+        protocol = mapping.get(listener_name, listener_name)
+        if listener_name in self.controller_listener_names and protocol not in SECURITY_PROTOCOLS:
+            protocol = "PLAINTEXT"
+        if protocol not in SECURITY_PROTOCOLS:
+            raise ConfigError(f"listener.security.protocol.map: no security protocol for listener {listener_name!r}")
+        return protocol  # type: ignore[return-value]  # checked against SECURITY_PROTOCOLS just above
+
+    @property
+    def inter_broker_listener(self) -> str:
+        """The listener brokers reach each other on: inter.broker.listener.name, else the first client one."""
+        return self.inter_broker_listener_name or self.client_listeners[0].name
+
+    def advertised_listener(self, name: str) -> Listener:
+        """How clients are told to reach the listener `name` (advertised.listeners, else the listener itself)."""
+        for listener in self.advertised_listeners or ():
+            if listener.name == name:
+                return listener
+        return next(x for x in self.listeners if x.name == name)
 
     @property
     def client_listeners(self) -> tuple[Listener, ...]:

@@ -179,8 +179,12 @@ def test_long_max_means_never_flush() -> None:
 
 def test_listeners_and_addresses() -> None:
     config = BrokerConfig.from_properties(
-        {"listeners": "PLAINTEXT://127.0.0.1:0, INTERNAL://[::1]:9093,EXTERNAL://:9094"}
+        {
+            "listeners": "PLAINTEXT://127.0.0.1:0, INTERNAL://[::1]:9093,EXTERNAL://:9094",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SSL,EXTERNAL:SASL_SSL",
+        }
     )
+    assert [config.security_protocol(x.name) for x in config.listeners] == ["PLAINTEXT", "SSL", "SASL_SSL"]
     assert config.listeners == (
         Listener("PLAINTEXT", "127.0.0.1", 0),
         Listener("INTERNAL", "::1", 9093),
@@ -205,13 +209,28 @@ def test_listeners_and_addresses() -> None:
         ("PLAINTEXT://host", "expected NAME://HOST:PORT"),
         ("PLAINTEXT://host:65536", "port 65536 is out of range"),
         ("PLAINTEXT://a:1,PLAINTEXT://b:2", "each listener name may appear only once"),
-        ("SSL://host:9093", "SSL is not supported"),
         ("", "must not be empty"),
     ],
 )
 def test_bad_listeners(listeners: str, reason: str) -> None:
     with pytest.raises(ConfigError, match=f"^listeners: {reason}"):
         BrokerConfig.from_properties({"listeners": listeners})
+
+
+@pytest.mark.parametrize(
+    ("props", "reason"),
+    [
+        ({"listeners": "FOO://:1"}, "no security protocol for listener 'FOO'"),
+        ({"listeners": "A://:1", "listener.security.protocol.map": "A:TLS"}, "'A:TLS' is not NAME:PROTOCOL"),
+        ({"sasl.enabled.mechanisms": "GSSAPI"}, "GSSAPI: supported mechanisms are"),
+        ({"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}, "supported authorizers are"),
+        ({"super.users": "alice"}, "'alice' is not TYPE:NAME"),
+        ({"ssl.keystore.type": "JKS"}, "must be 'PEM' or 'PKCS12'"),
+    ],
+)
+def test_bad_security_configs(props: dict[str, str], reason: str) -> None:
+    with pytest.raises(ConfigError, match=reason):
+        BrokerConfig.from_properties(props)
 
 
 def test_to_properties_round_trips() -> None:

@@ -65,8 +65,13 @@ def test_file_then_set_then_flags(tmp_path: Path) -> None:
     assert config.listen_address == ("127.0.0.1", 7777)  # the flag beats --set
 
 
+def test_listen_replaces_only_the_plaintext_listener() -> None:
+    config = config_from("--set", "listeners=PLAINTEXT://127.0.0.1:1,SASL_SSL://127.0.0.1:2", "--listen", "127.0.0.1:3")
+    assert [str(x) for x in config.listeners] == ["PLAINTEXT://127.0.0.1:3", "SASL_SSL://127.0.0.1:2"]
+
+
 def test_set_values_may_contain_equals_signs() -> None:
-    config = config_from("--set", "listeners=PLAINTEXT://127.0.0.1:1,INTERNAL://127.0.0.1:2", "--set", "cluster.id=a=b")
+    config = config_from("--set", "listeners=PLAINTEXT://127.0.0.1:1,SSL://127.0.0.1:2", "--set", "cluster.id=a=b")
     assert config.cluster_id == "a=b"
     assert len(config.listeners) == 2
 

@@ -17,7 +17,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--config file, --set, then the dedicated flags.",
     )
     parser.add_argument("--data-dir", type=Path, metavar="DIR", help="where partitions are stored (log.dirs)")
-    parser.add_argument("--listen", type=host_port, metavar="HOST:PORT", help="PLAINTEXT listener; port 0 picks one")
+    parser.add_argument(
+        "--listen", type=host_port, metavar="HOST:PORT", help="the PLAINTEXT listener (first); port 0 picks one"
+    )
     parser.add_argument("--node-id", type=int, metavar="N", help="this broker's node.id")
     parser.add_argument("--advertise", type=host_port, metavar="HOST:PORT", help="address given to clients")
     parser.add_argument("--config", type=Path, metavar="FILE", help="a server.properties file")
@@ -40,7 +42,11 @@ def broker_config(args: argparse.Namespace) -> BrokerConfig:
         props.pop("log.dir", None)
         props["log.dirs"] = str(args.data_dir)
     if args.listen is not None:
-        props["listeners"] = f"PLAINTEXT://{args.listen}"
+        # The flag sets the PLAINTEXT listener; other listeners (SSL, SASL_SSL, CONTROLLER, ...) stay, after it.
+        others = [
+            x for x in props.get("listeners", "").split(",") if x.strip() and not x.strip().startswith("PLAINTEXT:")
+        ]
+        props["listeners"] = ",".join([f"PLAINTEXT://{args.listen}", *others])
     if args.advertise is not None:
         props["advertised.listeners"] = f"PLAINTEXT://{args.advertise}"
     if args.node_id is not None:

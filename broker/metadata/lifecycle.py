@@ -13,6 +13,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable
+from typing import NamedTuple
 
 from kafkette.broker.config import BrokerConfig
 from kafkette.broker.metadata.channel import ControllerChannel
@@ -26,7 +27,15 @@ from kafkette.broker.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
-PLAINTEXT = 0
+# Kafka's SecurityProtocol ids, as BrokerRegistration carries them.
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+
+
+class AdvertisedListener(NamedTuple):
+    name: str
+    host: str
+    port: int
+    protocol: str
 
 
 class BrokerLifecycle:
@@ -36,7 +45,7 @@ class BrokerLifecycle:
         cluster_id: str,
         channel: ControllerChannel,
         applied_offset: Callable[[], int],
-        advertised: Callable[[], tuple[str, int]],
+        advertised: Callable[[], list[AdvertisedListener]],
     ) -> None:
         self.config = config
         self.cluster_id = cluster_id
@@ -82,12 +91,14 @@ class BrokerLifecycle:
         await cancel_and_wait(self._task)
 
     async def _register(self) -> None:
-        host, port = self._advertised()
         request = BrokerRegistrationRequest(
             broker_id=self.config.node_id,
             cluster_id=self.cluster_id,
             incarnation_id=self.incarnation_id,
-            listeners=[Listener(name="PLAINTEXT", host=host, port=port, security_protocol=PLAINTEXT)],
+            listeners=[
+                Listener(name=x.name, host=x.host, port=x.port, security_protocol=SECURITY_PROTOCOL_IDS[x.protocol])
+                for x in self._advertised()
+            ],
             features=[],
             rack=self.config.broker_rack,
             previous_broker_epoch=self.epoch,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import ssl
 import struct
 import time
 from collections.abc import Callable
@@ -44,8 +45,16 @@ class _InFlight:
 class BrokerClient:
     """Kafka requests to one peer over one pipelined connection."""
 
-    def __init__(self, host: str, port: int, client_id: str, connect_timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        client_id: str,
+        connect_timeout_s: float = CONNECT_TIMEOUT_S,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self.host, self.port = host, port
+        self._tls = tls
         self._client_id = client_id
         self._connect_timeout_s = connect_timeout_s
         self._reader: FrameReader | None = None
@@ -116,7 +125,9 @@ class BrokerClient:
 
     async def _connect(self) -> FrameReader:
         try:
-            reader = await asyncio.wait_for(open_frame_connection(self.host, self.port), self._connect_timeout_s)
+            reader = await asyncio.wait_for(
+                open_frame_connection(self.host, self.port, self._tls), self._connect_timeout_s
+            )
         except (OSError, TimeoutError) as exc:
             raise ConnectionError(f"cannot connect to {self.host}:{self.port}: {exc or 'timed out'}") from exc
         finally:

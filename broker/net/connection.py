@@ -23,6 +23,8 @@ from kafkette.broker.net.frames import FrameCutter, FrameError
 from kafkette.broker.protocol.codec import Splices
 from kafkette.broker.protocol.framing import encode_response
 from kafkette.broker.protocol.types import FileRegion, Message
+from kafkette.broker.security.session import Session
+from kafkette.broker.security.tls import peer_principal
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +62,15 @@ class _Slot:
 
 
 class Connection(asyncio.BufferedProtocol):
-    def __init__(self, dispatch: Dispatch, max_request_bytes: int, on_close: Callable[[Connection], None]) -> None:
+    def __init__(
+        self,
+        dispatch: Dispatch,
+        max_request_bytes: int,
+        on_close: Callable[[Connection], None],
+        session: Session | None = None,
+    ) -> None:
         self._dispatch = dispatch
+        self.session = session if session is not None else Session()
         self._max_request_bytes = max_request_bytes
         self._on_close = on_close
         self._frames = FrameCutter(self._handle_frame, max_request_bytes)
@@ -85,6 +94,13 @@ class Connection(asyncio.BufferedProtocol):
         self._sendfile_to = _sendfile_fd(transport)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.session.host = peer[0] if peer else ""
+        tls = transport.get_extra_info("ssl_object")
+        if tls is not None:
+            # The TLS handshake is done before asyncio calls us: a client certificate, if any, was verified.
+            principal = peer_principal(tls.getpeercert(binary_form=True))
+            if principal is not None and self.session.protocol == "SSL":
+                self.session.principal = principal
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None

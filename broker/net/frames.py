@@ -10,6 +10,7 @@ by the kernel.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import struct
 from collections import deque
 from collections.abc import Callable
@@ -135,7 +136,7 @@ class FrameReader(asyncio.BufferedProtocol):
         return self._frames.popleft()
 
 
-async def open_frame_connection(host: str, port: int) -> FrameReader:
+async def open_frame_connection(host: str, port: int, tls: ssl.SSLContext | None = None) -> FrameReader:
     """A connection whose responses are read with a FrameReader; write requests to ``reader.transport``."""
-    _, reader = await asyncio.get_running_loop().create_connection(FrameReader, host, port)
+    _, reader = await asyncio.get_running_loop().create_connection(FrameReader, host, port, ssl=tls)
     return reader

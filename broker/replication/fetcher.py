@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from kafkette.broker.protocol.messages.offset_for_leader_epoch_response import (
 from kafkette.broker.protocol.types import Message
 from kafkette.broker.replication.partition import Partition
 from kafkette.broker.replication.throttle import ReplicationQuota
+from kafkette.broker.security.tls import inter_broker_tls
 from kafkette.broker.storage.errors import InvalidAppendOffsetError, LogStorageError, OffsetOutOfRangeError
 from kafkette.broker.tasks import cancel_and_wait
 
@@ -118,8 +120,8 @@ class _Channel:
         self.offset_for_leader_epoch = offset_for_leader_epoch
 
     @classmethod
-    async def open(cls, host: str, port: int, client_id: str) -> _Channel:
-        channel = cls(BrokerClient(host, port, client_id, CONNECT_TIMEOUT_S), offset_for_leader_epoch=True)
+    async def open(cls, host: str, port: int, client_id: str, tls: ssl.SSLContext | None) -> _Channel:
+        channel = cls(BrokerClient(host, port, client_id, CONNECT_TIMEOUT_S, tls), offset_for_leader_epoch=True)
         try:
             versions = await channel.request(ApiVersionsRequest(), API_VERSIONS_VERSION, ApiVersionsResponse, 0.0)
         except BaseException:
@@ -153,6 +155,7 @@ class ReplicaFetcher:
         self._max_bytes = config.replica_fetch_max_bytes
         self._wait_ms = config.replica_fetch_wait_max_ms
         self._backoff_s = config.replica_fetch_backoff_ms / 1000
+        self._tls = inter_broker_tls(config)  # None: the inter-broker listener is PLAINTEXT
         self._states: dict[PartitionKey, FollowState] = {}
         self._changed = asyncio.Event()
         self._channel: _Channel | None = None
@@ -235,7 +238,7 @@ class ReplicaFetcher:
             address = self._address_of(self.leader_id)
             if address is None:
                 raise ConnectionError(f"no address known for broker {self.leader_id}")
-            self._channel = await _Channel.open(*address, client_id=f"kafkette-replica-{self.node_id}")
+            self._channel = await _Channel.open(*address, client_id=f"kafkette-replica-{self.node_id}", tls=self._tls)
         return self._channel
 
     def _disconnect(self) -> None:

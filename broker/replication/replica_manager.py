@@ -198,10 +198,8 @@ class ReplicaManager:
     def _address_of(self, broker_id: int) -> tuple[str, int] | None:
         """The leader's address in the newest image: a broker that re-registered is found at its new one."""
         broker = self._image.brokers.get(broker_id)
-        if broker is None or not broker.endpoints:
-            return None
-        endpoint = broker.endpoints[0]
-        return endpoint.host, endpoint.port
+        endpoint = broker.endpoint(self.config.inter_broker_listener) if broker is not None else None
+        return (endpoint.host, endpoint.port) if endpoint is not None else None
 
     def _unfollow(self, partition: Partition) -> None:
         for fetcher in self._fetchers.values():

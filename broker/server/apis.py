@@ -44,6 +44,15 @@ from kafkette.broker.server.handlers.reassignments import (
     handle_alter_partition_reassignments,
     handle_list_partition_reassignments,
 )
+from kafkette.broker.server.handlers.security import (
+    handle_alter_user_scram_credentials,
+    handle_create_acls,
+    handle_delete_acls,
+    handle_describe_acls,
+    handle_describe_user_scram_credentials,
+    handle_sasl_authenticate,
+    handle_sasl_handshake,
+)
 from kafkette.broker.server.handlers.topics import (
     handle_create_partitions,
     handle_create_topics,
@@ -60,6 +69,10 @@ class Api:
     min_version: int
     max_version: int
     handler: Handler
+
+
+# What a SASL listener serves before the client has authenticated (anything else closes the connection).
+PRE_AUTHENTICATION_APIS = frozenset({18, 17, 36})  # ApiVersions, SaslHandshake, SaslAuthenticate
 
 
 def handle_api_versions(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersionsResponse:
@@ -99,15 +112,21 @@ APIS: dict[int, Api] = {
         _api(14, 0, handle_sync_group),
         _api(15, 0, handle_describe_groups),
         _api(16, 0, handle_list_groups),
+        # v1+: the SASL tokens travel in SaslAuthenticate (v0's raw tokens outside Kafka framing are not served).
+        _api(17, 1, handle_sasl_handshake),
         _api(18, 0, handle_api_versions),
         _api(19, 2, handle_create_topics),
         _api(20, 1, handle_delete_topics),
         _api(21, 0, handle_delete_records),
         _api(22, 0, handle_init_producer_id),
         _api(23, 2, handle_offset_for_leader_epoch),
+        _api(29, 1, handle_describe_acls),
+        _api(30, 1, handle_create_acls),
+        _api(31, 1, handle_delete_acls),
         _api(32, 1, handle_describe_configs),
         _api(33, 0, handle_alter_configs),
         _api(35, 1, handle_describe_log_dirs),
+        _api(36, 0, handle_sasl_authenticate),
         _api(37, 0, handle_create_partitions),
         _api(42, 1, handle_delete_groups),
         _api(43, 0, handle_elect_leaders),
@@ -115,6 +134,8 @@ APIS: dict[int, Api] = {
         _api(45, 0, handle_alter_partition_reassignments),
         _api(46, 0, handle_list_partition_reassignments),
         _api(47, 0, handle_offset_delete),
+        _api(50, 0, handle_describe_user_scram_credentials),
+        _api(51, 0, handle_alter_user_scram_credentials),
         _api(60, 0, handle_describe_cluster),
     )
 }

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import signal
+import ssl
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
@@ -18,7 +20,7 @@ from kafkette.broker.controller.raft import Timing
 from kafkette.broker.group.coordinator import GroupCoordinator
 from kafkette.broker.metadata.catalog import TopicCatalog
 from kafkette.broker.metadata.channel import ControllerChannel
-from kafkette.broker.metadata.lifecycle import BrokerLifecycle
+from kafkette.broker.metadata.lifecycle import AdvertisedListener, BrokerLifecycle
 from kafkette.broker.metadata.meta_properties import load_or_create
 from kafkette.broker.metadata.producer_ids import ProducerIdBlocks
 from kafkette.broker.net.connection import Connection, ConnectionAbort, Response, encode_later
@@ -30,7 +32,11 @@ from kafkette.broker.protocol.messages.alter_partition_request import AlterParti
 from kafkette.broker.protocol.messages.alter_partition_response import AlterPartitionResponse
 from kafkette.broker.protocol.types import Message
 from kafkette.broker.replication.replica_manager import ReplicaManager
-from kafkette.broker.server.apis import APIS, api_versions_response
+from kafkette.broker.security.authorizer import Authorizer
+from kafkette.broker.security.session import Session
+from kafkette.broker.security.tls import server_context
+from kafkette.broker.server.apis import APIS, PRE_AUTHENTICATION_APIS, api_versions_response
+from kafkette.broker.server.authorization import guard
 from kafkette.broker.server.context import RequestContext
 from kafkette.broker.storage import LogConfig, LogManager
 from kafkette.broker.storage.housekeeping import LogHousekeeper
@@ -59,7 +65,8 @@ class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.node_id = config.node_id
-        self._server: asyncio.Server | None = None
+        self._servers: list[asyncio.Server] = []
+        self._authorizer = Authorizer.from_config(config, lambda: self.topics.image.acls.values())
         self._connections: set[Connection] = set()
         self._logs: LogManager | None = None
         self._topics: TopicCatalog | None = None
@@ -73,7 +80,7 @@ class Broker:
         self._cluster_id: str | None = None
         self._checkpointer: asyncio.Task[None] | None = None
         self._housekeeper: LogHousekeeper | None = None
-        self._bound: tuple[str, int] | None = None
+        self._bound: dict[str, tuple[str, int]] = {}  # client listener name -> address bound
 
     # -- services handlers use ------------------------------------------------
 
@@ -106,13 +113,55 @@ class Broker:
 
     @property
     def bound_address(self) -> tuple[str, int]:
-        return _started(self._bound, "the bound address")
+        """Where the first client listener is bound."""
+        return self.bound_addresses[self.config.client_listeners[0].name]
+
+    @property
+    def bound_addresses(self) -> dict[str, tuple[str, int]]:
+        """Client listener name -> the address it is bound to."""
+        return _started(self._bound or None, "the bound addresses")
 
     @property
     def advertised_address(self) -> tuple[str, int]:
         host, port = self.config.advertised_address
         # An advertised port 0 (listen on any free port) means the port actually bound.
         return host, port or self.bound_address[1]
+
+    def advertised_listeners(self) -> list[AdvertisedListener]:
+        """Every client listener as other brokers and clients reach it (registered with the controller)."""
+        out = []
+        for listener in self.config.client_listeners:
+            advertised = self.config.advertised_listener(listener.name)
+            port = advertised.port or self.bound_addresses[listener.name][1]
+            out.append(
+                AdvertisedListener(listener.name, advertised.host, port, self.config.security_protocol(listener.name))
+            )
+        return out
+
+    def _describe_listeners(self) -> str:
+        return ", ".join(f"{name} {host}:{port}" for name, (host, port) in self.bound_addresses.items())
+
+    async def _bind_listeners(self) -> None:
+        """One server per client listener, with TLS on SSL and SASL_SSL ones; none serves before start_serving."""
+        config = self.config
+        loop = asyncio.get_running_loop()
+        tls: ssl.SSLContext | None = None
+        for listener in config.client_listeners:
+            protocol = config.security_protocol(listener.name)
+            if protocol in ("SSL", "SASL_SSL") and tls is None:
+                tls = server_context(config)
+            server = await loop.create_server(
+                functools.partial(self._new_connection, listener.name, protocol),
+                listener.host or None,
+                listener.port,
+                ssl=tls if protocol in ("SSL", "SASL_SSL") else None,
+                reuse_address=True,
+                backlog=1024,
+                start_serving=False,
+            )
+            self._servers.append(server)
+            sockname = server.sockets[0].getsockname()
+            self._bound[listener.name] = (sockname[0], sockname[1])
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -147,29 +196,24 @@ class Broker:
         await self._quorum.start()
         if self._controller is not None:
             self._controller.start()
-        host, port = config.listen_address
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            self._new_connection, host, port, reuse_address=True, backlog=1024, start_serving=False
-        )
-        sockname = self._server.sockets[0].getsockname()
-        self._bound = (sockname[0], sockname[1])
+        await self._bind_listeners()
         self._lifecycle = BrokerLifecycle(
             config,
             self._cluster_id,
             self._channel,
             lambda: _started(self._quorum, "the quorum").applied,
-            lambda: self.advertised_address,
+            self.advertised_listeners,
         )
         await self._lifecycle.start()
         await self._lifecycle.wait_unfenced()
         _started(self._replicas, "the replica manager").delete_stray_logs()
         await self._groups.start()
-        await self._server.start_serving()
+        for server in self._servers:
+            await server.start_serving()
         self._checkpointer = asyncio.ensure_future(self._checkpoint_periodically())
         self._housekeeper = LogHousekeeper(self._logs, config.log_retention_check_interval_ms)
         self._housekeeper.start()
-        log.info("broker %d serving on %s:%d (cluster %s)", self.node_id, *self._bound, self._cluster_id)
+        log.info("broker %d serving on %s (cluster %s)", self.node_id, self._describe_listeners(), self._cluster_id)
 
     async def stop(self, controlled_shutdown_s: float = 0.0) -> None:
         """Clean shutdown: hand leadership over (when asked), stop serving, flush logs, mark the shutdown clean."""
@@ -178,12 +222,14 @@ class Broker:
             log.info("controlled shutdown %s", "complete" if moved else "timed out")
         if self._checkpointer is not None:
             self._checkpointer.cancel()
-        if self._server is not None:
-            self._server.close()
+        if self._servers:
+            for server in self._servers:
+                server.close()
             for connection in list(self._connections):
                 connection.close()
-            await self._server.wait_closed()
-            self._server = None
+            for server in self._servers:
+                await server.wait_closed()
+            self._servers = []
         if self._lifecycle is not None:
             await self._lifecycle.stop()
         if self._groups is not None:
@@ -230,8 +276,13 @@ class Broker:
             if self._logs is not None:
                 self._logs.checkpoint()
 
-    def _new_connection(self) -> Connection:
-        connection = Connection(self.dispatch, self.config.socket_request_max_bytes, self._connections.discard)
+    def _new_connection(self, listener: str, protocol: str) -> Connection:
+        connection = Connection(
+            self.dispatch,
+            self.config.socket_request_max_bytes,
+            self._connections.discard,
+            Session.on(listener, protocol),
+        )
         self._connections.add(connection)
         return connection
 
@@ -256,7 +307,18 @@ class Broker:
             request = decode_request(view)
         except DecodeError as exc:
             raise ConnectionAbort(f"malformed request: {exc}") from exc
-        result = api.handler(RequestContext(self, request.header, connection.peer), request.body)
+        session = connection.session
+        if not session.authenticated and api_key not in PRE_AUTHENTICATION_APIS:
+            # As Kafka: a client that skips SASL authentication on a SASL listener is cut off.
+            raise ConnectionAbort(f"{REQUESTS[api_key].NAME} before SASL authentication on listener {session.listener}")
+        ctx = RequestContext(self, request.header, connection.peer, session)
+        if self._authorizer is None:
+            result = api.handler(ctx, request.body)
+        else:
+            result = guard(self._authorizer, api.handler, ctx, request.body)
+        if session.failed:
+            # Refused credentials: this answer is the last thing the connection carries.
+            asyncio.get_running_loop().call_soon(connection.close)
         if result is None:
             return None
         if isinstance(result, Message):

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from kafkette.broker.protocol.messages.request_header import RequestHeader
+from kafkette.broker.security.session import Session
 
 if TYPE_CHECKING:
     from kafkette.broker.server.app import Broker
@@ -16,6 +17,7 @@ class RequestContext:
     broker: Broker
     header: RequestHeader
     peer: str
+    session: Session = field(default_factory=Session)
 
     @property
     def api_version(self) -> int:

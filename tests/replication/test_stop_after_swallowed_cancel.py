@@ -15,7 +15,7 @@ import pytest
 from waiting import wait_for_async
 
 from kafkette.broker.config import BrokerConfig
-from kafkette.broker.metadata.lifecycle import BrokerLifecycle
+from kafkette.broker.metadata.lifecycle import AdvertisedListener, BrokerLifecycle
 from kafkette.broker.replication.fetcher import ReplicaFetcher
 
 CONFIG = BrokerConfig.from_properties({"node.id": "1"})
@@ -51,7 +51,9 @@ def test_fetcher_stops_after_a_swallowed_cancel(monkeypatch: pytest.MonkeyPatch)
 
 @pytest.mark.timeout(20)
 def test_heartbeats_stop_after_a_swallowed_cancel(monkeypatch: pytest.MonkeyPatch) -> None:
-    lifecycle = BrokerLifecycle(CONFIG, "cluster", None, lambda: 0, lambda: ("127.0.0.1", 9092))  # type: ignore[arg-type]
+    lifecycle = BrokerLifecycle(
+        CONFIG, "cluster", None, lambda: 0, lambda: [AdvertisedListener("PLAINTEXT", "127.0.0.1", 9092, "PLAINTEXT")]
+    )  # type: ignore[arg-type]
     beats: list[int] = []
     # A long heartbeat, so that the cancel lands in it rather than in the sleep between heartbeats.
     monkeypatch.setattr(lifecycle, "_heartbeat", swallowing(beats, seconds=30))

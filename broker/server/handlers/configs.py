@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from kafkette.broker.config import (
     DYNAMIC_BROKER_KEYS,
+    SENSITIVE_BROKER_KEYS,
     BrokerConfig,
     ConfigSource,
     ConfigType,
@@ -95,14 +96,16 @@ def describe_broker_configs(
             continue
         own = broker_synonyms(config, dynamic, [name])
         value, source = (own[0].value, own[0].source) if own else (properties.get(name), ConfigSource.DEFAULT_CONFIG)
+        sensitive = name in SENSITIVE_BROKER_KEYS  # passwords: described, never shown, as Kafka does
         entries.append(
             ConfigEntry(
                 name=name,
-                value=value,
+                value=None if sensitive else value,
                 config_source=source,
                 config_type=broker_config_type(name),
                 read_only=name not in DYNAMIC_BROKER_KEYS,
-                synonyms=tuple(broker_synonyms(config, dynamic, broker_key_group(name))),
+                is_sensitive=sensitive,
+                synonyms=() if sensitive else tuple(broker_synonyms(config, dynamic, broker_key_group(name))),
             )
         )
     return entries

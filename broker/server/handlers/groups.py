@@ -65,10 +65,10 @@ def _coordinator(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
     groups = ctx.broker.groups
     groups.ensure_offsets_topic()
     broker = ctx.broker.topics.broker(groups.coordinator_of(key))
-    if broker is None or broker.fenced or not broker.endpoints:
+    endpoint = broker.endpoint(ctx.session.listener) if broker is not None else None
+    if broker is None or broker.fenced or endpoint is None:
         missing.error_code = ErrorCode.COORDINATOR_NOT_AVAILABLE
         return missing
-    endpoint = broker.endpoints[0]
     return Coordinator(key=key, node_id=broker.broker_id, host=endpoint.host, port=endpoint.port, error_message=None)
 
 

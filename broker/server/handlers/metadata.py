@@ -110,7 +110,7 @@ def _response(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse
     return MetadataResponse(
         brokers=[
             MetadataResponseBroker(node_id=b.broker_id, host=host, port=port, rack=b.rack)
-            for b, (host, port) in _live_brokers(broker)
+            for b, (host, port) in _live_brokers(ctx)
         ],
         cluster_id=broker.cluster_id,
         controller_id=broker.controller_id,
@@ -131,8 +131,15 @@ def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> MetadataRe
     return _auto_create(ctx, request, missing) if missing else response
 
 
-def _live_brokers(broker: Broker) -> list[tuple[BrokerImage, tuple[str, int]]]:
-    return [(b, (b.endpoints[0].host, b.endpoints[0].port)) for b in broker.topics.live_brokers() if b.endpoints]
+def _live_brokers(ctx: RequestContext) -> list[tuple[BrokerImage, tuple[str, int]]]:
+    """Live brokers at their endpoint on the listener this request came in on, as Kafka answers."""
+    listener = ctx.session.listener
+    out = []
+    for b in ctx.broker.topics.live_brokers():
+        endpoint = b.endpoint(listener)
+        if endpoint is not None:
+            out.append((b, (endpoint.host, endpoint.port)))
+    return out
 
 
 def handle_describe_cluster(ctx: RequestContext, request: DescribeClusterRequest) -> DescribeClusterResponse:
@@ -144,7 +151,7 @@ def handle_describe_cluster(ctx: RequestContext, request: DescribeClusterRequest
         controller_id=broker.controller_id,
         brokers=[
             DescribeClusterBroker(broker_id=b.broker_id, host=host, port=port, rack=b.rack)
-            for b, (host, port) in _live_brokers(broker)
+            for b, (host, port) in _live_brokers(ctx)
         ],
         cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
     )
