@@ -45,6 +45,12 @@ def _parser(
         help=f"partitions moved at the same time ({DEFAULT_MAX_IN_FLIGHT})",
     )
     parser.add_argument(
+        "--throttle",
+        type=int,
+        metavar="BYTES",
+        help="bytes a second each side of a copy may use while partitions move (Kafka's --throttle); none by default",
+    )
+    parser.add_argument(
         "--timeout",
         type=float,
         default=120.0,
@@ -67,7 +73,9 @@ def run(args: argparse.Namespace) -> int:
                 print(scale.describe(move))
             print(f"{len(planned.moves)} partitions to move, {sum(len(m.adding) for m in planned.moves)} copies")
             return 0
-        result = scale.scale(args.dir, brokers, args.timeout, partial(print, flush=True), args.max_in_flight)
+        result = scale.scale(
+            args.dir, brokers, args.timeout, partial(print, flush=True), args.max_in_flight, args.throttle
+        )
     except scale.ScaleRefused as exc:
         raise CommandError(f"{verb} refused: {exc}") from None
     except (runtime.LocalClusterError, reassign.ReassignError, plan.PlanError) as exc:

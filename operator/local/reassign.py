@@ -242,6 +242,82 @@ def check_altered(answer: Message) -> None:
         raise ReassignError("refused: " + "; ".join(refused), first)
 
 
+# --- throttles (kafka-reassign-partitions.sh --throttle) ---------------------------------------------------
+
+THROTTLE_RATES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+LEADER_REPLICAS = "leader.replication.throttled.replicas"
+FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
+BROKER_RESOURCE = 4  # Kafka's ConfigResource type codes
+TOPIC_RESOURCE = 2
+
+
+def throttled_replicas(moves: Iterable[Move]) -> dict[str, dict[str, str]]:
+    """Per topic, the throttled-replica lists Kafka's tool sets for these moves: on the leader side each moving
+    partition's current replicas (any may lead the copy), on the follower side the replicas being added."""
+    lists: dict[str, dict[str, list[str]]] = {}
+    for move in sorted(moves, key=lambda m: (m.topic, m.partition)):
+        sides = lists.setdefault(move.topic, {LEADER_REPLICAS: [], FOLLOWER_REPLICAS: []})
+        sides[LEADER_REPLICAS] += [f"{move.partition}:{b}" for b in move.current]
+        sides[FOLLOWER_REPLICAS] += [f"{move.partition}:{b}" for b in move.adding]
+    return {topic: {key: ",".join(entries) for key, entries in sides.items()} for topic, sides in lists.items()}
+
+
+def set_throttle(state: ClusterState, brokers: Sequence[int], moves: Sequence[Move], rate: int) -> None:
+    """Hold the copies of `moves` to `rate` bytes a second on each side: the rates on every broker a move
+    touches, the moving replicas listed on their topics."""
+    involved = sorted({b for m in moves for b in (*m.current, *m.target)})
+    changes: dict[tuple[int, str], dict[str, str | None]] = {
+        (BROKER_RESOURCE, str(b)): dict.fromkeys(THROTTLE_RATES, str(rate)) for b in involved
+    }
+    for topic, lists in throttled_replicas(moves).items():
+        changes[TOPIC_RESOURCE, topic] = dict(lists)
+    alter_configs(state, brokers, changes)
+
+
+def clear_throttle(state: ClusterState, brokers: Sequence[int], topics: Iterable[str]) -> None:
+    """Remove the throttle rates from every broker of the cluster and the lists from `topics`."""
+    changes: dict[tuple[int, str], dict[str, str | None]] = {
+        (BROKER_RESOURCE, str(b.node_id)): dict.fromkeys(THROTTLE_RATES) for b in state.brokers
+    }
+    for topic in sorted(set(topics)):
+        changes[TOPIC_RESOURCE, topic] = dict.fromkeys((LEADER_REPLICAS, FOLLOWER_REPLICAS))
+    alter_configs(state, brokers, changes)
+
+
+def alter_configs(
+    state: ClusterState, brokers: Sequence[int], changes: Mapping[tuple[int, str], Mapping[str, str | None]]
+) -> None:
+    """One IncrementalAlterConfigs: per (resource type, name), SET each key to its value or DELETE it (None);
+    ReassignError naming each refused resource."""
+    from kafkette.broker.protocol.framing import expect
+    from kafkette.broker.protocol.messages.incremental_alter_configs_request import (
+        AlterableConfig,
+        AlterConfigsResource,
+        IncrementalAlterConfigsRequest,
+    )
+    from kafkette.broker.protocol.messages.incremental_alter_configs_response import IncrementalAlterConfigsResponse
+
+    resources = [
+        AlterConfigsResource(
+            resource_type=kind,
+            resource_name=name,
+            configs=[
+                AlterableConfig(name=key, config_operation=0 if value is not None else 1, value=value)
+                for key, value in configs.items()
+            ],
+        )
+        for (kind, name), configs in changes.items()
+    ]
+    answer = runtime.ask(state, brokers, IncrementalAlterConfigsRequest(resources=resources), 1, CLIENT_ID)
+    refused = [
+        f"{r.resource_name or 'cluster default'}: {r.error_message or r.error_code}"
+        for r in expect(answer, IncrementalAlterConfigsResponse).responses
+        if r.error_code
+    ]
+    if refused:
+        raise ReassignError("throttle refused: " + "; ".join(refused))
+
+
 def wait_done(
     cluster_dir: Path,
     state: ClusterState,

@@ -57,9 +57,11 @@ def scale(
     timeout: float,
     report: Callable[[str], None],
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    throttle: int | None = None,
 ) -> ScaleResult:
     """Plan, start the new brokers, move, elect preferred leaders, stop the drained brokers. With as many
-    brokers as now, a rebalance."""
+    brokers as now, a rebalance. `throttle`: bytes a second each side of a copy may use while the moves run
+    (Kafka's --throttle), removed afterwards."""
     cluster_dir = cluster_dir.resolve()
     planned = placement(cluster_dir, brokers)
     state = runtime.require_state(cluster_dir)
@@ -75,7 +77,15 @@ def scale(
         runtime.wait_ready(cluster_dir, state, timeout, node_ids=added, expected=[*alive, *added])
     batches = planned.batches(max_in_flight)
     report(f"{len(planned.moves)} partitions to move in {len(batches)} batches")
-    reassign.execute(cluster_dir, state, batches, timeout, report)
+    if throttle is not None and planned.moves:
+        report(f"throttling the copies to {throttle} bytes a second")
+        reassign.set_throttle(state, reassign.live(cluster_dir, state), planned.moves, throttle)
+    try:
+        reassign.execute(cluster_dir, state, batches, timeout, report)
+    finally:
+        if throttle is not None and planned.moves:
+            reassign.clear_throttle(state, reassign.live(cluster_dir, state), {m.topic for m in planned.moves})
+            report("throttle removed")
     alive = reassign.live(cluster_dir, state)
     after = reassign.view(state, alive)
     elsewhere = [tp for tp, replicas in planned.target.items() if _leader(after, tp) != replicas[0]]

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
 from waiting import wait_for
 
 from kafkette.operator.cli.main import main
@@ -24,6 +25,8 @@ from kafkette.operator.testing.traffic import SteadyProducer, read_back
 pytestmark = pytest.mark.timeout(300)
 
 TOPIC = "scaled"
+DYNAMIC_BROKER = ConfigSource.DYNAMIC_BROKER_CONFIG.value
+DYNAMIC_TOPIC = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
 PARTITIONS = 12
 
 
@@ -36,6 +39,20 @@ def start(cluster_dir: Path, free_port: Callable[[int], int], brokers: int) -> s
 def create(bootstrap: str, topic: str, partitions: int) -> None:
     argv = ["topics", "--bootstrap", bootstrap, "create", "--topic", topic, "--partitions", str(partitions)]
     assert main([*argv, "--replication-factor", "3", "--config", "min.insync.replicas=2"]) == 0
+
+
+def throttle_configs(bootstrap: str) -> dict[str, str]:
+    """Throttle keys set on any broker (its own dynamic configs) or on the topic."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resources = [ConfigResource(ConfigResource.Type.BROKER, str(b)) for b in range(4)]
+    resources.append(ConfigResource(ConfigResource.Type.TOPIC, TOPIC))
+    found = {}
+    for resource in resources:
+        entries = admin.describe_configs([resource])[resource].result(10)
+        for key, entry in entries.items():
+            if "throttled" in key and entry.source in (DYNAMIC_BROKER, DYNAMIC_TOPIC):
+                found[f"{resource.name}/{key}"] = entry.value
+    return found
 
 
 def view(cluster_dir: Path) -> ClusterView:
@@ -90,9 +107,12 @@ def test_scale_up_then_drain_under_acks_all_traffic(
     dry = capsys.readouterr().out.splitlines()
     assert dry[-1] == f"{len(dry) - 1} partitions to move, 9 copies", dry
     assert runtime.require_state(cluster_dir).ids == (0, 1, 2)
-    assert main(["scale", "--dir", str(cluster_dir), "4", "--max-in-flight", "3"]) == 0
+    # A throttle well above the producer's rate: the moves still finish, and it is removed afterwards.
+    assert main(["scale", "--dir", str(cluster_dir), "4", "--max-in-flight", "3", "--throttle", "20000000"]) == 0
     out = capsys.readouterr().out
     assert "starting broker 3" in out and "bytes copied" in out, out
+    assert "throttling the copies to 20000000 bytes a second" in out and "throttle removed" in out, out
+    assert throttle_configs(bootstrap) == {}
     replicas, leaders = counts(balanced(cluster_dir, [0, 1, 2, 3]))
     assert replicas[3] == 9 and leaders[3] == 3, (replicas, leaders)
 

@@ -56,3 +56,15 @@ def test_verify_speaks_like_kafkas_tool() -> None:
         "Reassignment of partition t-1 is still in progress.",
         "There is no active reassignment of partition t-2, but replica set is [0, 1] rather than [3, 1].",
     ]
+
+
+def test_throttled_replicas_are_listed_as_kafkas_tool_lists_them() -> None:
+    from kafkette.operator.planning.placement import Move
+
+    moves = [Move("t", 0, (0, 1), (1, 2)), Move("t", 3, (2, 0), (0, 2)), Move("u", 1, (0,), (3,))]
+    leader, follower = reassign.LEADER_REPLICAS, reassign.FOLLOWER_REPLICAS
+    # Leader side: every current replica of a moving partition; follower side: the replicas being added.
+    assert reassign.throttled_replicas(moves) == {
+        "t": {leader: "0:0,0:1,3:2,3:0", follower: "0:2"},
+        "u": {leader: "1:0", follower: "1:3"},
+    }
