@@ -548,6 +548,7 @@ RULES: dict[int, Rule] = {
     45: _cluster(Op.ALTER),  # AlterPartitionReassignments
     46: _cluster(Op.DESCRIBE),  # ListPartitionReassignments
     47: _offset_delete,
+    48: _cluster(Op.DESCRIBE_CONFIGS),  # DescribeClientQuotas
     50: _cluster(Op.DESCRIBE),  # DescribeUserScramCredentials
     51: _cluster(Op.ALTER),  # AlterUserScramCredentials
     60: _none,  # DescribeCluster: Kafka answers every authenticated client

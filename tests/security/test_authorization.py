@@ -69,6 +69,7 @@ def produce(bootstrap: str, settings: dict[str, str], topic: str) -> None:
     failures: list[KafkaError] = []
     producer.produce(topic, b"v", on_delivery=lambda error, _m: failures.append(error) if error else None)
     producer.flush(TIMEOUT_S)
+    producer.close()
     if failures:
         raise KafkaException(failures[0])
 

@@ -87,7 +87,7 @@ def test_kafka_python_over_sasl_ssl_and_mtls(secure_broker: SecureBroker) -> Non
         producer.flush(TIMEOUT_S)
         producer.close()
         consumer = kafka.KafkaConsumer(
-            name, auto_offset_reset="earliest", consumer_timeout_ms=5000, group_id=f"{name}-group", **settings
+            name, auto_offset_reset="earliest", consumer_timeout_ms=3000, group_id=f"{name}-group", **settings
         )
         values = [m.value for m in consumer]
         consumer.close()
@@ -105,6 +105,7 @@ def test_wrong_password_is_refused_and_the_broker_keeps_serving(secure_broker: S
         return any("invalid credentials with SASL mechanism SCRAM-SHA-512" in text for text in reported)
 
     wait_for(reported_refusal, "librdkafka reporting the broker's SASL refusal", TIMEOUT_S)
+    producer.close()  # else it keeps retrying for the rest of the session
     wrong_user = kafka_python_settings(secure_broker) | {"sasl_plain_username": "mallory", "bootstrap_timeout_ms": 5000}
     with pytest.raises(kafka.errors.KafkaError):
         kafka.KafkaAdminClient(**wrong_user).list_topics()

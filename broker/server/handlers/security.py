@@ -20,6 +20,8 @@ from kafkette.broker.protocol.messages.describe_acls_response import (
     DescribeAclsResource,
     DescribeAclsResponse,
 )
+from kafkette.broker.protocol.messages.describe_client_quotas_request import DescribeClientQuotasRequest
+from kafkette.broker.protocol.messages.describe_client_quotas_response import DescribeClientQuotasResponse
 from kafkette.broker.protocol.messages.describe_user_scram_credentials_request import (
     DescribeUserScramCredentialsRequest,
 )
@@ -129,6 +131,14 @@ def _described(user: str, infos: list[CredentialInfo]) -> DescribeUserScramCrede
 
 def _described_error(user: str, code: ErrorCode, message: str) -> DescribeUserScramCredentialsResult:
     return DescribeUserScramCredentialsResult(user=user, error_code=code, error_message=message, credential_infos=[])
+
+
+def handle_describe_client_quotas(
+    ctx: RequestContext, request: DescribeClientQuotasRequest
+) -> DescribeClientQuotasResponse:
+    """No client quotas are kept, so none match: `kafka-configs.sh --describe --entity-type users` asks for a
+    user's quotas beside their SCRAM credentials and needs an answer."""
+    return DescribeClientQuotasResponse(error_code=ErrorCode.NONE, error_message=None, entries=[])
 
 
 def handle_alter_user_scram_credentials(
