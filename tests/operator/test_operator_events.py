@@ -14,6 +14,7 @@ from kafkette.broker.metrics.scrape import scrape
 from kafkette.broker.process import BrokerProcess
 from kafkette.operator.kube.handlers.common import BOOTSTRAP_ANNOTATION
 from kafkette.operator.kube.handlers.events import Phase, change, phase_of
+from kafkette.operator.resources import GROUP, VERSION
 from kafkette.operator.testing import OperatorProcess
 
 TIMEOUT = 30.0
@@ -75,6 +76,15 @@ def test_a_refusal_and_its_recovery_are_events(
         "a Normal Event once the topic is Ready",
     )
     assert recovered.involved_object.kind == "Topic"
+    # GitOps: the operator wrote status, annotations and finalizers, never a spec field.
+    for plural, name in (("topics", "orphan"), ("kafkaclusters", "nowhere")):
+        managed = client.CustomObjectsApi(kube).get_namespaced_custom_object(GROUP, VERSION, namespace, plural, name)[
+            "metadata"
+        ]["managedFields"]
+        spec_owners = {m["manager"] for m in managed if "f:spec" in m.get("fieldsV1", {})}
+        operator_fields = {field for m in managed if m["manager"] == "kopf" for field in m.get("fieldsV1", {})}
+        assert spec_owners == {"OpenAPI-Generator"}, spec_owners  # the Python client that created it, in this test
+        assert operator_fields == {"f:metadata", "f:status"}, operator_fields
     # The operator counted its handler runs per kind, served on KAFKETTE_METRICS_PORT.
     served = scrape("127.0.0.1", metrics_port)
     assert served.total("kafkette_operator_reconciles_total", kind="Topic") >= 2
