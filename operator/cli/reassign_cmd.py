@@ -13,7 +13,8 @@ Move partitions of the cluster in DIR with a plan in the JSON format of Kafka's 
 --generate prints the current assignment and a proposed one over --broker-list (from the placement planner:
 replicas and preferred leaders balanced, racks spread, as few copies as possible), for the topics of
 --topics-to-move-json-file or all. --execute starts the moves of --reassignment-json-file (and prints the current
-assignment, to roll back with); --verify tells each planned partition's state and exits 1 until all are complete;
+assignment, to roll back with), held to --throttle bytes a second per side when given; --verify tells each
+planned partition's state and exits 1 until all are complete, then removes the throttle as Kafka's tool does;
 --cancel puts the planned partitions back on their replicas from before the move."""
 
 
@@ -40,11 +41,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("--topics-to-move-json-file", type=Path, metavar="FILE", help="topics to plan for (generate)")
     parser.add_argument("--broker-list", type=_broker_list, metavar="IDS", help="brokers to place on (generate)")
+    parser.add_argument(
+        "--throttle", type=int, metavar="BYTES", help="bytes a second each side of a copy may use (execute)"
+    )
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from kafkette.operator.local import reassign, runtime
+    from kafkette.operator.planning.placement import Move
 
     try:
         if args.action == "generate":
@@ -60,6 +65,10 @@ def run(args: argparse.Namespace) -> int:
             print("Current partition replica assignment\n")
             print(reassign.plan_to_json({tp: current[tp] for tp in plan if tp in current}))
             print("\nSave this to use as the --reassignment-json-file option during rollback")
+            if args.throttle is not None:
+                moves = [Move(t, p, current[t, p], replicas) for (t, p), replicas in plan.items() if (t, p) in current]
+                reassign.set_throttle(state, brokers, moves, args.throttle)
+                print(f"The inter-broker throttle limit was set to {args.throttle} B/s")
             reassign.alter(state, brokers, plan)
             print("Successfully started partition reassignments for " + ",".join(f"{t}-{p}" for t, p in sorted(plan)))
             return 0
@@ -71,7 +80,11 @@ def run(args: argparse.Namespace) -> int:
         states = reassign.verify(plan, current, reassign.in_flight(state, brokers))
         for line in states.values():
             print(line)
-        return 0 if all(line.endswith("is completed.") for line in states.values()) else 1
+        if not all(line.endswith("is completed.") for line in states.values()):
+            return 1
+        reassign.clear_throttle(state, brokers, {topic for topic, _ in plan})
+        print("Clearing broker-level throttles and topic-level throttles")
+        return 0
     except (reassign.ReassignError, runtime.LocalClusterError) as exc:
         raise CommandError(f"reassign: {exc}") from None
     except OSError as exc:

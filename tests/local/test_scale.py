@@ -41,11 +41,11 @@ def create(bootstrap: str, topic: str, partitions: int) -> None:
     assert main([*argv, "--replication-factor", "3", "--config", "min.insync.replicas=2"]) == 0
 
 
-def throttle_configs(bootstrap: str) -> dict[str, str]:
-    """Throttle keys set on any broker (its own dynamic configs) or on the topic."""
+def throttle_configs(bootstrap: str, topic: str = TOPIC) -> dict[str, str]:
+    """Throttle keys set on any of four brokers (their own dynamic configs) or on the topic."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     resources = [ConfigResource(ConfigResource.Type.BROKER, str(b)) for b in range(4)]
-    resources.append(ConfigResource(ConfigResource.Type.TOPIC, TOPIC))
+    resources.append(ConfigResource(ConfigResource.Type.TOPIC, topic))
     found = {}
     for resource in resources:
         entries = admin.describe_configs([resource])[resource].result(10)
@@ -112,7 +112,7 @@ def test_scale_up_then_drain_under_acks_all_traffic(
     out = capsys.readouterr().out
     assert "starting broker 3" in out and "bytes copied" in out, out
     assert "throttling the copies to 20000000 bytes a second" in out and "throttle removed" in out, out
-    assert throttle_configs(bootstrap) == {}
+    wait_for(lambda: throttle_configs(bootstrap) == {}, "every throttle removed", 10, 0.2)
     replicas, leaders = counts(balanced(cluster_dir, [0, 1, 2, 3]))
     assert replicas[3] == 9 and leaders[3] == 3, (replicas, leaders)
 
@@ -155,16 +155,26 @@ def test_reassign_plan_verbs(
     directory = ["reassign", "--dir", str(cluster_dir)]
 
     capsys.readouterr()
-    assert main([*directory, "--execute", "--reassignment-json-file", str(plan_file)]) == 0
+    throttled = ["--throttle", "50000000"]
+    assert main([*directory, "--execute", "--reassignment-json-file", str(plan_file), *throttled]) == 0
     out = capsys.readouterr().out
     assert out.startswith("Current partition replica assignment\n") and "Successfully started" in out, out
+    assert "The inter-broker throttle limit was set to 50000000 B/s" in out
+    assert throttle_configs(bootstrap, "moved") != {}
     wait_for(
         lambda: main([*directory, "--verify", "--reassignment-json-file", str(plan_file)]) == 0,
         "the move done",
         60,
         0.5,
     )
-    assert capsys.readouterr().out.splitlines()[-1] == "Reassignment of partition moved-0 is completed."
+    # Completed, so --verify removes the throttle, as Kafka's tool does.
+    done = capsys.readouterr().out.splitlines()
+    assert done[-2:] == [
+        "Reassignment of partition moved-0 is completed.",
+        "Clearing broker-level throttles and topic-level throttles",
+    ]
+    # The controller has committed the removal; each broker replays it a moment later.
+    wait_for(lambda: throttle_configs(bootstrap, "moved") == {}, "every throttle removed", 10, 0.2)
     # --verify asks the active controller; the broker the view asks may apply the final record a moment later.
     wait_for(
         lambda: (
