@@ -91,6 +91,10 @@ def test_bad_throttle_values_are_refused_with_the_key(tmp_path: Path) -> None:
     try:
         admin = AdminClient({"bootstrap.servers": plan.bootstrap_servers(state)})
         admin.create_topics([NewTopic("t", 1, 1)])["t"].result(20)
+        # Kafka's default, writable at run time.
+        resource = ConfigResource(ConfigResource.Type.BROKER, "0")
+        entry = admin.describe_configs([resource])[resource].result(10)["leader.replication.throttled.rate"]
+        assert (entry.value, entry.is_read_only) == (str(2**63 - 1), False)
         with pytest.raises(Exception, match=r"leader\.replication\.throttled\.rate"):
             alter(admin, ConfigResource.Type.BROKER, "0", {"leader.replication.throttled.rate": "-5"})
         with pytest.raises(Exception, match="literal"):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from kafkette.broker.config import (
     DYNAMIC_BROKER_KEYS,
     SENSITIVE_BROKER_KEYS,
+    THROTTLE_RATE_KEYS,
     BrokerConfig,
     ConfigSource,
     ConfigType,
@@ -103,7 +104,7 @@ def describe_broker_configs(
                 value=None if sensitive else value,
                 config_source=source,
                 config_type=broker_config_type(name),
-                read_only=name not in DYNAMIC_BROKER_KEYS,
+                read_only=name not in DYNAMIC_BROKER_KEYS and name not in THROTTLE_RATE_KEYS,
                 is_sensitive=sensitive,
                 synonyms=() if sensitive else tuple(broker_synonyms(config, dynamic, broker_key_group(name))),
             )
