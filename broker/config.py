@@ -550,6 +550,8 @@ class BrokerConfig(_PropertiesModel):
             x.name for x in self.client_listeners
         }:
             raise ValueError(f"inter.broker.listener.name: {self.inter_broker_listener_name!r} is not in listeners")
+        if self.controller_security_protocol not in ("PLAINTEXT", "SSL"):
+            raise ValueError("controller.listener.names: the controller listener must be PLAINTEXT or SSL")
         if self.security_protocol(self.inter_broker_listener).startswith("SASL_"):
             # Brokers authenticate to each other with TLS client certificates; SASL between brokers is not built.
             raise ValueError("inter.broker.listener.name: the inter-broker listener must be PLAINTEXT or SSL")
@@ -565,6 +567,12 @@ class BrokerConfig(_PropertiesModel):
         if protocol not in SECURITY_PROTOCOLS:
             raise ConfigError(f"listener.security.protocol.map: no security protocol for listener {listener_name!r}")
         return protocol  # type: ignore[return-value]  # checked against SECURITY_PROTOCOLS just above
+
+    @property
+    def controller_security_protocol(self) -> SecurityProtocol:
+        """The protocol voters speak to each other and brokers to the controller: the first controller
+        listener's (PLAINTEXT when none is in `listeners`)."""
+        return self.security_protocol(self.controller_listener_names[0])
 
     @property
     def inter_broker_listener(self) -> str:

@@ -12,6 +12,7 @@ import asyncio
 import logging
 import os
 import random
+import ssl
 import time
 from collections.abc import Awaitable, Callable
 from functools import reduce
@@ -81,8 +82,12 @@ class QuorumController:
         snapshot_every: int = 10_000,
         listen: bool = True,
         bind: tuple[str, int] | None = None,
+        tls_server: ssl.SSLContext | None = None,
+        tls_client: ssl.SSLContext | None = None,
     ) -> None:
         self.node_id = node_id
+        # TLS on the controller listener and to the other voters (controller.listener.names mapped to SSL).
+        self._tls_server = tls_server
         # A quorum of one that nobody else reaches (a standalone broker) needs no listener.
         self._listen = listen and node_id in voters
         # Where to listen when not the voter address itself (e.g. 0.0.0.0 in a pod).
@@ -100,7 +105,7 @@ class QuorumController:
         self.serve_rpc: Callable[[Request], Awaitable[Message]] | None = None
         self._snapshot_every = snapshot_every
         self._peers = {
-            v.node_id: BrokerClient(v.host, v.port, f"controller-{node_id}")
+            v.node_id: BrokerClient(v.host, v.port, f"controller-{node_id}", tls=tls_client)
             for v in voters.values()
             if v.node_id != node_id
         }
@@ -119,7 +124,11 @@ class QuorumController:
             host, port = self._bind or (me.host, me.port)
             loop = asyncio.get_running_loop()
             self._server = await loop.create_server(
-                lambda: Connection(self._dispatch, MAX_REQUEST_BYTES, lambda _c: None), host, port, reuse_address=True
+                lambda: Connection(self._dispatch, MAX_REQUEST_BYTES, lambda _c: None),
+                host,
+                port,
+                reuse_address=True,
+                ssl=self._tls_server,
             )
         self._run(self.raft.tick(_monotonic_ms()))
 

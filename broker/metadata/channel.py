@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TypeVar
@@ -43,11 +44,16 @@ def newest_version(body: Message) -> int:
 
 class ControllerChannel:
     def __init__(
-        self, quorum: QuorumController, voters: Mapping[int, Voter], local: LocalHandler, client_id: str
+        self,
+        quorum: QuorumController,
+        voters: Mapping[int, Voter],
+        local: LocalHandler,
+        client_id: str,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self._quorum = quorum
         self._local = local
-        self._peers = {v.node_id: BrokerClient(v.host, v.port, client_id) for v in voters.values()}
+        self._peers = {v.node_id: BrokerClient(v.host, v.port, client_id, tls=tls) for v in voters.values()}
 
     async def call(self, body: Message, version: int | None = None, timeout_s: float = 30.0) -> Message:
         """The active controller's answer to ``body``; KafkaError(REQUEST_TIMED_OUT) past the deadline."""

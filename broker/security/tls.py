@@ -54,6 +54,13 @@ def inter_broker_tls(config: BrokerConfig) -> ssl.SSLContext | None:
     return client_context(config) if config.security_protocol(config.inter_broker_listener) == "SSL" else None
 
 
+def controller_tls(config: BrokerConfig) -> tuple[ssl.SSLContext | None, ssl.SSLContext | None]:
+    """(server, client) contexts of the controller quorum's traffic: TLS when the controller listener is SSL."""
+    if config.controller_security_protocol != "SSL":
+        return None, None
+    return server_context(config), client_context(config)
+
+
 def peer_principal(der: bytes | None) -> str | None:
     """Kafka's default principal of a TLS client: `User:` and the certificate subject's distinguished name in
     RFC 2253 order (`CN=alice,OU=eng`); None without a certificate."""

@@ -34,7 +34,7 @@ from kafkette.broker.protocol.types import Message
 from kafkette.broker.replication.replica_manager import ReplicaManager
 from kafkette.broker.security.authorizer import Authorizer
 from kafkette.broker.security.session import Session
-from kafkette.broker.security.tls import server_context
+from kafkette.broker.security.tls import controller_tls, server_context
 from kafkette.broker.server.apis import APIS, PRE_AUTHENTICATION_APIS, api_versions_response
 from kafkette.broker.server.authorization import guard
 from kafkette.broker.server.context import RequestContext
@@ -172,6 +172,7 @@ class Broker:
         self._logs = LogManager.open(log_dirs, LogConfig())
         self._cluster_id = load_or_create(log_dirs[0], self.node_id, config.cluster_id)
         voters = quorum_voters(config)
+        controller_server_tls, controller_client_tls = controller_tls(config)
         self._quorum = QuorumController(
             self.node_id,
             voters,
@@ -184,10 +185,14 @@ class Broker:
             ),
             listen=bool(config.controller_quorum_voters) and "controller" in config.process_roles,
             bind=config.controller_listen_address,
+            tls_server=controller_server_tls,
+            tls_client=controller_client_tls,
         )
         if "controller" in config.process_roles and self.node_id in voters:
             self._controller = ClusterController(self._quorum, config, self._cluster_id)
-        self._channel = ControllerChannel(self._quorum, voters, self._handle_as_controller, f"broker-{self.node_id}")
+        self._channel = ControllerChannel(
+            self._quorum, voters, self._handle_as_controller, f"broker-{self.node_id}", controller_client_tls
+        )
         self._replicas = ReplicaManager(self.node_id, config, self._logs, self._alter_partition, self._lifecycle_epoch)
         self._topics = TopicCatalog(config, self._replicas, self._logs)
         self._producer_ids = ProducerIdBlocks(self._channel, self.node_id, self._lifecycle_epoch)
