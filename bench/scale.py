@@ -1,15 +1,16 @@
 """Scaling a local cluster under load (issue 17): `kafkette scale` 3 -> 5 -> 3 brokers with 12 partitions, RF 3.
 
-    python bench/scale.py [--mb-per-partition 4] [--rate 1000]
+    python bench/scale.py [--mb-per-partition 4] [--rate 1000] [--throttle 1000000]
 
 Starts 3 brokers (`kafkette up`), creates two topics (12 partitions, RF 3, min.insync.replicas=2), fills
 each partition of one with `mb-per-partition` MB, then runs an idempotent acks=all producer at `rate` records
 a second into the other (confluent-kafka, 100 bytes or less) through a scale to 5 brokers (new brokers start,
-partitions move onto them, preferred leaders elected) and back to 3 (brokers 3 and 4 drained, then stopped).
+partitions move onto them, preferred leaders elected) and back to 3 (brokers 3 and 4 drained, then stopped),
+twice in the same run: without a throttle, then with `kafkette scale --throttle` at `throttle` bytes a second.
 Reports for each step its time, the bytes the new replicas copied and the move rate (MB/s), the producer's
 delivery latency (p50/p99/max) before and during, the replicas and preferred leaders per broker afterwards,
-and over the whole run the failed sends, records lost and duplicated. Replication throttles are not
-implemented, so there is no throttled run. Results go to bench/results/scale.md and scale.json. Numbers, no pass/fail.
+and over the whole run the failed sends, records lost and duplicated. Results go to bench/results/scale.md and
+scale.json. Numbers, no pass/fail.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ BASELINE_S = 4.0
 @dataclass(frozen=True)
 class Step:
     brokers: int
+    throttle: int | None  # bytes a second, None: no throttle
     seconds: float
     moves: int
     copied_mb: float
@@ -58,6 +60,7 @@ class Step:
 class Run:
     mb_per_partition: int
     rate: int
+    throttle: int
     p50_before_ms: float | None
     p99_before_ms: float | None
     steps: list[Step]
@@ -83,12 +86,16 @@ def fill(bootstrap: str, mb_per_partition: int) -> None:
         raise RuntimeError("the fill did not finish")
 
 
-def one_step(cluster_dir: Path, brokers: int, producer: SteadyProducer) -> Step:
+def say(line: str) -> None:
+    print(f"  {line}", flush=True)
+
+
+def one_step(cluster_dir: Path, brokers: int, producer: SteadyProducer, throttle: int | None) -> Step:
     state = runtime.require_state(cluster_dir)
     before = reassign.replica_sizes(state, state.ids)
     mark = len(producer.latencies_ms)
     started = time.monotonic()
-    result = scale.scale(cluster_dir, brokers, 300, lambda line: print(f"  {line}", flush=True))
+    result = scale.scale(cluster_dir, brokers, 300, say, scale.DEFAULT_MAX_IN_FLIGHT, throttle)
     seconds = time.monotonic() - started
     during = producer.latencies_ms[mark:]
     state = runtime.require_state(cluster_dir)
@@ -97,6 +104,7 @@ def one_step(cluster_dir: Path, brokers: int, producer: SteadyProducer) -> Step:
     view = reassign.view(state, list(state.ids))
     return Step(
         brokers=brokers,
+        throttle=throttle,
         seconds=seconds,
         moves=result.moves,
         copied_mb=copied / 1e6,
@@ -109,7 +117,7 @@ def one_step(cluster_dir: Path, brokers: int, producer: SteadyProducer) -> Step:
     )
 
 
-def run(mb_per_partition: int, rate: int) -> Run:
+def run(mb_per_partition: int, rate: int, throttle: int) -> Run:
     with tempfile.TemporaryDirectory(prefix="kafkette-bench-scale-") as temp:
         cluster_dir = Path(temp) / "cluster"
         state = runtime.up(cluster_dir, brokers=3, first_port=runtime.first_free_port(5), timeout=60)
@@ -136,7 +144,7 @@ def run(mb_per_partition: int, rate: int) -> Run:
             warm = len(producer.latencies_ms)
             time.sleep(BASELINE_S)
             baseline = producer.latencies_ms[warm:]
-            steps = [one_step(cluster_dir, 5, producer), one_step(cluster_dir, 3, producer)]
+            steps = [one_step(cluster_dir, n, producer, limit) for limit in (None, throttle) for n in (5, 3)]
             producer.stop()
             back = read_back(bootstrap, TOPIC, PARTITIONS, timeout=180)
         finally:
@@ -144,6 +152,7 @@ def run(mb_per_partition: int, rate: int) -> Run:
     return Run(
         mb_per_partition=mb_per_partition,
         rate=rate,
+        throttle=throttle,
         p50_before_ms=percentile(baseline, 0.50),
         p99_before_ms=percentile(baseline, 0.99),
         steps=steps,
@@ -152,6 +161,10 @@ def run(mb_per_partition: int, rate: int) -> Run:
         lost=len(back.lost(producer.acked)),
         duplicated=len(back.duplicated()),
     )
+
+
+def throttle_text(throttle: int | None) -> str:
+    return "none" if throttle is None else f"{throttle / 1e6:g}"
 
 
 def report(result: Run) -> str:
@@ -163,17 +176,19 @@ def report(result: Run) -> str:
         f"partitions, RF 3, min.insync.replicas=2, one filled with {result.mb_per_partition} MB per partition "
         f"before the first step, the other written to throughout by a confluent-kafka idempotent acks=all "
         f"producer at {result.rate} records/s; `kafkette scale` (placement planner, at most 4 partitions in "
-        f"flight, no replication throttle). Latency is send -> "
+        f"flight), first without a replication throttle, then with `--throttle {result.throttle}` (bytes a second "
+        f"per side and broker, Kafka's quota window of 11 one-second samples). Latency is send -> "
         f"acknowledgement; before the steps: p50 {ms_text(result.p50_before_ms)} ms, "
         f"p99 {ms_text(result.p99_before_ms)} ms.",
         "",
-        "| to brokers | time (s) | partitions moved | copied (MB) | MB/s | p50 during | p99 during | max during (ms) "
-        "| replicas per broker | leaders per broker |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| to brokers | throttle (MB/s) | time (s) | partitions moved | copied (MB) | MB/s | p50 during | p99 during "
+        "| max during (ms) | replicas per broker | leaders per broker |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for s in result.steps:
         lines.append(
-            f"| {s.brokers} | {s.seconds:.1f} | {s.moves} | {s.copied_mb:.1f} | {s.mb_per_s:.1f} "
+            f"| {s.brokers} | {throttle_text(s.throttle)} | {s.seconds:.1f} | {s.moves} | {s.copied_mb:.1f} "
+            f"| {s.mb_per_s:.1f} "
             f"| {ms_text(s.p50_during_ms)} | {ms_text(s.p99_during_ms)} | {ms_text(s.max_during_ms)} "
             f"| {s.replicas} | {s.leaders} |"
         )
@@ -189,8 +204,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mb-per-partition", type=int, default=4)
     parser.add_argument("--rate", type=int, default=1000, help="records a second")
+    parser.add_argument("--throttle", type=int, default=1_000_000, help="bytes a second, for the throttled run")
     args = parser.parse_args()
-    result = run(args.mb_per_partition, args.rate)
+    result = run(args.mb_per_partition, args.rate, args.throttle)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "scale.json").write_text(json.dumps(asdict(result), indent=2) + "\n")
     text = report(result)
