@@ -501,6 +501,15 @@ class BrokerConfig(_PropertiesModel):
     offsets_retention_check_interval_ms: _PositiveLong = Field(600000, alias="offsets.retention.check.interval.ms")
     offset_metadata_max_bytes: _NonNegativeInt = Field(4096, alias="offset.metadata.max.bytes")
     offsets_commit_timeout_ms: _PositiveInt = Field(5000, alias="offsets.commit.timeout.ms")
+    transaction_state_log_num_partitions: _PositiveInt = Field(50, alias="transaction.state.log.num.partitions")
+    # 1 rather than Kafka's 3, for the reason offsets.topic.replication.factor is.
+    transaction_state_log_replication_factor: Annotated[Short, Field(ge=1)] = Field(
+        1, alias="transaction.state.log.replication.factor"
+    )
+    transaction_max_timeout_ms: _PositiveInt = Field(900000, alias="transaction.max.timeout.ms")
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: _PositiveInt = Field(
+        10000, alias="transaction.abort.timed.out.transaction.cleanup.interval.ms"
+    )
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> BrokerConfig:

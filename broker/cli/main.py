@@ -12,9 +12,9 @@ from kafkette.broker.cli.common import CommandError, Subcommand
 def broker_subcommands() -> tuple[Subcommand, ...]:
     """The broker's own verbs; the installed `kafkette` adds the cluster verbs (`kafkette.operator.cli.main`)."""
     # Imported on demand: a broker process (python -m kafkette.broker) needs only its own.
-    from kafkette.broker.cli import broker_cmd, groups_cmd, topics_cmd
+    from kafkette.broker.cli import broker_cmd, groups_cmd, topics_cmd, transactions_cmd
 
-    return (broker_cmd, topics_cmd, groups_cmd)
+    return (broker_cmd, topics_cmd, groups_cmd, transactions_cmd)
 
 
 def build_parser(subcommands: Sequence[Subcommand] | None = None) -> argparse.ArgumentParser:

@@ -60,6 +60,15 @@ from kafkette.broker.server.handlers.topics import (
     handle_delete_topics,
     handle_elect_leaders,
 )
+from kafkette.broker.server.handlers.transactions import (
+    handle_add_offsets_to_txn,
+    handle_add_partitions_to_txn,
+    handle_describe_transactions,
+    handle_end_txn,
+    handle_list_transactions,
+    handle_txn_offset_commit,
+    handle_write_txn_markers,
+)
 
 Handler = Callable[[RequestContext, Any], Any]
 
@@ -89,10 +98,11 @@ def api_versions_response(error: ErrorCode) -> ApiVersionsResponse:
     )
 
 
-def _api(key: int, min_version: int, handler: Handler) -> Api:
+def _api(key: int, min_version: int, handler: Handler, max_version: int | None = None) -> Api:
+    """``max_version`` caps the newest stable version where a newer one means something not served here."""
     request = REQUESTS[key]
     newest = request.VALID_VERSIONS[1] - (1 if request.LATEST_VERSION_UNSTABLE else 0)
-    return Api(key, min_version, newest, handler)
+    return Api(key, min_version, newest if max_version is None else min(max_version, newest), handler)
 
 
 APIS: dict[int, Api] = {
@@ -121,6 +131,13 @@ APIS: dict[int, Api] = {
         _api(21, 0, handle_delete_records),
         _api(22, 0, handle_init_producer_id),
         _api(23, 2, handle_offset_for_leader_epoch),
+        # v4+ is the broker-to-broker batched form (KIP-890 verification); clients use v0-v3.
+        _api(24, 0, handle_add_partitions_to_txn, max_version=3),
+        _api(25, 0, handle_add_offsets_to_txn),
+        # v5 bumps the epoch at every transaction (KIP-890 part 2, transaction.version 2), not offered here.
+        _api(26, 0, handle_end_txn, max_version=4),
+        _api(27, 0, handle_write_txn_markers),
+        _api(28, 0, handle_txn_offset_commit),
         _api(29, 1, handle_describe_acls),
         _api(30, 1, handle_create_acls),
         _api(31, 1, handle_delete_acls),
@@ -139,5 +156,7 @@ APIS: dict[int, Api] = {
         _api(50, 0, handle_describe_user_scram_credentials),
         _api(51, 0, handle_alter_user_scram_credentials),
         _api(60, 0, handle_describe_cluster),
+        _api(65, 0, handle_describe_transactions),
+        _api(66, 0, handle_list_transactions),
     )
 }

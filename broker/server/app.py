@@ -38,9 +38,12 @@ from kafkette.broker.security.tls import controller_tls, server_context
 from kafkette.broker.server.apis import APIS, PRE_AUTHENTICATION_APIS, api_versions_response
 from kafkette.broker.server.authorization import guard
 from kafkette.broker.server.context import RequestContext
+from kafkette.broker.server.handlers.transactions import write_txn_markers
 from kafkette.broker.storage import LogConfig, LogManager
 from kafkette.broker.storage.housekeeping import LogHousekeeper
 from kafkette.broker.storage.naming import METADATA_TOPIC
+from kafkette.broker.txn.coordinator import TransactionCoordinator
+from kafkette.broker.txn.markers import MarkerSender
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +75,7 @@ class Broker:
         self._topics: TopicCatalog | None = None
         self._replicas: ReplicaManager | None = None
         self._groups: GroupCoordinator | None = None
+        self._transactions: TransactionCoordinator | None = None
         self._quorum: QuorumController | None = None
         self._controller: ClusterController | None = None
         self._channel: ControllerChannel | None = None
@@ -91,6 +95,10 @@ class Broker:
     @property
     def groups(self) -> GroupCoordinator:
         return _started(self._groups, "the group coordinator")
+
+    @property
+    def transactions(self) -> TransactionCoordinator:
+        return _started(self._transactions, "the transaction coordinator")
 
     @property
     def controller(self) -> ControllerChannel:
@@ -197,6 +205,8 @@ class Broker:
         self._topics = TopicCatalog(config, self._replicas, self._logs)
         self._producer_ids = ProducerIdBlocks(self._channel, self.node_id, self._lifecycle_epoch)
         self._groups = GroupCoordinator(config, self._topics, self._channel)
+        markers = MarkerSender(self._topics, self.node_id, functools.partial(write_txn_markers, self))
+        self._transactions = TransactionCoordinator(config, self._topics, self._channel, self._producer_ids, markers)
         self._quorum.on_image = self._on_image
         await self._quorum.start()
         if self._controller is not None:
@@ -213,6 +223,7 @@ class Broker:
         await self._lifecycle.wait_unfenced()
         _started(self._replicas, "the replica manager").delete_stray_logs()
         await self._groups.start()
+        await self._transactions.start()
         for server in self._servers:
             await server.start_serving()
         self._checkpointer = asyncio.ensure_future(self._checkpoint_periodically())
@@ -237,6 +248,8 @@ class Broker:
             self._servers = []
         if self._lifecycle is not None:
             await self._lifecycle.stop()
+        if self._transactions is not None:
+            await self._transactions.stop()
         if self._groups is not None:
             await self._groups.stop()
         if self._replicas is not None:
@@ -265,6 +278,7 @@ class Broker:
         self.topics.update(image)
         _started(self._replicas, "the replica manager").apply(image)
         self.groups.on_image(image)
+        self.transactions.on_image(image)
 
     async def _handle_as_controller(self, body: Message, version: int) -> Message:
         if self._controller is None:

@@ -54,17 +54,19 @@ def client_host(ctx: RequestContext) -> str:
 
 
 def _coordinator(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
-    """The leader of the group's __consumer_offsets partition (transactions: this broker, until they exist)."""
+    """The leader of the group's __consumer_offsets partition, or of the transactional id's __transaction_state one."""
     missing = Coordinator(key=key, node_id=-1, host="", port=-1, error_message=None)
     if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE) or not key:
         missing.error_code = ErrorCode.INVALID_REQUEST
         return missing
     if key_type == TRANSACTION_KEY_TYPE:
-        host, port = ctx.broker.advertised_address
-        return Coordinator(key=key, node_id=ctx.broker.node_id, host=host, port=port, error_message=None)
-    groups = ctx.broker.groups
-    groups.ensure_offsets_topic()
-    broker = ctx.broker.topics.broker(groups.coordinator_of(key))
+        transactions = ctx.broker.transactions
+        transactions.ensure_topic()
+        coordinator = transactions.coordinator_of(key)
+    else:
+        ctx.broker.groups.ensure_offsets_topic()
+        coordinator = ctx.broker.groups.coordinator_of(key)
+    broker = ctx.broker.topics.broker(coordinator)
     endpoint = broker.endpoint(ctx.session.listener) if broker is not None else None
     if broker is None or broker.fenced or endpoint is None:
         missing.error_code = ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -77,12 +79,18 @@ def handle_find_coordinator(
 ) -> FindCoordinatorResponse | Awaitable[FindCoordinatorResponse]:
     if request.key_type == GROUP_KEY_TYPE and not ctx.broker.groups.log.exists():
         return _after_offsets_topic(ctx, request)
+    if request.key_type == TRANSACTION_KEY_TYPE and not ctx.broker.transactions.log.exists():
+        return _after_offsets_topic(ctx, request)
     return _find_coordinator(ctx, request)
 
 
 async def _after_offsets_topic(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
-    """The first group lookup creates __consumer_offsets; answer once it exists rather than make clients retry."""
-    await ctx.broker.groups.wait_for_offsets_topic(OFFSETS_TOPIC_WAIT_S)
+    """The first group (transactional id) lookup creates __consumer_offsets (__transaction_state); answer once
+    it exists rather than make clients retry."""
+    if request.key_type == TRANSACTION_KEY_TYPE:
+        await ctx.broker.transactions.wait_for_topic(OFFSETS_TOPIC_WAIT_S)
+    else:
+        await ctx.broker.groups.wait_for_offsets_topic(OFFSETS_TOPIC_WAIT_S)
     return _find_coordinator(ctx, request)
 
 

@@ -103,8 +103,6 @@ def handle_produce(ctx: RequestContext, request: ProduceRequest) -> ProduceRespo
     waits: AckWaits = []
     if request.acks not in VALID_ACKS:
         response = _reject_all(request, ErrorCode.INVALID_REQUIRED_ACKS, f"acks={request.acks} is not -1, 0 or 1")
-    elif request.transactional_id is not None:
-        response = _reject_all(request, ErrorCode.INVALID_TXN_STATE, "transactions are not supported yet")
     else:
         response = ProduceResponse(
             responses=[

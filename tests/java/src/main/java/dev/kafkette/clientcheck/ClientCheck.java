@@ -75,7 +75,8 @@ public final class ClientCheck {
               + " | compacted BOOTSTRAP TOPIC [TIMEOUT_SECONDS]"
               + " | group BOOTSTRAP TOPIC GROUP [ASSIGNOR [INSTANCE_ID]]"
               + " | dynamic-default BOOTSTRAP TOPIC KEY VALUE TOPIC_KEY"
-              + " | reassign BOOTSTRAP TOPIC REPLICAS");
+              + " | reassign BOOTSTRAP TOPIC REPLICAS"
+              + " | txn BOOTSTRAP INPUT_TOPIC OUTPUT_TOPIC GROUP");
     }
     String bootstrap = args[1];
     String topic = args[2];
@@ -99,6 +100,9 @@ public final class ClientCheck {
             bootstrap, topic, args[3], args[4], args[5], Duration.ofSeconds(DEFAULT_TIMEOUT_SECONDS));
       case "reassign":
         return Reassignment.run(bootstrap, topic, args[3], Duration.ofSeconds(DEFAULT_TIMEOUT_SECONDS));
+      case "txn":
+        return Transactions.run(
+            bootstrap, topic, args[3], args[4], Duration.ofSeconds(DEFAULT_TIMEOUT_SECONDS));
       default:
         throw new IllegalArgumentException("unknown mode: " + args[0]);
     }

@@ -1,0 +1,113 @@
+"""Transactions on three brokers: ``__transaction_state`` is replicated, so killing the transaction
+coordinator (SIGKILL) in the middle of a transaction loses nothing: the client finds the new leader of the
+transactional id's partition, which replayed it and commits; read_committed consumers get every committed
+record once and no aborted one, across partitions led by different brokers."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from cluster_kit import Cluster, MakeCluster, Numbers, create_topic, request
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from waiting import wait_for
+
+from kafkette.broker.protocol.messages.find_coordinator_request import FindCoordinatorRequest
+from kafkette.broker.protocol.messages.find_coordinator_response import FindCoordinatorResponse
+
+pytestmark = pytest.mark.timeout(180)
+TOPIC = "txn-replicated"
+PARTITIONS = 3
+TXN_ID = "cluster-txn"
+SETTINGS = [
+    ("offsets.topic.replication.factor", "3"),
+    ("offsets.topic.num.partitions", "3"),
+    ("transaction.state.log.replication.factor", "3"),
+    ("transaction.state.log.num.partitions", "3"),
+    # The killed broker leaves the ISRs soon, so markers written with acks=all complete soon after.
+    ("replica.lag.time.max.ms", "5000"),
+]
+
+
+def transaction_coordinator(cluster: Cluster, via: int) -> int:
+    response = request(cluster.port(via), FindCoordinatorRequest(key=TXN_ID, key_type=1), 3)
+    assert isinstance(response, FindCoordinatorResponse)
+    return response.node_id if response.error_code == 0 else -1
+
+
+def last_stable_offsets(cluster: Cluster) -> dict[int, int]:
+    consumer = Consumer(
+        {"bootstrap.servers": cluster.bootstrap, "group.id": "lso", "isolation.level": "read_committed", "log_level": 2}
+    )
+    try:
+        return {p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=5)[1] for p in range(PARTITIONS)}
+    finally:
+        consumer.close()
+
+
+def read_committed(cluster: Cluster) -> list[bytes]:
+    # Right after a kill a client may still be learning the new leaders: asked again until they answer.
+    ends = wait_for(
+        lambda: last_stable_offsets(cluster),
+        "the partitions' last stable offsets",
+        timeout=60,
+        ignoring=(KafkaException,),
+    )
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": "cluster-txn-reader",
+            "isolation.level": "read_committed",
+            "log_level": 2,
+        }
+    )
+    partitions = [TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)]
+    consumer.assign(partitions)
+    values: list[bytes] = []
+    positions = dict.fromkeys(range(PARTITIONS), 0)
+    deadline = time.monotonic() + 30
+    try:
+        while any(positions[p] < ends[p] for p in positions) and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                values.append(message.value())
+            for tp in consumer.position(partitions):
+                positions[tp.partition] = tp.offset if tp.offset >= 0 else positions[tp.partition]
+    finally:
+        consumer.close()
+    return sorted(values)
+
+
+def test_transaction_survives_its_coordinator_being_killed(make_cluster: MakeCluster, numbers: Numbers) -> None:
+    cluster = make_cluster(3, SETTINGS)
+    create_topic(cluster, TOPIC, PARTITIONS, replication_factor=3)
+    # The readers' group lookups create __consumer_offsets (RF 3) now, while three brokers are up to hold it.
+    assert last_stable_offsets(cluster) == dict.fromkeys(range(PARTITIONS), 0)
+    producer = Producer(
+        {"bootstrap.servers": cluster.bootstrap, "transactional.id": TXN_ID, "log_level": 2, "acks": "all"}
+    )
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    aborted = [b"aborted-%d" % i for i in range(30)]
+    for value in aborted:
+        producer.produce(TOPIC, value=value)
+    producer.abort_transaction(30)
+
+    producer.begin_transaction()
+    committed = [b"committed-%d" % i for i in range(30)]
+    for value in committed:
+        producer.produce(TOPIC, value=value)
+    producer.flush(30)
+    coordinator = transaction_coordinator(cluster, cluster.ids[0])
+    assert coordinator in cluster.ids
+    cluster.kill(coordinator)
+    killed_at = time.monotonic()
+    survivor = next(node for node in cluster.ids if node != coordinator)
+    wait_for(
+        lambda: transaction_coordinator(cluster, survivor) not in (-1, coordinator),
+        "a new transaction coordinator",
+        timeout=30,
+    )
+    producer.commit_transaction(60)
+    numbers["txn_commit_after_coordinator_kill_s"] = time.monotonic() - killed_at
+    assert read_committed(cluster) == sorted(committed)

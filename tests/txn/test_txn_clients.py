@@ -1,0 +1,276 @@
+"""Transactions with real clients against one broker: confluent-kafka (librdkafka) and kafka-python producers
+commit and abort, read_committed consumers never see aborted records, offsets sent to a transaction count only
+when it commits, a second instance fences the first, and a producer SIGKILLed mid-transaction is aborted when
+its transaction times out, then fenced by its successor."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaProducer
+from waiting import wait_for
+
+from kafkette.broker.cli.main import main as cli_main
+from kafkette.broker.testing import InProcessBroker, in_process_broker
+
+ZOMBIE = Path(__file__).with_name("txn_zombie.py")
+EOS_PROCESSOR = Path(__file__).with_name("eos_processor.py")
+SETTINGS = {
+    "offsets.topic.num.partitions": "3",
+    "transaction.state.log.num.partitions": "3",
+    # The test waits for a timed-out transaction to be aborted: look for them often.
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "200",
+    "group.initial.rebalance.delay.ms": "0",
+}
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessBroker]:
+    with in_process_broker(SETTINGS, tmp_path_factory.mktemp("txn")) as running:
+        yield running
+
+
+def create_topic(broker: InProcessBroker, name: str, partitions: int = 2) -> str:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # kept alive until the answer comes
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result()
+    return name
+
+
+def read_all(broker: InProcessBroker, topic: str, isolation: str, expected: int, wait_s: float = 10.0) -> list[bytes]:
+    """Every value a fresh consumer reads from the start, polling until ``expected`` or ``wait_s``."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": f"reader-{topic}-{isolation}-{time.monotonic_ns()}",
+            "auto.offset.reset": "earliest",
+            "isolation.level": isolation,
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic])
+    values: list[bytes] = []
+    deadline = time.monotonic() + wait_s
+    try:
+        while time.monotonic() < deadline and len(values) < expected:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                values.append(message.value())
+        # A little longer: anything past the expected count would be a bug.
+        end = time.monotonic() + 0.5
+        while time.monotonic() < end:
+            message = consumer.poll(0.1)
+            if message is not None and message.error() is None:
+                values.append(message.value())
+    finally:
+        consumer.close()
+    return sorted(values)
+
+
+def stable_end(broker: InProcessBroker, topic: str, partition: int = 0) -> int:
+    """The partition's end as a read_committed consumer sees it (ListOffsets read_committed: the LSO)."""
+    consumer = Consumer(
+        {"bootstrap.servers": broker.bootstrap, "group.id": "lso-probe", "isolation.level": "read_committed"}
+    )
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=5)[1]
+    finally:
+        consumer.close()
+
+
+def txn_producer(broker: InProcessBroker, transactional_id: str, **extra: object) -> Producer:
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": transactional_id, **extra})
+    producer.init_transactions(20)
+    return producer
+
+
+def test_confluent_commit_and_abort(broker: InProcessBroker) -> None:
+    topic = create_topic(broker, "txn-confluent")
+    producer = txn_producer(broker, "confluent-1")
+    producer.begin_transaction()
+    for i in range(5):
+        producer.produce(topic, key=b"%d" % i, value=b"committed-%d" % i)
+    producer.commit_transaction(20)
+    producer.begin_transaction()
+    for i in range(5):
+        producer.produce(topic, key=b"%d" % i, value=b"aborted-%d" % i)
+    producer.flush(20)
+    producer.abort_transaction(20)
+    producer.begin_transaction()
+    producer.produce(topic, key=b"x", value=b"committed-after")
+    producer.commit_transaction(20)
+
+    committed = sorted([b"committed-%d" % i for i in range(5)] + [b"committed-after"])
+    assert read_all(broker, topic, "read_committed", len(committed)) == committed
+    # The aborted records are in the log: read_uncommitted sees them.
+    everything = read_all(broker, topic, "read_uncommitted", 11)
+    assert sorted(everything) == sorted(committed + [b"aborted-%d" % i for i in range(5)])
+
+
+def test_kafka_python_commit_and_abort(broker: InProcessBroker) -> None:
+    topic = create_topic(broker, "txn-kafka-python")
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id="kafka-python-1")
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        for i in range(3):
+            producer.send(topic, key=b"k", value=b"kp-committed-%d" % i)
+        producer.commit_transaction()
+        producer.begin_transaction()
+        for i in range(3):
+            producer.send(topic, key=b"k", value=b"kp-aborted-%d" % i)
+        producer.flush()
+        producer.abort_transaction()
+    finally:
+        producer.close(timeout=5)
+    assert read_all(broker, topic, "read_committed", 3) == [b"kp-committed-%d" % i for i in range(3)]
+
+
+def committed_offset(broker: InProcessBroker, group: str, topic: str) -> int:
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    try:
+        return consumer.committed([TopicPartition(topic, 0)], timeout=10)[0].offset
+    finally:
+        consumer.close()
+
+
+def test_offsets_sent_to_a_transaction_count_only_when_it_commits(broker: InProcessBroker) -> None:
+    source = create_topic(broker, "txn-offsets-in", partitions=1)
+    sink = create_topic(broker, "txn-offsets-out", partitions=1)
+    group = "txn-offsets-group"
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False})
+    consumer.subscribe([source])
+    wait_for(lambda: consumer.assignment() or (consumer.poll(0.1) and None), "the consumer's assignment", timeout=20)
+    producer = txn_producer(broker, "offsets-1")
+    offsets = [TopicPartition(source, 0, 7)]
+
+    producer.begin_transaction()
+    producer.produce(sink, value=b"out")
+    producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 20)
+    producer.abort_transaction(20)
+    assert committed_offset(broker, group, source) < 0  # aborted: nothing committed
+
+    producer.begin_transaction()
+    producer.produce(sink, value=b"out")
+    producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 20)
+    producer.flush(20)
+    assert committed_offset(broker, group, source) < 0  # open: not visible yet
+    producer.commit_transaction(20)
+    assert wait_for(lambda: committed_offset(broker, group, source) == 7, "the committed offset", timeout=10)
+    consumer.close()
+
+
+def test_a_second_instance_fences_the_first(broker: InProcessBroker) -> None:
+    topic = create_topic(broker, "txn-fencing")
+    first = txn_producer(broker, "fenced-1")
+    first.begin_transaction()
+    first.produce(topic, value=b"from-the-zombie")
+    first.flush(20)
+    second = txn_producer(broker, "fenced-1")  # aborts the first's open transaction
+    with pytest.raises(KafkaException) as refused:
+        first.commit_transaction(20)
+    assert refused.value.args[0].fatal() or "fenced" in str(refused.value).lower()
+    second.begin_transaction()
+    second.produce(topic, value=b"from-the-successor")
+    second.commit_transaction(20)
+    assert read_all(broker, topic, "read_committed", 1) == [b"from-the-successor"]
+
+
+def test_a_killed_producer_is_aborted_on_timeout_and_fenced_by_its_successor(broker: InProcessBroker) -> None:
+    topic = create_topic(broker, "txn-killed", partitions=1)
+    zombie = subprocess.Popen(
+        [sys.executable, str(ZOMBIE), broker.bootstrap, "killed-1", topic, "3000"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert zombie.stdout is not None and zombie.stdout.readline().strip() == "open"
+        # The open transaction holds the last stable offset at its first record.
+        assert stable_end(broker, topic) == 0
+        zombie.kill()  # SIGKILL: no abort, no goodbye
+        zombie.wait(10)
+    finally:
+        if zombie.poll() is None:
+            zombie.kill()
+            zombie.wait(10)
+    started = time.monotonic()
+    # The coordinator aborts it once transaction.timeout.ms passed: the marker moves the LSO past the records.
+    wait_for(lambda: stable_end(broker, topic) == 11, "the timed-out transaction's abort", timeout=15)
+    print(f"\n[txn numbers] killed producer's transaction aborted {time.monotonic() - started:.1f} s after SIGKILL")
+    successor = txn_producer(broker, "killed-1")
+    successor.begin_transaction()
+    successor.produce(topic, value=b"successor")
+    successor.commit_transaction(20)
+    assert read_all(broker, topic, "read_committed", 1) == [b"successor"]
+    assert len(read_all(broker, topic, "read_uncommitted", 11)) == 11
+
+
+def test_the_transactions_cli_lists_and_describes(broker: InProcessBroker, capsys: pytest.CaptureFixture[str]) -> None:
+    topic = create_topic(broker, "txn-cli", partitions=1)
+    producer = txn_producer(broker, "cli-1")
+    producer.begin_transaction()
+    producer.produce(topic, value=b"v")
+    producer.flush(20)
+
+    assert cli_main(["transactions", "--bootstrap", broker.bootstrap, "list"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert listed[0].split() == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
+    assert next(line.split() for line in listed if line.startswith("cli-1"))[3] == "Ongoing"
+
+    assert cli_main(["transactions", "describe", "--transactional-id", "cli-1", "--bootstrap", broker.bootstrap]) == 0
+    header, row = capsys.readouterr().out.splitlines()
+    described = dict(zip(header.split(), row.split(), strict=True))
+    assert described["TransactionState"] == "Ongoing"
+    assert described["TopicPartitions"] == "txn-cli-0"
+    producer.commit_transaction(20)
+
+    assert cli_main(["transactions", "describe", "--transactional-id", "cli-1", "--bootstrap", broker.bootstrap]) == 0
+    _, row = capsys.readouterr().out.splitlines()
+    assert row.split()[4] == "CompleteCommit"  # and no partition left in it
+    assert cli_main(["transactions", "describe", "--transactional-id", "nobody", "--bootstrap", broker.bootstrap]) == 1
+    assert "TRANSACTIONAL_ID_NOT_FOUND" in capsys.readouterr().err
+
+
+def test_read_process_write_is_exactly_once_across_a_sigkill_of_the_processor(broker: InProcessBroker) -> None:
+    source = create_topic(broker, "eos-in", partitions=2)
+    sink = create_topic(broker, "eos-out", partitions=2)
+    inputs = [b"%05d" % i for i in range(1000)]
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
+    for value in inputs:
+        producer.produce(source, key=value, value=value)
+    producer.flush(30)
+    command = [sys.executable, str(EOS_PROCESSOR), broker.bootstrap, source, sink, "eos-group", "eos-processor"]
+    first = subprocess.Popen(command)
+    try:
+        # Killed in the middle: some transactions committed, one likely open.
+        wait_for(lambda: group_progress(broker, source, 2) >= 300, "the first processor's progress", timeout=60)
+        first.kill()
+        first.wait(10)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait(10)
+    second = subprocess.Popen(command)  # same transactional.id: fences and aborts what the first left open
+    try:
+        wait_for(lambda: group_progress(broker, source, 2) == len(inputs), "every input processed", timeout=60)
+        # Each input exactly once: nothing lost, nothing twice.
+        assert read_all(broker, sink, "read_committed", len(inputs)) == sorted(b"out-" + v for v in inputs)
+    finally:
+        second.kill()
+        second.wait(10)
+
+
+def group_progress(broker: InProcessBroker, topic: str, partitions: int) -> int:
+    """How many records of ``topic`` the processors' group has committed (offsets sent to transactions)."""
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "eos-group"})
+    try:
+        committed = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
+    finally:
+        consumer.close()
+    return sum(max(tp.offset, 0) for tp in committed)
