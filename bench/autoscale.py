@@ -56,7 +56,7 @@ async def until(check: Callable[[], bool], timeout: float, what: str) -> float:
 
 
 async def one_round(job: RunningJob, bootstrap: str, burst: int, seed: int) -> dict[str, float]:
-    loop = AutoscaleLoop(Admin(bootstrap), orders.QUERY_NAME, frozenset({"orders"}), job.agent, SPEC)
+    loop = AutoscaleLoop(Admin(bootstrap), orders.QUERY_NAME, frozenset({"orders"}), job.agent_url, SPEC)
     stop = asyncio.Event()
     ticking = asyncio.create_task(loop.run(stop, interval=1.0, report=lambda _line: None))
     try:
@@ -64,9 +64,9 @@ async def one_round(job: RunningJob, bootstrap: str, burst: int, seed: int) -> d
         await asyncio.to_thread(order_events.produce, bootstrap, "orders", events)
         produced = time.monotonic()
         decided = await until(lambda: any(s.after == 2 for s in loop.scaled), ROUND_TIMEOUT, "scale-up")
-        registered = await until(lambda: job.agent.get().executors == 2, ROUND_TIMEOUT, "second executor")
+        registered = await until(lambda: job.state().executors == 2, ROUND_TIMEOUT, "second executor")
         await until(lambda: any(s.after == 1 for s in loop.scaled), ROUND_TIMEOUT, "scale-down")
-        drained = await until(lambda: job.agent.get().executors == 1, ROUND_TIMEOUT, "drain to one executor")
+        drained = await until(lambda: job.state().executors == 1, ROUND_TIMEOUT, "drain to one executor")
     finally:
         stop.set()
         await ticking
@@ -92,12 +92,8 @@ def main() -> None:
             for index in range(args.rounds):
                 rounds.append(asyncio.run(one_round(job, broker.bootstrap, args.burst, seed=index)))
                 print(json.dumps(rounds[-1]), flush=True)
-            last = job.agent.get()
-            unchanged = (last.application_id, last.query_ids, last.run_ids) == (
-                job.first.application_id,
-                job.first.query_ids,
-                job.first.run_ids,
-            )
+            last = job.state()
+            unchanged = (last.application_id, last.queries) == (job.first.application_id, job.first.queries)
     result = {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end",
         "burst": args.burst,

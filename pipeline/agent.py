@@ -6,6 +6,7 @@ the laptop runtime's autoscale loop) can resize a running streaming application 
     GET /executors  -> 200 {"applicationId", "queries": [{"id", "runId", "name"}], "executors", "requested"}
     PUT /executors  {"total": N} -> 200 (the same body, after asking Spark), 409 when this Spark cannot change
                     executors live (local mode, dynamic allocation on), 400 on bad input
+    500 {"error"} when a call into Spark failed (a stopping SparkContext)
 
 Spark's calls (through py4j, on the driver's SparkContext), as proven on Kubernetes and standalone:
 ``requestTotalExecutors(n, 0, {})`` adds executors; it never removes running ones, so going down first
@@ -158,7 +159,12 @@ def _handler(agent: Agent) -> type[BaseHTTPRequestHandler]:
             if self.path != PATH:
                 self._send(HTTPStatus.NOT_FOUND, {"error": f"no {self.path}; the agent serves {PATH}"})
                 return
-            self._send(HTTPStatus.OK, agent.state())
+            try:
+                state = agent.state()
+            except Exception as exc:  # a stopping SparkContext (py4j): an answer, never a dropped connection
+                self._send(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"asking Spark failed: {exc}"})
+            else:
+                self._send(HTTPStatus.OK, state)
 
         def do_PUT(self) -> None:
             if self.path != PATH:
@@ -173,6 +179,8 @@ def _handler(agent: Agent) -> type[BaseHTTPRequestHandler]:
                 self._send(HTTPStatus.BAD_REQUEST, {"error": str(exc)})
             except LiveScalingUnsupported as exc:
                 self._send(HTTPStatus.CONFLICT, {"error": str(exc)})
+            except Exception as exc:  # as in do_GET
+                self._send(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"asking Spark failed: {exc}"})
             else:
                 self._send(HTTPStatus.OK, answer)
 

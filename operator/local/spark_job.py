@@ -17,9 +17,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from kafkette.operator.kube import spark_agent
+from kafkette.operator.kube.spark_agent import AgentUnreachable, DriverState
 from kafkette.operator.local import runtime
 from kafkette.operator.local import spark as standalone
-from kafkette.operator.local.autoscale import AgentClient, AgentError, AgentState
 
 AGENT_PORT_CONF = "spark.kafkette.agent.port"  # kafkette.pipeline.agent.PORT_CONF (not imported: no PySpark here)
 START_TIMEOUT = 120.0
@@ -48,9 +49,12 @@ class JobSettings:
 @dataclass
 class RunningJob:
     process: subprocess.Popen[bytes]
-    agent: AgentClient
+    agent_url: str  # the driver agent's /executors (operator/kube/spark_agent.py calls it)
     log: Path
-    first: AgentState  # the agent's first answer with the query running
+    first: DriverState  # the agent's answer once the query ran at the starting total
+
+    def state(self) -> DriverState:
+        return spark_agent.get_state(self.agent_url)
 
 
 def spark_conf(settings: JobSettings, agent_port: int) -> dict[str, str]:
@@ -95,30 +99,30 @@ def start_job(settings: JobSettings, master: str, directory: Path, timeout: floa
             env={**standalone.daemon_env(), "PYTHONUNBUFFERED": "1"},
             start_new_session=True,
         )
-    agent = AgentClient(f"http://{standalone.HOST}:{port}")
+    url = spark_agent.agent_url(standalone.HOST, port)
     try:
-        first = _await_query(process, agent, log, timeout)
+        _await_query(process, url, log, timeout)
         # A standalone master grants an application every free core it may use (spark.cores.max) when it
         # registers, whatever spark.executor.instances says: pin the starting total through the agent.
-        first = agent.put(settings.executors)
+        first = spark_agent.request_total(url, settings.executors)
     except BaseException:
         stop_job(process)
         raise
-    return RunningJob(process, agent, log, first)
+    return RunningJob(process, url, log, first)
 
 
-def _await_query(process: subprocess.Popen[bytes], agent: AgentClient, log: Path, timeout: float) -> AgentState:
+def _await_query(process: subprocess.Popen[bytes], url: str, log: Path, timeout: float) -> DriverState:
     deadline = time.monotonic() + timeout
     last = "no answer yet"
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise JobError(f"the Spark driver exited ({process.returncode}); see {log}")
         try:
-            state = agent.get()
-        except AgentError as exc:
+            state = spark_agent.get_state(url)
+        except AgentUnreachable as exc:
             last = str(exc)
         else:
-            if state.query_ids:
+            if state.queries:
                 return state
             last = "no streaming query yet"
         time.sleep(0.5)

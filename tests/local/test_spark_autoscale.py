@@ -23,7 +23,8 @@ from waiting import wait_for, wait_for_async
 
 from kafkette.broker.testing import BrokerProcess
 from kafkette.operator.admin import Admin
-from kafkette.operator.local.autoscale import AgentClient, AutoscaleLoop
+from kafkette.operator.kube import spark_agent
+from kafkette.operator.local.autoscale import AutoscaleLoop
 from kafkette.operator.local.spark_job import JobSettings, RunningJob, standalone_job
 from kafkette.operator.planning.autoscale import AutoscaleSpec
 from kafkette.pipeline.jobs import order_events, orders
@@ -57,32 +58,27 @@ def job(broker: BrokerProcess, tmp_path_factory: pytest.TempPathFactory) -> Iter
     # Small batches, so a burst takes several triggers to drain and its lag is seen by the loop.
     settings = JobSettings(broker.bootstrap, "orders", "spend", executors=1, max_offsets_per_trigger=1000)
     with standalone_job(tmp_path_factory.mktemp("pipeline"), settings, workers=2) as running:
-        wait_for(lambda: running.agent.get().executors == 1, "the job's first executor", timeout=EXECUTOR_WAIT)
+        wait_for(lambda: running.state().executors == 1, "the job's first executor", timeout=EXECUTOR_WAIT)
         yield running
 
 
-def executors_become(agent: AgentClient, count: int) -> None:
-    wait_for(lambda: agent.get().executors == count, f"{count} registered executors", EXECUTOR_WAIT, interval=0.5)
+def executors_become(job: RunningJob, count: int) -> None:
+    wait_for(lambda: job.state().executors == count, f"{count} registered executors", EXECUTOR_WAIT, interval=0.5)
 
 
 def test_agent_sets_the_executor_total_of_the_running_application(job: RunningJob) -> None:
-    agent = job.agent
-    assert agent.put(2).requested == 2
-    executors_become(agent, 2)
-    assert agent.put(1).requested == 1
-    executors_become(agent, 1)
-    state = agent.get()
-    assert (state.application_id, state.query_ids, state.run_ids) == (
-        job.first.application_id,
-        job.first.query_ids,
-        job.first.run_ids,
-    )
+    assert spark_agent.request_total(job.agent_url, 2).requested == 2
+    executors_become(job, 2)
+    assert spark_agent.request_total(job.agent_url, 1).requested == 1
+    executors_become(job, 1)
+    state = job.state()
+    assert (state.application_id, state.queries) == (job.first.application_id, job.first.queries)
     assert job.process.poll() is None
 
 
 @pytest.mark.parametrize("body", [b'{"total": -1}', b'{"total": "2"}', b"two", b"{}"])
 def test_agent_refuses_bad_totals(job: RunningJob, body: bytes) -> None:
-    request = urllib.request.Request(job.agent.url, data=body, method="PUT")
+    request = urllib.request.Request(job.agent_url, data=body, method="PUT")
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(request, timeout=10)
     assert refused.value.code == 400
@@ -102,12 +98,8 @@ def test_a_burst_adds_an_executor_and_draining_returns_to_min(
     )
     asyncio.run(burst_and_drain(job, broker.bootstrap, spec))
 
-    state = job.agent.get()
-    assert (state.application_id, state.query_ids, state.run_ids) == (
-        job.first.application_id,
-        job.first.query_ids,
-        job.first.run_ids,
-    )
+    state = job.state()
+    assert (state.application_id, state.queries) == (job.first.application_id, job.first.queries)
 
     # Every order of the burst is counted once in the Parquet sink: one row per closed window, no window twice.
     def sink_rows() -> list[dict] | None:
@@ -122,21 +114,21 @@ def test_a_burst_adds_an_executor_and_draining_returns_to_min(
 
 async def burst_and_drain(job: RunningJob, bootstrap: str, spec: AutoscaleSpec) -> None:
     admin = Admin(bootstrap)
-    loop = AutoscaleLoop(admin, orders.QUERY_NAME, frozenset({"orders"}), job.agent, spec)
+    loop = AutoscaleLoop(admin, orders.QUERY_NAME, frozenset({"orders"}), job.agent_url, spec)
     stop = asyncio.Event()
     ticking = asyncio.create_task(loop.run(stop, interval=1.0, report=print))
     try:
         burst = order_events.events(seed=3, count=BURST, start_ms=START_MS, users=50, spacing_ms=20)
         await asyncio.to_thread(order_events.produce, bootstrap, "orders", burst)
         await wait_for_async(lambda: [s for s in loop.scaled if s.after == 2], "a scale-up to 2", 30, interval=0.5)
-        await asyncio.to_thread(executors_become, job.agent, 2)
+        await asyncio.to_thread(executors_become, job, 2)
         # One order an hour later moves the watermark past every window of the burst, so all of them close.
         late = order_events.events(seed=4, count=1, start_ms=START_MS + 3_600_000, users=1)
         await asyncio.to_thread(order_events.produce, bootstrap, "orders", late)
         await wait_for_async(
             lambda: [s for s in loop.scaled if s.before == 2 and s.after == 1], "a scale-down to 1", 90, interval=0.5
         )
-        await asyncio.to_thread(executors_become, job.agent, 1)
+        await asyncio.to_thread(executors_become, job, 1)
     finally:
         stop.set()
         await ticking
