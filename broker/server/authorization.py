@@ -53,6 +53,10 @@ from kafkette.broker.protocol.messages.offset_for_leader_epoch_response import (
     OffsetForLeaderTopicResult,
 )
 from kafkette.broker.protocol.messages.produce_response import PartitionProduceResponse, TopicProduceResponse
+from kafkette.broker.protocol.messages.txn_offset_commit_response import (
+    TxnOffsetCommitResponsePartition,
+    TxnOffsetCommitResponseTopic,
+)
 from kafkette.broker.protocol.types import Message
 from kafkette.broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from kafkette.broker.security.authorizer import Authorizer
@@ -500,13 +504,118 @@ _OFFSET_DELETE = _Partitioned(
     "topics", OffsetDeleteResponseTopic, "name", "partitions", OffsetDeleteResponsePartition, "partition_index",
 )  # fmt: skip
 
-_API_OF_SHAPE = {_PRODUCE: 0, _COMMITS: 8, _EPOCHS: 23}
+_TXN_COMMITS = _Partitioned(
+    "topics", "name", "partitions", "partition_index",
+    "topics", TxnOffsetCommitResponseTopic, "name", "partitions", TxnOffsetCommitResponsePartition, "partition_index",
+)  # fmt: skip
+_API_OF_SHAPE = {_PRODUCE: 0, _COMMITS: 8, _EPOCHS: 23, _TXN_COMMITS: 28}
 
 
 def _offset_delete(check: Check, request: Any) -> Refused | Patch | None:
     if not check(Op.DELETE, Type.GROUP, request.group_id):
         return Refused(_error_response(47, ErrorCode.GROUP_AUTHORIZATION_FAILED))
     return _per_partition(Op.READ, _OFFSET_DELETE)(check, request)
+
+
+# -- transactions ---------------------------------------------------------------------------------------------------
+
+
+def _transactional(request: Any) -> str:
+    return str(request.transactional_id)
+
+
+def _add_partitions_to_txn(check: Check, request: Any) -> Refused | None:
+    """Clients (v0-v3): WRITE on the transactional id, then WRITE on every topic; a refused topic fails the whole
+    request (the others OPERATION_NOT_ATTEMPTED), as in Kafka. Brokers (v4+, batched) need CLUSTER_ACTION."""
+    from kafkette.broker.protocol.messages.add_partitions_to_txn_response import (
+        AddPartitionsToTxnPartitionResult,
+        AddPartitionsToTxnResponse,
+        AddPartitionsToTxnTopicResult,
+    )
+
+    if request.transactions:
+        return (
+            None
+            if check.cluster(Op.CLUSTER_ACTION)
+            else Refused(_error_response(24, ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
+        )
+    topics = request.v3_and_below_topics or []
+    if not check(Op.WRITE, Type.TRANSACTIONAL_ID, request.v3_and_below_transactional_id):
+        codes = {t.name: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for t in topics}
+    else:
+        refused = {t.name for t in topics if not check(Op.WRITE, Type.TOPIC, t.name)}
+        if not refused:
+            return None
+        codes = {
+            t.name: ErrorCode.TOPIC_AUTHORIZATION_FAILED if t.name in refused else ErrorCode.OPERATION_NOT_ATTEMPTED
+            for t in topics
+        }
+    results = [
+        AddPartitionsToTxnTopicResult(
+            name=t.name,
+            results_by_partition=[
+                AddPartitionsToTxnPartitionResult(partition_index=p, partition_error_code=codes[t.name])
+                for p in t.partitions or []
+            ],
+        )
+        for t in topics
+    ]
+    return Refused(AddPartitionsToTxnResponse(error_code=ErrorCode.NONE, results_by_topic_v3_and_below=results))
+
+
+def _add_offsets_to_txn(check: Check, request: Any) -> Refused | None:
+    if not check(Op.WRITE, Type.TRANSACTIONAL_ID, request.transactional_id):
+        return Refused(_error_response(25, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+    if not check(Op.READ, Type.GROUP, request.group_id):
+        return Refused(_error_response(25, ErrorCode.GROUP_AUTHORIZATION_FAILED))
+    return None
+
+
+def _txn_offset_commit(check: Check, request: Any) -> Refused | Patch | None:
+    if not check(Op.WRITE, Type.TRANSACTIONAL_ID, request.transactional_id):
+        return _refuse_all(_TXN_COMMITS, request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not check(Op.READ, Type.GROUP, request.group_id):
+        return _refuse_all(_TXN_COMMITS, request, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    return _per_partition(Op.READ, _TXN_COMMITS)(check, request)
+
+
+def _write_txn_markers(check: Check, _request: Any) -> Refused | None:
+    # Only transaction coordinators (brokers) send it; its answer has no place for a request-wide error.
+    return None if check.cluster(Op.CLUSTER_ACTION) else Refused(None)
+
+
+def _describe_transactions(check: Check, request: Any) -> Patch | None:
+    from kafkette.broker.protocol.messages.describe_transactions_response import TransactionState
+
+    ids = request.transactional_ids or []
+    refused = [t for t in ids if not check(Op.DESCRIBE, Type.TRANSACTIONAL_ID, t)]
+    if not refused:
+        return None
+    request.transactional_ids = [t for t in ids if t not in refused]
+
+    def patch(response: Any) -> None:
+        response.transaction_states = [
+            *(response.transaction_states or []),
+            *(
+                TransactionState(
+                    error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, transactional_id=t, topics=[]
+                )
+                for t in refused
+            ),
+        ]
+
+    return patch
+
+
+def _list_transactions(check: Check, _request: Any) -> Patch:
+    def patch(response: Any) -> None:
+        response.transaction_states = [
+            t
+            for t in response.transaction_states or []
+            if check(Op.DESCRIBE, Type.TRANSACTIONAL_ID, t.transactional_id)
+        ]
+
+    return patch
 
 
 # API key -> what it needs. Kafka's KafkaApis checks, API by API.
@@ -531,6 +640,11 @@ RULES: dict[int, Rule] = {
     21: _per_partition(Op.DELETE, _DELETE_RECORDS),
     22: _init_producer_id,
     23: _offset_for_leader_epoch,
+    24: _add_partitions_to_txn,
+    25: _add_offsets_to_txn,
+    26: _whole(Type.TRANSACTIONAL_ID, Op.WRITE, _transactional, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+    27: _write_txn_markers,
+    28: _txn_offset_commit,
     29: _cluster(Op.DESCRIBE),  # DescribeAcls
     30: _cluster(Op.ALTER),  # CreateAcls
     31: _cluster(Op.ALTER),  # DeleteAcls
@@ -552,6 +666,8 @@ RULES: dict[int, Rule] = {
     50: _cluster(Op.DESCRIBE),  # DescribeUserScramCredentials
     51: _cluster(Op.ALTER),  # AlterUserScramCredentials
     60: _none,  # DescribeCluster: Kafka answers every authenticated client
+    65: _describe_transactions,
+    66: _list_transactions,
 }
 
 

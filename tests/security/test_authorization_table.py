@@ -1,0 +1,128 @@
+"""The table of ACL checks per API (broker/server/authorization.py), driven with real request and response
+messages and a real Authorizer; the handler is a function recording what it was given (the unit under test is
+the guard around it, not a broker)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kafkette.broker.protocol.errors import ErrorCode
+from kafkette.broker.protocol.messages.add_partitions_to_txn_request import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnTopic,
+)
+from kafkette.broker.protocol.messages.produce_request import PartitionProduceData, ProduceRequest, TopicProduceData
+from kafkette.broker.protocol.messages.produce_response import (
+    PartitionProduceResponse,
+    ProduceResponse,
+    TopicProduceResponse,
+)
+from kafkette.broker.protocol.messages.request_header import RequestHeader
+from kafkette.broker.security.acl import (
+    AclBinding,
+    AclOperation,
+    AuthorizerSettings,
+    PatternType,
+    PermissionType,
+    ResourceType,
+)
+from kafkette.broker.security.authorizer import Authorizer
+from kafkette.broker.security.session import Session
+from kafkette.broker.server.apis import APIS
+from kafkette.broker.server.authorization import RULES, guard
+from kafkette.broker.server.context import RequestContext
+
+ALICE = "User:alice"
+
+
+def allow(resource_type: ResourceType, name: str, operation: AclOperation) -> AclBinding:
+    return AclBinding(resource_type, name, PatternType.LITERAL, ALICE, "*", operation, PermissionType.ALLOW)
+
+
+def context(api_key: int) -> RequestContext:
+    header = RequestHeader(request_api_key=api_key, request_api_version=9, correlation_id=1, client_id="t")
+    session = Session("SASL_SSL", "SASL_SSL", principal=ALICE, host="127.0.0.1")
+    return RequestContext(None, header, "127.0.0.1:1", session)  # type: ignore[arg-type]  # no broker needed
+
+
+def authorizer(*acls: AclBinding) -> Authorizer:
+    return Authorizer(AuthorizerSettings(frozenset(), allow_if_no_acl=False), lambda: acls)
+
+
+def test_every_served_api_has_a_rule() -> None:
+    assert sorted(set(APIS) - set(RULES)) == []
+
+
+def test_refused_topics_are_answered_beside_the_served_ones() -> None:
+    seen: list[str] = []
+
+    def handler(_ctx: RequestContext, request: ProduceRequest) -> ProduceResponse:
+        seen.extend(t.name for t in request.topic_data or [])
+        return ProduceResponse(
+            responses=[
+                TopicProduceResponse(name=t.name, partition_responses=[PartitionProduceResponse(index=0)])
+                for t in request.topic_data or []
+            ]
+        )
+
+    request = ProduceRequest(
+        acks=1,
+        timeout_ms=1000,
+        topic_data=[
+            TopicProduceData(name=name, partition_data=[PartitionProduceData(index=0)]) for name in ("mine", "theirs")
+        ],
+    )
+    response = guard(authorizer(allow(ResourceType.TOPIC, "mine", AclOperation.WRITE)), handler, context(0), request)
+    assert seen == ["mine"]
+    codes = {t.name: [p.error_code for p in t.partition_responses or []] for t in response.responses}
+    assert codes == {"mine": [ErrorCode.NONE], "theirs": [ErrorCode.TOPIC_AUTHORIZATION_FAILED]}
+
+
+def test_acks_zero_produce_to_a_refused_topic_closes_the_connection() -> None:
+    from kafkette.broker.net.connection import ConnectionAbort
+
+    request = ProduceRequest(acks=0, topic_data=[TopicProduceData(name="t", partition_data=[PartitionProduceData()])])
+    with pytest.raises(ConnectionAbort):
+        guard(authorizer(), lambda _c, _r: None, context(0), request)
+
+
+@pytest.mark.parametrize(
+    ("acls", "codes"),
+    [
+        (
+            [],
+            {
+                "a": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                "b": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            },
+        ),
+        (
+            [
+                allow(ResourceType.TRANSACTIONAL_ID, "tx", AclOperation.WRITE),
+                allow(ResourceType.TOPIC, "a", AclOperation.WRITE),
+            ],
+            {"a": ErrorCode.OPERATION_NOT_ATTEMPTED, "b": ErrorCode.TOPIC_AUTHORIZATION_FAILED},
+        ),
+    ],
+)
+def test_add_partitions_to_txn_refuses_the_whole_request(acls: list[AclBinding], codes: dict[str, int]) -> None:
+    request = AddPartitionsToTxnRequest(
+        v3_and_below_transactional_id="tx",
+        v3_and_below_topics=[AddPartitionsToTxnTopic(name=n, partitions=[0, 1]) for n in ("a", "b")],
+    )
+    called: list[Any] = []
+    response = guard(authorizer(*acls), lambda c, r: called.append(r), context(24), request)
+    assert called == []
+    assert {
+        t.name: {p.partition_error_code for p in t.results_by_partition or []}
+        for t in response.results_by_topic_v3_and_below
+    } == {name: {code} for name, code in codes.items()}
+
+
+def test_an_api_missing_from_the_table_is_refused() -> None:
+    from kafkette.broker.protocol.messages.describe_quorum_request import DescribeQuorumRequest
+
+    response = guard(authorizer(), lambda _c, _r: pytest.fail("handler called"), context(55), DescribeQuorumRequest())
+    assert response.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
