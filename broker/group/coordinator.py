@@ -315,6 +315,10 @@ class GroupCoordinator:
         """A transaction marker was written to ``__consumer_offsets`` partition ``index``."""
         self.commits.complete_txn(producer_id, commit, lambda group_id: self.partition_of(group_id) == index)
 
+    def has_pending_txn_offset(self, group_id: str, tp: TopicPartition) -> bool:
+        """Whether an open transaction holds an offset of the group for the partition (require_stable)."""
+        return self.commits.has_pending(group_id, tp)
+
     def fetch_offsets(
         self, group_id: str, partitions: Iterable[TopicPartition] | None
     ) -> tuple[ErrorCode, dict[TopicPartition, CommittedOffset | None]]:

@@ -132,8 +132,8 @@ def test_kafka_python_commit_and_abort(broker: InProcessBroker) -> None:
     assert read_all(broker, topic, "read_committed", 3) == [b"kp-committed-%d" % i for i in range(3)]
 
 
-def committed_offset(broker: InProcessBroker, group: str, topic: str) -> int:
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+def committed_offset(broker: InProcessBroker, group: str, topic: str, isolation: str = "read_uncommitted") -> int:
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "isolation.level": isolation})
     try:
         return consumer.committed([TopicPartition(topic, 0)], timeout=10)[0].offset
     finally:
@@ -161,8 +161,19 @@ def test_offsets_sent_to_a_transaction_count_only_when_it_commits(broker: InProc
     producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 20)
     producer.flush(20)
     assert committed_offset(broker, group, source) < 0  # open: not visible yet
+    # A read_committed consumer asks for stable offsets (KIP-447): refused while the transaction is open.
+    with pytest.raises(KafkaException):
+        consumer_waiting = Consumer(
+            {"bootstrap.servers": broker.bootstrap, "group.id": group, "isolation.level": "read_committed"}
+        )
+        try:
+            consumer_waiting.committed([TopicPartition(source, 0)], timeout=2)
+        finally:
+            consumer_waiting.close()
     producer.commit_transaction(20)
-    assert wait_for(lambda: committed_offset(broker, group, source) == 7, "the committed offset", timeout=10)
+    assert wait_for(
+        lambda: committed_offset(broker, group, source, "read_committed") == 7, "the committed offset", timeout=10
+    )
     consumer.close()
 
 

@@ -90,8 +90,15 @@ def _commit_response(results: dict[TopicPartition, ErrorCode]) -> OffsetCommitRe
     )
 
 
-def _fetch(ctx: RequestContext, group_id: str, wanted: list[TopicPartition] | None) -> tuple[ErrorCode, FetchedTopics]:
-    """The group's error and, per topic, (partition, committed offset or None, partition error)."""
+def _fetch(
+    ctx: RequestContext, group_id: str, wanted: list[TopicPartition] | None, require_stable: bool
+) -> tuple[ErrorCode, FetchedTopics]:
+    """The group's error and, per topic, (partition, committed offset or None, partition error).
+
+    ``require_stable`` (KIP-447, read_committed consumers): a partition whose offset an open transaction is
+    about to commit answers UNSTABLE_OFFSET_COMMIT, so the consumer waits instead of reading from an offset
+    the transaction is about to move past (and processing those records twice).
+    """
     error, found = ctx.broker.groups.fetch_offsets(group_id, wanted)
     topics: FetchedTopics = {}
     if error != ErrorCode.NONE:
@@ -100,7 +107,10 @@ def _fetch(ctx: RequestContext, group_id: str, wanted: list[TopicPartition] | No
             topics.setdefault(topic, []).append((index, None, error))
         return error, topics
     for (topic, index), committed in found.items():
-        topics.setdefault(topic, []).append((index, committed, ErrorCode.NONE))
+        if require_stable and ctx.broker.groups.has_pending_txn_offset(group_id, (topic, index)):
+            topics.setdefault(topic, []).append((index, None, ErrorCode.UNSTABLE_OFFSET_COMMIT))
+        else:
+            topics.setdefault(topic, []).append((index, committed, ErrorCode.NONE))
     return ErrorCode.NONE, topics
 
 
@@ -133,7 +143,7 @@ def handle_offset_fetch(ctx: RequestContext, request: OffsetFetchRequest) -> Off
         groups = []
         for group in request.groups:
             wanted = None if group.topics is None else [(t.name, i) for t in group.topics for i in t.partition_indexes]
-            error, topics = _fetch(ctx, group.group_id, wanted)
+            error, topics = _fetch(ctx, group.group_id, wanted, request.require_stable)
             groups.append(
                 OffsetFetchResponseGroup(
                     group_id=group.group_id,
@@ -143,7 +153,7 @@ def handle_offset_fetch(ctx: RequestContext, request: OffsetFetchRequest) -> Off
             )
         return OffsetFetchResponse(groups=groups)
     wanted = None if request.topics is None else [(t.name, i) for t in request.topics for i in t.partition_indexes]
-    error, topics = _fetch(ctx, request.group_id, wanted)
+    error, topics = _fetch(ctx, request.group_id, wanted, request.require_stable)
     return OffsetFetchResponse(
         error_code=error if ctx.api_version >= GROUP_ERROR_FROM_VERSION else ErrorCode.NONE,
         topics=_fetched_topics(topics, OffsetFetchResponseTopic, OffsetFetchResponsePartition),
