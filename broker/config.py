@@ -410,6 +410,8 @@ class BrokerConfig(_PropertiesModel):
     kafkette_event_loop: Annotated[Literal["asyncio", "uvloop"], BeforeValidator(_trimmed)] = Field(
         "asyncio", alias="kafkette.event.loop"
     )
+    # Where Prometheus scrapes this broker (same host as the client listener); 0: no metrics endpoint.
+    metrics_port: Annotated[Int, Field(ge=0, le=65535)] = Field(0, alias="metrics.port")
 
     # KRaft: every broker is also a voter unless process.roles says otherwise; the voter entry for node.id
     # is where this node's controller listens. Empty voters: a quorum of one, reached in-process only.

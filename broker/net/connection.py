@@ -15,6 +15,7 @@ import asyncio
 import functools
 import logging
 import os
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
@@ -83,6 +84,7 @@ class Connection(asyncio.BufferedProtocol):
         self._drain_waiter: asyncio.Future[None] | None = None
         self._sendfile_to = -1  # the socket's descriptor where file regions may bypass the transport
         self.peer = "?"
+        self.read_at = 0.0  # time.perf_counter() of the last read: where a request's queue time starts
 
     # -- asyncio.Protocol -------------------------------------------------
 
@@ -123,6 +125,7 @@ class Connection(asyncio.BufferedProtocol):
         return self._frames.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
+        self.read_at = time.perf_counter()
         try:
             self._frames.buffer_updated(nbytes)
         except FrameError as exc:

@@ -8,10 +8,11 @@ import functools
 import logging
 import signal
 import ssl
-import sys
+import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
+from kafkette.broker import logs
 from kafkette.broker.config import BrokerConfig
 from kafkette.broker.controller.cluster_controller import ClusterController, NotControllerError, quorum_voters
 from kafkette.broker.controller.image import MetadataImage
@@ -23,6 +24,7 @@ from kafkette.broker.metadata.channel import ControllerChannel
 from kafkette.broker.metadata.lifecycle import AdvertisedListener, BrokerLifecycle
 from kafkette.broker.metadata.meta_properties import load_or_create
 from kafkette.broker.metadata.producer_ids import ProducerIdBlocks
+from kafkette.broker.metrics.service import BrokerMetrics
 from kafkette.broker.net.connection import Connection, ConnectionAbort, Response, encode_later
 from kafkette.broker.protocol.codec import DecodeError
 from kafkette.broker.protocol.errors import ErrorCode
@@ -85,6 +87,8 @@ class Broker:
         self._checkpointer: asyncio.Task[None] | None = None
         self._housekeeper: LogHousekeeper | None = None
         self._bound: dict[str, tuple[str, int]] = {}  # client listener name -> address bound
+        self._metrics: BrokerMetrics | None = None
+        self.metrics_port: int | None = None  # bound once serving, None when metrics.port is 0
 
     # -- services handlers use ------------------------------------------------
 
@@ -207,6 +211,10 @@ class Broker:
         self._groups = GroupCoordinator(config, self._topics, self._channel)
         markers = MarkerSender(self._topics, self.node_id, functools.partial(write_txn_markers, self))
         self._transactions = TransactionCoordinator(config, self._topics, self._channel, self._producer_ids, markers)
+        if config.metrics_port:
+            self._metrics = BrokerMetrics(
+                self.node_id, self._topics, self._replicas, self._groups.offsets, lambda: self.controller_id
+            )
         self._quorum.on_image = self._on_image
         await self._quorum.start()
         if self._controller is not None:
@@ -226,6 +234,8 @@ class Broker:
         await self._transactions.start()
         for server in self._servers:
             await server.start_serving()
+        if self._metrics is not None:
+            self.metrics_port = await self._metrics.start(config.listen_address[0], config.metrics_port)
         self._checkpointer = asyncio.ensure_future(self._checkpoint_periodically())
         self._housekeeper = LogHousekeeper(self._logs, config.log_retention_check_interval_ms)
         self._housekeeper.start()
@@ -246,6 +256,8 @@ class Broker:
             for server in self._servers:
                 await server.wait_closed()
             self._servers = []
+        if self._metrics is not None:
+            await self._metrics.stop()
         if self._lifecycle is not None:
             await self._lifecycle.stop()
         if self._transactions is not None:
@@ -279,6 +291,8 @@ class Broker:
         _started(self._replicas, "the replica manager").apply(image)
         self.groups.on_image(image)
         self.transactions.on_image(image)
+        if self._metrics is not None:
+            self._metrics.on_image(image)
 
     async def _handle_as_controller(self, body: Message, version: int) -> Message:
         if self._controller is None:
@@ -308,6 +322,7 @@ class Broker:
     # -- requests ------------------------------------------------------------
 
     def dispatch(self, frame: bytearray, connection: Connection) -> Response | Awaitable[Response | None] | None:
+        started = time.perf_counter()
         view = memoryview(frame)
         try:
             api_key, api_version, correlation_id = peek_header(view)
@@ -335,6 +350,10 @@ class Broker:
             result = api.handler(ctx, request.body)
         else:
             result = guard(self._authorizer, api.handler, ctx, request.body)
+        if self._metrics is not None:
+            result = self._metrics.requests.track(
+                api_key, api_version, request.body, result, connection.read_at, started
+            )
         if session.failed:
             # Refused credentials: this answer is the last thing the connection carries.
             asyncio.get_running_loop().call_soon(connection.close)
@@ -368,11 +387,7 @@ async def serve(config: BrokerConfig) -> None:
 
 def run(config: BrokerConfig) -> None:
     """Blocking entry point of ``kafkette broker``."""
-    logging.basicConfig(
-        level=logging.INFO,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    logs.configure()
     if config.kafkette_event_loop == "uvloop":
         import uvloop
 

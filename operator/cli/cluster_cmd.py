@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 
 UP_EPILOG = """\
 Layout: broker i listens on 127.0.0.1:PORT+i; the first min(N,3) brokers are controller voters listening on
-127.0.0.1:PORT+100+i (a single broker runs without voters). Data and broker.log in DIR/broker-<i>, state in
+127.0.0.1:PORT+100+i (a single broker runs without voters); broker i serves Prometheus metrics on
+127.0.0.1:PORT+200+i (metrics.port, shown by `status`). Data and broker.log in DIR/broker-<i>, state in
 DIR/cluster.json. Laptop defaults (override with --set): broker.session.timeout.ms=3000,
 broker.heartbeat.interval.ms=500, controller.quorum.election.timeout.ms=1000,
 controller.quorum.fetch.timeout.ms=2000, replica.lag.time.max.ms=5000, replica.fetch.backoff.ms=200,
@@ -158,7 +159,15 @@ def status_json(status: Status) -> dict[str, Any]:
         "cluster_id": status.cluster_id,
         "bootstrap_servers": status.bootstrap,
         "brokers": [
-            {"id": b.node_id, "pid": b.pid, "alive": b.alive, "rack": b.rack, "port": b.port, "voter": b.voter}
+            {
+                "id": b.node_id,
+                "pid": b.pid,
+                "alive": b.alive,
+                "rack": b.rack,
+                "port": b.port,
+                "voter": b.voter,
+                "metrics_port": b.metrics_port,
+            }
             for b in status.brokers
         ],
         "registered": list(view.brokers) if view else None,
@@ -179,7 +188,7 @@ def status_lines(status: Status) -> list[str]:
 
     view = status.view
     registered = set(view.brokers) if view else set()
-    rows = [("ID", "PID", "ALIVE", "REGISTERED", "ROLE", "RACK", "PORT")]
+    rows = [("ID", "PID", "ALIVE", "REGISTERED", "ROLE", "RACK", "PORT", "METRICS")]
     for b in status.brokers:
         rows.append(
             (
@@ -191,6 +200,7 @@ def status_lines(status: Status) -> list[str]:
                 "broker,controller" if b.voter or len(status.brokers) == 1 else "broker",
                 b.rack or "-",
                 str(b.port),
+                str(b.metrics_port),
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]

@@ -29,6 +29,10 @@ DATA_VOLUME = "/var/lib/kafkette"  # the PVC's mount point
 DATA_DIR = f"{DATA_VOLUME}/data"  # log.dirs: a directory the broker creates on the volume
 TEMPLATES = ("configmap", "services", "pdb", "statefulset")
 POD_INFO_DIR = "/etc/podinfo"
+# Where each broker serves Prometheus metrics (`metrics.port`), the port Kafka exporters customarily use;
+# the pod's annotations tell an annotation-driven Prometheus to scrape it.
+METRICS_PORT = 9308
+METRICS_ANNOTATIONS = {"prometheus.io/scrape": "true", "prometheus.io/port": str(METRICS_PORT)}
 CONTAINER_SECURITY = {
     "allowPrivilegeEscalation": False,
     "readOnlyRootFilesystem": True,
@@ -63,7 +67,7 @@ def client_ports(spec: KafkaClusterSpec) -> list[Port]:
 
 
 def broker_ports(spec: KafkaClusterSpec) -> list[Port]:
-    return [*client_ports(spec), Port(_port_name(CONTROLLER_LISTENER), CONTROLLER_PORT)]
+    return [*client_ports(spec), Port(_port_name(CONTROLLER_LISTENER), CONTROLLER_PORT), Port("metrics", METRICS_PORT)]
 
 
 def broker_properties(names: ClusterNames, spec: KafkaClusterSpec, cluster_id: str, ordinal: int) -> dict[str, str]:
@@ -92,6 +96,7 @@ def broker_properties(names: ClusterNames, spec: KafkaClusterSpec, cluster_id: s
         "listener.security.protocol.map": ",".join(protocols),
         "inter.broker.listener.name": spec.listeners[0].name,
         "log.dirs": DATA_DIR,
+        "metrics.port": str(METRICS_PORT),
     }
     return {**dict(sorted(spec.config.items())), **owned}
 
@@ -131,7 +136,7 @@ def render_cluster(name: str, namespace: str, uid: str, spec: KafkaClusterSpec) 
     # live (handlers/cluster.py), so changing one restarts nobody either.
     static = split_config(broker_properties(names, spec, cluster_id, 0)).static
     config_hash = hashlib.sha256(format_properties(static).encode()).hexdigest()[:16]
-    pod_annotations = {**spec.template.annotations, "kafkette.dev/config-hash": config_hash}
+    pod_annotations = {**METRICS_ANNOTATIONS, **spec.template.annotations, "kafkette.dev/config-hash": config_hash}
     command = ["python", "-m", "kafkette.operator.kube.start", "--config-dir", "/etc/kafkette", "--data-dir", DATA_DIR]
     if spec.rack is not None:
         command += ["--pod-info", POD_INFO_DIR]

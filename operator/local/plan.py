@@ -5,7 +5,8 @@ Port layout for first client port P and N brokers:
 - broker i listens for clients on 127.0.0.1:P+i;
 - the first min(N, 3) brokers are controller voters (process.roles=broker,controller) whose controller
   listener is 127.0.0.1:P+100+i; the others are observers (process.roles=broker) without one;
-- a single broker gets no controller.quorum.voters at all: a quorum of one, reached in-process.
+- a single broker gets no controller.quorum.voters at all: a quorum of one, reached in-process;
+- broker i serves Prometheus metrics on 127.0.0.1:P+200+i (`metrics.port`).
 
 Laptop timeouts (LAPTOP_SETTINGS) shorten Kafka's defaults so that failures are noticed in seconds; any of
 them, and any other broker key, can be overridden with `--set` except the keys the layout owns (RESERVED_KEYS).
@@ -26,6 +27,7 @@ from kafkette.operator.planning.voters import voter_count
 HOST = "127.0.0.1"
 DEFAULT_FIRST_PORT = 9092
 CONTROLLER_PORT_OFFSET = 100
+METRICS_PORT_OFFSET = 200
 STATE_FILE = "cluster.json"
 STATE_VERSION = 1
 BROKER_LOG = "broker.log"
@@ -55,6 +57,7 @@ RESERVED_KEYS = frozenset(
         "controller.quorum.voters",
         "process.roles",
         "broker.rack",
+        "metrics.port",
     }
 )
 
@@ -74,6 +77,10 @@ class BrokerSpec:
     @property
     def voter(self) -> bool:
         return self.controller_port is not None
+
+    @property
+    def metrics_port(self) -> int:
+        return self.port + METRICS_PORT_OFFSET
 
 
 @dataclass(frozen=True)
@@ -131,7 +138,7 @@ def plan_cluster(
     settings = tuple(settings)
     check_settings(settings)
     voters = voter_count(brokers) if brokers > 1 else 0
-    highest = max(first_port + brokers - 1, first_port + CONTROLLER_PORT_OFFSET + voters - 1)
+    highest = max(first_port + METRICS_PORT_OFFSET + brokers - 1, first_port + CONTROLLER_PORT_OFFSET + voters - 1)
     if first_port < 1 or highest > 65535:
         raise PlanError(f"ports {first_port}..{highest} do not fit in 1..65535")
     specs = tuple(
@@ -171,8 +178,8 @@ def resized(state: ClusterState, brokers: int) -> ClusterState:
         )
         for i in range(current, brokers)
     )
-    if state.first_port + brokers - 1 > 65535:
-        raise PlanError(f"port {state.first_port + brokers - 1} does not fit in 1..65535")
+    if state.first_port + METRICS_PORT_OFFSET + brokers - 1 > 65535:
+        raise PlanError(f"port {state.first_port + METRICS_PORT_OFFSET + brokers - 1} does not fit in 1..65535")
     return replace(state, brokers=kept + added)
 
 
@@ -209,6 +216,7 @@ def broker_settings(state: ClusterState, node_id: int) -> dict[str, str]:
         settings["process.roles"] = "broker,controller" if spec.voter else "broker"
     if spec.rack is not None:
         settings["broker.rack"] = spec.rack
+    settings["metrics.port"] = str(spec.metrics_port)
     return settings
 
 
@@ -232,6 +240,7 @@ def required_ports(state: ClusterState, node_ids: Iterable[int] | None = None) -
             ports.append((b.node_id, "client", b.port))
             if b.controller_port is not None:
                 ports.append((b.node_id, "controller", b.controller_port))
+            ports.append((b.node_id, "metrics", b.metrics_port))
     return ports
 
 

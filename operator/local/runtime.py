@@ -328,6 +328,7 @@ class BrokerStatus:
     rack: str | None
     port: int
     voter: bool
+    metrics_port: int
 
 
 @dataclass(frozen=True)
@@ -346,7 +347,9 @@ def status(cluster_dir: Path, probe_timeout: float = PROBE_TIMEOUT) -> Status:
     cluster_dir = cluster_dir.resolve()
     state = require_state(cluster_dir)
     brokers = tuple(
-        BrokerStatus(b.node_id, b.pid, broker_alive(cluster_dir, b.node_id, b.pid), b.rack, b.port, b.voter)
+        BrokerStatus(
+            b.node_id, b.pid, broker_alive(cluster_dir, b.node_id, b.pid), b.rack, b.port, b.voter, b.metrics_port
+        )
         for b in state.brokers
     )
     view, answered_by = None, None
@@ -360,7 +363,8 @@ def status(cluster_dir: Path, probe_timeout: float = PROBE_TIMEOUT) -> Status:
 
 
 def first_free_port(count: int, host: str = plan.HOST, is_free: Callable[[str, int], bool] = port_free) -> int:
-    """A first client port P such that P..P+count-1 and the controller ports P+100.. are free now (for tests).
+    """A first client port P such that P..P+count-1, the controller ports P+100.. and the metrics ports P+200..
+    are free now (for tests).
 
     Below the ephemeral range: a broker restarted later reuses its ports, which no client socket may hold by then.
     """
@@ -368,9 +372,10 @@ def first_free_port(count: int, host: str = plan.HOST, is_free: Callable[[str, i
     voters = voter_count(count) if count > 1 else 0
     ports_range = stable_ports()
     for _ in range(200):
-        first = rng.randrange(ports_range.start, ports_range.stop - plan.CONTROLLER_PORT_OFFSET - count)
+        first = rng.randrange(ports_range.start, ports_range.stop - plan.METRICS_PORT_OFFSET - count)
         ports = [first + i for i in range(count)]
         ports += [first + plan.CONTROLLER_PORT_OFFSET + i for i in range(voters)]
+        ports += [first + plan.METRICS_PORT_OFFSET + i for i in range(count)]
         if all(is_free(host, port) for port in ports):
             return first
     raise LocalClusterError("no free port range found")

@@ -33,7 +33,11 @@ def test_only_first_three_vote() -> None:
     assert plan.broker_settings(state, 2)["process.roles"] == "broker,controller"
     assert plan.broker_settings(state, 4)["controller.quorum.voters"] == plan.voters_string(state)
     assert plan.broker_settings(state, 4)["default.replication.factor"] == "3"
-    assert [p for _, _, p in plan.required_ports(state)] == [10000, 10100, 10001, 10101, 10002, 10102, 10003, 10004]
+    assert [p for _, _, p in plan.required_ports(state)] == [
+        *(10000, 10100, 10200, 10001, 10101, 10201, 10002, 10102, 10202),
+        *(10003, 10203, 10004, 10204),
+    ]
+    assert plan.broker_settings(state, 4)["metrics.port"] == "10204"
 
 
 def test_single_broker_has_no_voters() -> None:
@@ -42,7 +46,7 @@ def test_single_broker_has_no_voters() -> None:
     assert "controller.quorum.voters" not in settings and "process.roles" not in settings
     assert settings["default.replication.factor"] == settings["offsets.topic.replication.factor"] == "1"
     assert "broker.rack" not in settings
-    assert plan.required_ports(state) == [(0, "client", 9092)]
+    assert plan.required_ports(state) == [(0, "client", 9092), (0, "metrics", 9292)]
 
 
 def test_user_settings_override_laptop_defaults_but_not_layout() -> None:
@@ -137,7 +141,10 @@ def test_health() -> None:
 def test_status_rendering() -> None:
     status = Status(
         cluster_id="cid",
-        brokers=(BrokerStatus(0, 10, True, "a", 9092, True), BrokerStatus(1, None, False, None, 9093, True)),
+        brokers=(
+            BrokerStatus(0, 10, True, "a", 9092, True, 9292),
+            BrokerStatus(1, None, False, None, 9093, True, 9293),
+        ),
         view=ClusterView(brokers=(0,), controller_id=0, partitions=PARTITIONS),
         answered_by=0,
     )
@@ -147,6 +154,7 @@ def test_status_rendering() -> None:
     assert "offline: t-2 leader -1 replicas [2,0,1] isr [2]" in text
     raw = status_json(status)
     assert raw["controller"] == 0 and raw["brokers"][1]["alive"] is False
+    assert raw["brokers"][1]["metrics_port"] == 9293 and "METRICS" in text
     assert [p["partition"] for p in raw["under_replicated"]] == [1, 2]
     unknown = status_lines(Status("cid", status.brokers, None, None))
     assert "no broker answered Metadata" in unknown[-1]
@@ -155,4 +163,6 @@ def test_status_rendering() -> None:
 def test_first_free_port_avoids_busy_ranges() -> None:
     busy = set(range(20000, 50000))
     first = first_free_port(3, is_free=lambda _host, port: port not in busy)
-    assert {first, first + 1, first + 2, first + 100, first + 101, first + 102}.isdisjoint(busy)
+    assert {first, first + 1, first + 2, first + 100, first + 101, first + 102, first + 200, first + 202}.isdisjoint(
+        busy
+    )

@@ -42,7 +42,17 @@ def test_lifecycle(cluster_dir: Path, free_port: Callable[[int], int], capsys: p
     code, out, _ = run(capsys, "status", "--dir", d, "--json")
     raw = json.loads(out)
     assert code == 0
-    assert raw["brokers"] == [{"id": 0, "pid": first_pid, "alive": True, "rack": "r1", "port": port, "voter": False}]
+    assert raw["brokers"] == [
+        {
+            "id": 0,
+            "pid": first_pid,
+            "alive": True,
+            "rack": "r1",
+            "port": port,
+            "voter": False,
+            "metrics_port": port + 200,
+        }
+    ]
     assert raw["registered"] == [0] and raw["controller"] == 0 and raw["offline"] == []
 
     assert run(capsys, "stop", "0", "--dir", d)[1].strip() == "broker 0 stopped"

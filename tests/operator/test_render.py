@@ -73,6 +73,11 @@ def test_statefulset_lets_the_operator_order_restarts() -> None:
     assert pod["metadata"]["annotations"]["note"] == 'quote"s: and {braces}'
     assert pod["spec"]["tolerations"][0]["value"] == "kafka"
     broker = pod["spec"]["containers"][0]
+    # Prometheus finds each broker's metrics.port through the pod's annotations.
+    assert {"prometheus.io/scrape": "true", "prometheus.io/port": "9308"}.items() <= pod["metadata"][
+        "annotations"
+    ].items()
+    assert {"name": "metrics", "containerPort": 9308, "protocol": "TCP"} in broker["ports"]
     assert "kafkette.operator.kube.probe" in broker["readinessProbe"]["exec"]["command"]
     # Racks: the broker waits for the operator's annotation, read through the downward API.
     assert broker["command"][-2:] == ["--pod-info", "/etc/podinfo"]
@@ -151,7 +156,7 @@ def test_services_and_pdb() -> None:
     objects = render(SPECS["everything"])
     headless = objects["Service/demo-brokers"]["spec"]
     assert headless["clusterIP"] == "None" and headless["publishNotReadyAddresses"] is True
-    assert {port["port"] for port in headless["ports"]} == {9094, 9093}
+    assert {port["port"] for port in headless["ports"]} == {9094, 9093, 9308}
     assert {port["port"] for port in objects["Service/demo-bootstrap"]["spec"]["ports"]} == {9094}
     assert objects["PodDisruptionBudget/demo-broker"]["spec"]["maxUnavailable"] == 1
 
