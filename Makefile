@@ -198,6 +198,15 @@ bench-metrics: bytecode
 
 # The example pipeline on a local Spark standalone cluster, resized live by its driver agent and the autoscale loop
 # (tests/local/test_spark_autoscale.py): a few minutes on this machine, so outside `make test`.
+# Exactly-once read-process-write on three brokers through a SIGKILL of a broker and of the processor (about a
+# minute, outside make test), and transactional throughput beside Apache Kafka (bench/results/transactions.md).
+.PHONY: test-txn-chaos bench-transactions
+test-txn-chaos: bytecode
+	KAFKETTE_TXN_CHAOS=1 $(BIN)/pytest -q tests/cluster/test_cluster_transactions.py
+
+bench-transactions: bytecode
+	$(BIN)/python bench/transactions.py
+
 .PHONY: test-spark-standalone bench-autoscale
 test-spark-standalone: bytecode
 	KAFKETTE_SPARK_STANDALONE=1 $(BIN)/pytest -q tests/local/test_spark_autoscale.py

@@ -1,15 +1,20 @@
 """Transactions on three brokers: ``__transaction_state`` is replicated, so killing the transaction
 coordinator (SIGKILL) in the middle of a transaction loses nothing: the client finds the new leader of the
 transactional id's partition, which replayed it and commits; read_committed consumers get every committed
-record once and no aborted one, across partitions led by different brokers."""
+record once and no aborted one, across partitions led by different brokers. An exactly-once
+read-process-write loop keeps its promise through a SIGKILL of a broker and then of itself."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 
 import pytest
 from cluster_kit import Cluster, MakeCluster, Numbers, create_topic, request
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from txn.txn_kit import EOS_PROCESSOR, group_progress, read_all
 from waiting import wait_for
 
 from kafkette.broker.protocol.messages.find_coordinator_request import FindCoordinatorRequest
@@ -29,18 +34,22 @@ SETTINGS = [
 ]
 
 
-def transaction_coordinator(cluster: Cluster, via: int) -> int:
-    response = request(cluster.port(via), FindCoordinatorRequest(key=TXN_ID, key_type=1), 3)
+def transaction_coordinator(cluster: Cluster, via: int, transactional_id: str = TXN_ID) -> int:
+    response = request(cluster.port(via), FindCoordinatorRequest(key=transactional_id, key_type=1), 3)
     assert isinstance(response, FindCoordinatorResponse)
     return response.node_id if response.error_code == 0 else -1
 
 
-def last_stable_offsets(cluster: Cluster) -> dict[int, int]:
+def transaction_coordinator_of(cluster: Cluster, transactional_id: str) -> int:
+    return transaction_coordinator(cluster, cluster.alive()[0], transactional_id)
+
+
+def last_stable_offsets(cluster: Cluster, topic: str = TOPIC) -> dict[int, int]:
     consumer = Consumer(
         {"bootstrap.servers": cluster.bootstrap, "group.id": "lso", "isolation.level": "read_committed", "log_level": 2}
     )
     try:
-        return {p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=5)[1] for p in range(PARTITIONS)}
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1] for p in range(PARTITIONS)}
     finally:
         consumer.close()
 
@@ -111,3 +120,46 @@ def test_transaction_survives_its_coordinator_being_killed(make_cluster: MakeClu
     producer.commit_transaction(60)
     numbers["txn_commit_after_coordinator_kill_s"] = time.monotonic() - killed_at
     assert read_committed(cluster) == sorted(committed)
+
+
+@pytest.mark.skipif(
+    os.environ.get("KAFKETTE_TXN_CHAOS") != "1",
+    reason="exactly-once under broker and processor SIGKILLs runs with `make test-txn-chaos` (about a minute)",
+)
+def test_read_process_write_is_exactly_once_across_sigkills_of_a_broker_and_the_processor(
+    make_cluster: MakeCluster, numbers: Numbers
+) -> None:
+    cluster = make_cluster(3, SETTINGS)
+    for topic in ("eos-in", "eos-out"):
+        create_topic(cluster, topic, PARTITIONS, replication_factor=3)
+    # The group lookups create __consumer_offsets (RF 3) now, while three brokers are up to hold it.
+    assert last_stable_offsets(cluster, "eos-out") == dict.fromkeys(range(PARTITIONS), 0)
+    inputs = [b"%05d" % i for i in range(1500)]
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True, "log_level": 2})
+    for value in inputs:
+        producer.produce("eos-in", key=value, value=value)
+    producer.flush(30)
+    command = [sys.executable, str(EOS_PROCESSOR), cluster.bootstrap, "eos-in", "eos-out", "eos-group", "eos-1"]
+
+    def progress() -> int:
+        return group_progress(cluster.bootstrap, "eos-group", "eos-in", PARTITIONS)
+
+    started = time.monotonic()
+    processor = subprocess.Popen(command, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: progress() >= 300, "the processor's first progress", timeout=60, ignoring=(KafkaException,))
+        victim = transaction_coordinator_of(cluster, "eos-1")
+        cluster.kill(victim)  # the processor's transaction coordinator, and a leader of some partitions
+        wait_for(lambda: progress() >= 700, "progress after the broker's kill", timeout=90, ignoring=(KafkaException,))
+        processor.kill()  # and the processor itself, mid-transaction
+        processor.wait(10)
+        processor = subprocess.Popen(command, stderr=subprocess.DEVNULL)
+        wait_for(lambda: progress() == len(inputs), "every input processed", timeout=120, ignoring=(KafkaException,))
+        numbers["eos_1500_records_two_kills_s"] = time.monotonic() - started
+    finally:
+        processor.kill()
+        processor.wait(10)
+    # Each input exactly once in the output: nothing lost, nothing twice.
+    assert read_all(cluster.bootstrap, "eos-out", "read_committed", len(inputs), wait_s=30) == sorted(
+        b"out-" + value for value in inputs
+    )

@@ -15,13 +15,13 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaProducer
+from txn_kit import EOS_PROCESSOR, group_progress, read_all
 from waiting import wait_for
 
 from kafkette.broker.cli.main import main as cli_main
 from kafkette.broker.testing import InProcessBroker, in_process_broker
 
 ZOMBIE = Path(__file__).with_name("txn_zombie.py")
-EOS_PROCESSOR = Path(__file__).with_name("eos_processor.py")
 SETTINGS = {
     "offsets.topic.num.partitions": "3",
     "transaction.state.log.num.partitions": "3",
@@ -41,36 +41,6 @@ def create_topic(broker: InProcessBroker, name: str, partitions: int = 2) -> str
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # kept alive until the answer comes
     admin.create_topics([NewTopic(name, partitions, 1)])[name].result()
     return name
-
-
-def read_all(broker: InProcessBroker, topic: str, isolation: str, expected: int, wait_s: float = 10.0) -> list[bytes]:
-    """Every value a fresh consumer reads from the start, polling until ``expected`` or ``wait_s``."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": broker.bootstrap,
-            "group.id": f"reader-{topic}-{isolation}-{time.monotonic_ns()}",
-            "auto.offset.reset": "earliest",
-            "isolation.level": isolation,
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.subscribe([topic])
-    values: list[bytes] = []
-    deadline = time.monotonic() + wait_s
-    try:
-        while time.monotonic() < deadline and len(values) < expected:
-            message = consumer.poll(0.2)
-            if message is not None and message.error() is None:
-                values.append(message.value())
-        # A little longer: anything past the expected count would be a bug.
-        end = time.monotonic() + 0.5
-        while time.monotonic() < end:
-            message = consumer.poll(0.1)
-            if message is not None and message.error() is None:
-                values.append(message.value())
-    finally:
-        consumer.close()
-    return sorted(values)
 
 
 def stable_end(broker: InProcessBroker, topic: str, partition: int = 0) -> int:
@@ -107,9 +77,9 @@ def test_confluent_commit_and_abort(broker: InProcessBroker) -> None:
     producer.commit_transaction(20)
 
     committed = sorted([b"committed-%d" % i for i in range(5)] + [b"committed-after"])
-    assert read_all(broker, topic, "read_committed", len(committed)) == committed
+    assert read_all(broker.bootstrap, topic, "read_committed", len(committed)) == committed
     # The aborted records are in the log: read_uncommitted sees them.
-    everything = read_all(broker, topic, "read_uncommitted", 11)
+    everything = read_all(broker.bootstrap, topic, "read_uncommitted", 11)
     assert sorted(everything) == sorted(committed + [b"aborted-%d" % i for i in range(5)])
 
 
@@ -129,7 +99,7 @@ def test_kafka_python_commit_and_abort(broker: InProcessBroker) -> None:
         producer.abort_transaction()
     finally:
         producer.close(timeout=5)
-    assert read_all(broker, topic, "read_committed", 3) == [b"kp-committed-%d" % i for i in range(3)]
+    assert read_all(broker.bootstrap, topic, "read_committed", 3) == [b"kp-committed-%d" % i for i in range(3)]
 
 
 def committed_offset(broker: InProcessBroker, group: str, topic: str, isolation: str = "read_uncommitted") -> int:
@@ -190,7 +160,7 @@ def test_a_second_instance_fences_the_first(broker: InProcessBroker) -> None:
     second.begin_transaction()
     second.produce(topic, value=b"from-the-successor")
     second.commit_transaction(20)
-    assert read_all(broker, topic, "read_committed", 1) == [b"from-the-successor"]
+    assert read_all(broker.bootstrap, topic, "read_committed", 1) == [b"from-the-successor"]
 
 
 def test_a_killed_producer_is_aborted_on_timeout_and_fenced_by_its_successor(broker: InProcessBroker) -> None:
@@ -218,8 +188,8 @@ def test_a_killed_producer_is_aborted_on_timeout_and_fenced_by_its_successor(bro
     successor.begin_transaction()
     successor.produce(topic, value=b"successor")
     successor.commit_transaction(20)
-    assert read_all(broker, topic, "read_committed", 1) == [b"successor"]
-    assert len(read_all(broker, topic, "read_uncommitted", 11)) == 11
+    assert read_all(broker.bootstrap, topic, "read_committed", 1) == [b"successor"]
+    assert len(read_all(broker.bootstrap, topic, "read_uncommitted", 11)) == 11
 
 
 def test_the_transactions_cli_lists_and_describes(broker: InProcessBroker, capsys: pytest.CaptureFixture[str]) -> None:
@@ -260,7 +230,11 @@ def test_read_process_write_is_exactly_once_across_a_sigkill_of_the_processor(br
     first = subprocess.Popen(command)
     try:
         # Killed in the middle: some transactions committed, one likely open.
-        wait_for(lambda: group_progress(broker, source, 2) >= 300, "the first processor's progress", timeout=60)
+        wait_for(
+            lambda: group_progress(broker.bootstrap, "eos-group", source, 2) >= 300,
+            "the first processor's progress",
+            timeout=60,
+        )
         first.kill()
         first.wait(10)
     finally:
@@ -269,19 +243,13 @@ def test_read_process_write_is_exactly_once_across_a_sigkill_of_the_processor(br
             first.wait(10)
     second = subprocess.Popen(command)  # same transactional.id: fences and aborts what the first left open
     try:
-        wait_for(lambda: group_progress(broker, source, 2) == len(inputs), "every input processed", timeout=60)
+        wait_for(
+            lambda: group_progress(broker.bootstrap, "eos-group", source, 2) == len(inputs),
+            "every input processed",
+            timeout=60,
+        )
         # Each input exactly once: nothing lost, nothing twice.
-        assert read_all(broker, sink, "read_committed", len(inputs)) == sorted(b"out-" + v for v in inputs)
+        assert read_all(broker.bootstrap, sink, "read_committed", len(inputs)) == sorted(b"out-" + v for v in inputs)
     finally:
         second.kill()
         second.wait(10)
-
-
-def group_progress(broker: InProcessBroker, topic: str, partitions: int) -> int:
-    """How many records of ``topic`` the processors' group has committed (offsets sent to transactions)."""
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "eos-group"})
-    try:
-        committed = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
-    finally:
-        consumer.close()
-    return sum(max(tp.offset, 0) for tp in committed)
