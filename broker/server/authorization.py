@@ -61,6 +61,7 @@ from kafkette.broker.protocol.types import Message
 from kafkette.broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from kafkette.broker.security.authorizer import Authorizer
 from kafkette.broker.server.context import RequestContext
+from kafkette.broker.server.handlers.fetch import REPLICA_STATE_FROM_VERSION
 
 Op = AclOperation
 Type = ResourceType
@@ -296,7 +297,9 @@ def _metadata(check: Check, request: Any) -> Patch | None:
 
 
 def _fetch(check: Check, request: Any) -> Refused | Patch | None:
-    replica = request.replica_state.replica_id if request.replica_state is not None else request.replica_id
+    # As the Fetch handler reads it: v15+ carries the follower's id in replica_state.
+    in_state = check.ctx.api_version >= REPLICA_STATE_FROM_VERSION
+    replica = request.replica_state.replica_id if in_state else request.replica_id
     if replica >= 0:  # a follower: brokers need CLUSTER_ACTION
         if check.cluster(Op.CLUSTER_ACTION):
             return None
@@ -318,18 +321,38 @@ def _offset_commit(check: Check, request: Any) -> Refused | Patch | None:
     return _per_partition(Op.READ, _COMMITS)(check, request)
 
 
-def _offset_fetch(check: Check, request: Any) -> Refused | None:
+def _offset_fetch(check: Check, request: Any) -> Refused | Patch:
     groups = [g.group_id for g in request.groups] if request.groups else [request.group_id]
-    if all(check(Op.DESCRIBE, Type.GROUP, group) for group in groups):
-        return None
-    code = ErrorCode.GROUP_AUTHORIZATION_FAILED
-    return Refused(
-        OffsetFetchResponse(
-            error_code=code,
-            topics=[],
-            groups=[OffsetFetchResponseGroup(group_id=g, error_code=code, topics=[]) for g in groups],
+    if not all(check(Op.DESCRIBE, Type.GROUP, group) for group in groups):
+        code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        return Refused(
+            OffsetFetchResponse(
+                error_code=code,
+                topics=[],
+                groups=[OffsetFetchResponseGroup(group_id=g, error_code=code, topics=[]) for g in groups],
+            )
         )
-    )
+
+    def patch(response: Any) -> None:
+        # Topics the principal may not DESCRIBE: refused where asked for by name, left out of "all topics".
+        response.topics = _described_offsets(check, response.topics, request.topics is not None)
+        for group, asked in zip(response.groups or [], request.groups or [], strict=False):
+            group.topics = _described_offsets(check, group.topics, isinstance(asked.topics, list))
+
+    return patch
+
+
+def _described_offsets(check: Check, topics: list[Any] | None, named: bool) -> list[Any]:
+    kept = []
+    for topic in topics or []:
+        if check(Op.DESCRIBE, Type.TOPIC, topic.name):
+            kept.append(topic)
+        elif named:
+            for partition in topic.partitions or []:
+                partition.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                partition.committed_offset = -1
+            kept.append(topic)
+    return kept
 
 
 def _find_coordinator(check: Check, request: Any) -> Refused | None:

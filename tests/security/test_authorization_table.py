@@ -41,8 +41,8 @@ def allow(resource_type: ResourceType, name: str, operation: AclOperation) -> Ac
     return AclBinding(resource_type, name, PatternType.LITERAL, ALICE, "*", operation, PermissionType.ALLOW)
 
 
-def context(api_key: int) -> RequestContext:
-    header = RequestHeader(request_api_key=api_key, request_api_version=9, correlation_id=1, client_id="t")
+def context(api_key: int, version: int = 9) -> RequestContext:
+    header = RequestHeader(request_api_key=api_key, request_api_version=version, correlation_id=1, client_id="t")
     session = Session("SASL_SSL", "SASL_SSL", principal=ALICE, host="127.0.0.1")
     return RequestContext(None, header, "127.0.0.1:1", session)  # type: ignore[arg-type]  # no broker needed
 
@@ -126,3 +126,51 @@ def test_an_api_missing_from_the_table_is_refused() -> None:
 
     response = guard(authorizer(), lambda _c, _r: pytest.fail("handler called"), context(55), DescribeQuorumRequest())
     assert response.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_a_follower_fetch_needs_cluster_action() -> None:
+    from kafkette.broker.protocol.messages.fetch_request import FetchRequest
+
+    broker_acl = AclBinding(
+        ResourceType.CLUSTER, "kafka-cluster", PatternType.LITERAL, ALICE, "*", AclOperation.CLUSTER_ACTION,
+        PermissionType.ALLOW,
+    )  # fmt: skip
+    from kafkette.broker.protocol.messages.fetch_request import ReplicaState
+
+    # Before v15 the follower names itself in replica_id, from v15 in replica_state.
+    for version, follower in (
+        (12, FetchRequest(replica_id=1, topics=[])),
+        (15, FetchRequest(replica_state=ReplicaState(replica_id=1, replica_epoch=3), topics=[])),
+    ):
+        refused = guard(authorizer(), lambda _c, _r: pytest.fail("handler called"), context(1, version), follower)
+        assert refused.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        assert guard(authorizer(broker_acl), lambda _c, r: r, context(1, version), follower) is follower
+
+
+def test_offset_fetch_hides_or_refuses_topics_without_describe() -> None:
+    from kafkette.broker.protocol.messages.offset_fetch_request import OffsetFetchRequest, OffsetFetchRequestTopic
+    from kafkette.broker.protocol.messages.offset_fetch_response import (
+        OffsetFetchResponse,
+        OffsetFetchResponsePartition,
+        OffsetFetchResponseTopic,
+    )
+
+    def answer(_ctx: RequestContext, _request: OffsetFetchRequest) -> OffsetFetchResponse:
+        return OffsetFetchResponse(
+            topics=[
+                OffsetFetchResponseTopic(name=n, partitions=[OffsetFetchResponsePartition(committed_offset=7)])
+                for n in ("mine", "theirs")
+            ]
+        )
+
+    acls = (allow(ResourceType.GROUP, "g", AclOperation.DESCRIBE), allow(ResourceType.TOPIC, "mine", AclOperation.READ))
+    every = guard(authorizer(*acls), answer, context(9), OffsetFetchRequest(group_id="g", topics=None))
+    assert [t.name for t in every.topics] == ["mine"]
+    named = OffsetFetchRequest(group_id="g", topics=[OffsetFetchRequestTopic(name=n) for n in ("mine", "theirs")])
+    answered = guard(authorizer(*acls), answer, context(9), named)
+    assert {t.name: t.partitions[0].error_code for t in answered.topics} == {
+        "mine": ErrorCode.NONE,
+        "theirs": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+    }
+    refused = guard(authorizer(), answer, context(9), named)
+    assert refused.error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
