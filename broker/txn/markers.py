@@ -27,8 +27,9 @@ log = logging.getLogger(__name__)
 WRITE_TXN_MARKERS_VERSION = 1
 REQUEST_TIMEOUT_S = 30.0
 RETRY_BACKOFF_S = 0.1
-# The partition is gone (topic deleted): nobody will read a marker there.
-_DONE = (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+# Nothing more to do for the partition: written; or the partition is gone (topic deleted); or it already holds
+# a newer epoch of the producer, so this marker is stale and retrying cannot help (Kafka drops it too).
+_DONE = (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_PRODUCER_EPOCH)
 
 LocalWriter = Callable[[WriteTxnMarkersRequest], Awaitable[WriteTxnMarkersResponse]]
 

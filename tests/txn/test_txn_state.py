@@ -7,7 +7,14 @@ import dataclasses
 import pytest
 
 from kafkette.broker.protocol.errors import ErrorCode
+from kafkette.broker.protocol.messages.write_txn_markers_response import (
+    WritableTxnMarkerPartitionResult,
+    WritableTxnMarkerResult,
+    WritableTxnMarkerTopicResult,
+    WriteTxnMarkersResponse,
+)
 from kafkette.broker.txn import state
+from kafkette.broker.txn.markers import marker_request, written
 from kafkette.broker.txn.record_codec import TxnRecordError, decode_record, encode_key, encode_value
 from kafkette.broker.txn.state import TransactionMetadata, TxnState
 
@@ -112,3 +119,34 @@ def test_records_round_trip_and_tombstones() -> None:
     assert decode_record(encode_key("tx"), None).metadata is None
     with pytest.raises(TxnRecordError):
         decode_record(encode_key("tx"), encode_value(meta)[:-3])
+
+
+def test_marker_requests_group_partitions_and_answers_say_which_are_done() -> None:
+    request = marker_request(7, 2, True, 5, [("b", 1), ("a", 2), ("a", 0)])
+    (marker,) = request.markers
+    assert (marker.producer_id, marker.producer_epoch, marker.transaction_result, marker.coordinator_epoch) == (
+        7,
+        2,
+        True,
+        5,
+    )
+    assert [(t.name, t.partition_indexes) for t in marker.topics] == [("a", [0, 2]), ("b", [1])]
+    codes = {0: ErrorCode.NONE, 1: ErrorCode.NOT_LEADER_OR_FOLLOWER, 2: ErrorCode.INVALID_PRODUCER_EPOCH}
+    answer = WriteTxnMarkersResponse(
+        markers=[
+            WritableTxnMarkerResult(
+                producer_id=7,
+                topics=[
+                    WritableTxnMarkerTopicResult(
+                        name="a",
+                        partitions=[
+                            WritableTxnMarkerPartitionResult(partition_index=i, error_code=code)
+                            for i, code in codes.items()
+                        ],
+                    )
+                ],
+            )
+        ]
+    )
+    # Written, or stale (a newer epoch is there already): done; a leader moving: sent again.
+    assert written(answer) == {("a", 0), ("a", 2)}
