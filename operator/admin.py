@@ -281,6 +281,15 @@ class Admin:
         except reassignment.ReassignError as exc:
             raise AdminError(str(exc), exc.code) from None
 
+    async def alter_configs(self, changes: reassignment.ConfigChanges) -> None:
+        """One IncrementalAlterConfigs over the wire (a BROKER resource per broker id, TOPIC resources): SET or,
+        for None, DELETE each key; AdminError naming each refused resource."""
+        answer = await self._ask(reassignment.alter_configs_request(changes), 1, "alter configs")
+        try:
+            reassignment.check_configs_altered(answer)
+        except reassignment.ReassignError as exc:
+            raise AdminError(str(exc), exc.code) from None
+
     async def replica_sizes(self) -> dict[tuple[tuple[str, int], int], int]:
         """((topic, partition), broker) -> bytes of that replica (DescribeLogDirs, asked of each broker the
         metadata lists); a broker that does not answer is left out."""

@@ -249,6 +249,8 @@ LEADER_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
 BROKER_RESOURCE = 4  # Kafka's ConfigResource type codes
 TOPIC_RESOURCE = 2
+# (resource type, name) -> key -> value to SET, or None to DELETE
+ConfigChanges = dict[tuple[int, str], dict[str, str | None]]
 
 
 def throttled_replicas(moves: Iterable[Move]) -> dict[str, dict[str, str]]:
@@ -262,40 +264,43 @@ def throttled_replicas(moves: Iterable[Move]) -> dict[str, dict[str, str]]:
     return {topic: {key: ",".join(entries) for key, entries in sides.items()} for topic, sides in lists.items()}
 
 
-def set_throttle(state: ClusterState, brokers: Sequence[int], moves: Sequence[Move], rate: int) -> None:
-    """Hold the copies of `moves` to `rate` bytes a second on each side: the rates on every broker a move
-    touches, the moving replicas listed on their topics."""
+def throttle_changes(moves: Sequence[Move], rate: int) -> ConfigChanges:
+    """The configs that hold the copies of `moves` to `rate` bytes a second on each side: the rates on every
+    broker a move touches, the moving replicas listed on their topics."""
     involved = sorted({b for m in moves for b in (*m.current, *m.target)})
-    changes: dict[tuple[int, str], dict[str, str | None]] = {
-        (BROKER_RESOURCE, str(b)): dict.fromkeys(THROTTLE_RATES, str(rate)) for b in involved
-    }
+    changes: ConfigChanges = {(BROKER_RESOURCE, str(b)): dict.fromkeys(THROTTLE_RATES, str(rate)) for b in involved}
     for topic, lists in throttled_replicas(moves).items():
         changes[TOPIC_RESOURCE, topic] = dict(lists)
-    alter_configs(state, brokers, changes)
+    return changes
+
+
+def unthrottle_changes(brokers: Iterable[int], topics: Iterable[str]) -> ConfigChanges:
+    """The deletions that remove the throttle rates from `brokers` and the lists from `topics`."""
+    changes: ConfigChanges = {(BROKER_RESOURCE, str(b)): dict.fromkeys(THROTTLE_RATES) for b in sorted(set(brokers))}
+    for topic in sorted(set(topics)):
+        changes[TOPIC_RESOURCE, topic] = dict.fromkeys((LEADER_REPLICAS, FOLLOWER_REPLICAS))
+    return changes
+
+
+def set_throttle(state: ClusterState, brokers: Sequence[int], moves: Sequence[Move], rate: int) -> None:
+    check_configs_altered(
+        runtime.ask(state, brokers, alter_configs_request(throttle_changes(moves, rate)), 1, CLIENT_ID)
+    )
 
 
 def clear_throttle(state: ClusterState, brokers: Sequence[int], topics: Iterable[str]) -> None:
     """Remove the throttle rates from every broker of the cluster and the lists from `topics`."""
-    changes: dict[tuple[int, str], dict[str, str | None]] = {
-        (BROKER_RESOURCE, str(b.node_id)): dict.fromkeys(THROTTLE_RATES) for b in state.brokers
-    }
-    for topic in sorted(set(topics)):
-        changes[TOPIC_RESOURCE, topic] = dict.fromkeys((LEADER_REPLICAS, FOLLOWER_REPLICAS))
-    alter_configs(state, brokers, changes)
+    request = alter_configs_request(unthrottle_changes((b.node_id for b in state.brokers), topics))
+    check_configs_altered(runtime.ask(state, brokers, request, 1, CLIENT_ID))
 
 
-def alter_configs(
-    state: ClusterState, brokers: Sequence[int], changes: Mapping[tuple[int, str], Mapping[str, str | None]]
-) -> None:
-    """One IncrementalAlterConfigs: per (resource type, name), SET each key to its value or DELETE it (None);
-    ReassignError naming each refused resource."""
-    from kafkette.broker.protocol.framing import expect
+def alter_configs_request(changes: ConfigChanges) -> Message:
+    """One IncrementalAlterConfigs: per (resource type, name), SET each key to its value or DELETE it (None)."""
     from kafkette.broker.protocol.messages.incremental_alter_configs_request import (
         AlterableConfig,
         AlterConfigsResource,
         IncrementalAlterConfigsRequest,
     )
-    from kafkette.broker.protocol.messages.incremental_alter_configs_response import IncrementalAlterConfigsResponse
 
     resources = [
         AlterConfigsResource(
@@ -308,14 +313,18 @@ def alter_configs(
         )
         for (kind, name), configs in changes.items()
     ]
-    answer = runtime.ask(state, brokers, IncrementalAlterConfigsRequest(resources=resources), 1, CLIENT_ID)
-    refused = [
-        f"{r.resource_name or 'cluster default'}: {r.error_message or r.error_code}"
-        for r in expect(answer, IncrementalAlterConfigsResponse).responses
-        if r.error_code
-    ]
+    return IncrementalAlterConfigsRequest(resources=resources)
+
+
+def check_configs_altered(answer: Message) -> None:
+    """ReassignError naming each resource an IncrementalAlterConfigs answer refused."""
+    from kafkette.broker.protocol.framing import expect
+    from kafkette.broker.protocol.messages.incremental_alter_configs_response import IncrementalAlterConfigsResponse
+
+    refused = [r for r in expect(answer, IncrementalAlterConfigsResponse).responses if r.error_code]
     if refused:
-        raise ReassignError("throttle refused: " + "; ".join(refused))
+        reasons = "; ".join(f"{r.resource_name}: {r.error_message or r.error_code}" for r in refused)
+        raise ReassignError("throttle refused: " + reasons, refused[0].error_code)
 
 
 def wait_done(

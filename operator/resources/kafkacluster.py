@@ -181,6 +181,12 @@ class KafkaClusterSpec(Model):
         },
     )
     resources: Resources = Field(Resources(), description="CPU and memory per broker.")
+    replication_throttle: int | None = Field(
+        None,
+        ge=1,
+        description="Bytes a second each side of a copy may use while the operator moves partitions after a change "
+        "of brokers (Kafka's --throttle); unthrottled when unset.",
+    )
     template: PodTemplate = Field(default_factory=PodTemplate, description="Overrides for the broker pods.")
 
     @property

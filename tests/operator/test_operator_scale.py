@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
 from kube_harness import Custom, eventually, mark_pods_ready
 from kubernetes import client
 from test_operator_roll import SELECTOR, events, pods, ready_cluster
@@ -25,6 +26,8 @@ from kafkette.operator.testing.traffic import SteadyProducer, read_back
 pytestmark = pytest.mark.timeout(300)
 
 TOPIC = "scaled"
+DYNAMIC_BROKER = ConfigSource.DYNAMIC_BROKER_CONFIG.value
+DYNAMIC_TOPIC = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
 PARTITIONS = 12
 
 
@@ -46,6 +49,19 @@ def balanced(bootstrap: str, ids: list[int]) -> ClusterState | None:
 
 def scale_status(custom: Custom) -> dict:
     return custom.get("kafkaclusters", "main").get("status", {}).get("scale") or {}
+
+
+def throttles(bootstrap: str) -> dict[str, str]:
+    """Throttle configs any broker or the topic still has."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resources = [ConfigResource(ConfigResource.Type.BROKER, str(b)) for b in range(5)]
+    resources.append(ConfigResource(ConfigResource.Type.TOPIC, TOPIC))
+    found = {}
+    for resource in resources:
+        for key, entry in admin.describe_configs([resource])[resource].result(10).items():
+            if "throttled" in key and entry.source in (DYNAMIC_BROKER, DYNAMIC_TOPIC):
+                found[f"{resource.name}/{key}"] = entry.value or ""
+    return found
 
 
 def replicas_of(kube: client.ApiClient, namespace: str) -> int:
@@ -72,7 +88,7 @@ def test_scale_up_moves_partitions_then_a_drain_precedes_the_shrink(
         for node_id in (3, 4):
             state = runtime.launch(cluster_dir, state, node_id)
         runtime.wait_ready(cluster_dir, state, 60, node_ids=[3, 4])
-        custom.patch_spec("kafkaclusters", "main", {"brokers": 5})
+        custom.patch_spec("kafkaclusters", "main", {"brokers": 5, "replicationThrottle": 50_000_000})
         eventually(lambda: len(pods(core, namespace)) == 5, what="five broker pods")
         mark_pods_ready(kube, namespace, SELECTOR)
         done = eventually(
@@ -84,6 +100,9 @@ def test_scale_up_moves_partitions_then_a_drain_precedes_the_shrink(
         eventually(lambda: balanced(bootstrap, [0, 1, 2, 3, 4]), what="balanced over five brokers")
         said = [reason for reason, _ in events(core, namespace)]
         assert {"ScaleUp", "PartitionsMoving", "ScaleDone"} <= set(said), said
+        moving = [m for reason, m in events(core, namespace) if reason == "PartitionsMoving"]
+        assert all(m.endswith("(throttled to 50000000 bytes a second)") for m in moving), moving
+        eventually(lambda: throttles(bootstrap) == {}, what="no throttle left after the scale")
 
         # Refused: RF 3 does not fit two brokers. Stalled, an Event, and every pod kept.
         custom.patch_spec("kafkaclusters", "main", {"brokers": 2})

@@ -120,7 +120,9 @@ async def _observe(
     # Only the timer scales, and not while a roll runs: one change of the brokers at a time.
     scale_now = scale.previous_scale(status)
     if rolling and not rolling_now:
-        scaled = await scale.step(body, spec.brokers, statefulset, pod_objects, pods, kafka, admin)
+        scaled = await scale.step(
+            body, spec.brokers, statefulset, pod_objects, pods, kafka, admin, spec.replication_throttle
+        )
         if scaled.brokers != scale.held(status, statefulset, spec.brokers):
             await _apply_children(name, namespace, body["metadata"]["uid"], body, spec, scaled.brokers)
         scale_now = scaled.scale

@@ -17,7 +17,7 @@ import kopf
 from kafkette.operator import metrics
 from kafkette.operator.admin import Admin, AdminError, ClusterState
 from kafkette.operator.kube.names import RACK_ANNOTATION
-from kafkette.operator.local.reassign import remaining_bytes
+from kafkette.operator.local.reassign import remaining_bytes, throttle_changes, unthrottle_changes
 from kafkette.operator.planning.cluster import BrokerPod
 from kafkette.operator.planning.scale import (
     Finish,
@@ -87,9 +87,12 @@ async def step(
     pods: Sequence[BrokerPod],
     kafka: ClusterState | None,
     admin: Admin,
+    throttle: int | None = None,
 ) -> Step:
-    """Ask the planner what the scale does now and do it; the moves still to finish go to the operator's metrics."""
-    taken = await _step(body, brokers, statefulset, pod_objects, pods, kafka, admin)
+    """Ask the planner what the scale does now and do it; the moves still to finish go to the operator's metrics.
+    `throttle` (spec.replicationThrottle) holds each batch's copies to that many bytes a second per side, as
+    Kafka's --throttle does."""
+    taken = await _step(body, brokers, statefulset, pod_objects, pods, kafka, admin, throttle)
     going = taken.scale.state != "Done"
     pending = taken.scale.moves_in_flight + taken.scale.moves_remaining if going else 0
     metrics.moves_pending(body["metadata"]["namespace"], body["metadata"]["name"], pending)
@@ -104,6 +107,7 @@ async def _step(
     pods: Sequence[BrokerPod],
     kafka: ClusterState | None,
     admin: Admin,
+    throttle: int | None,
 ) -> Step:
     previous = previous_scale(body.get("status")) or first_scale(statefulset, brokers)
     keep = previous.brokers  # what the planner compares spec.brokers with: a scale-up is not yet grown
@@ -168,16 +172,22 @@ async def _step(
             return said("Stalled", why, "ScaleRefused", keep)
         case Reassign(moves=moves, remaining=remaining, why=why):
             try:
+                if throttle is not None:
+                    await admin.alter_configs(throttle_changes(moves, throttle))
                 await admin.reassign({(m.topic, m.partition): m.target for m in moves})
             except AdminError as exc:
                 return said(moving_state, f"scale paused: {exc}", "ScaleWaiting", keep, **in_flight)
             names = ", ".join(f"{m.topic}-{m.partition} -> {list(m.target)}" for m in moves)
-            kopf.info(body, reason="PartitionsMoving", message=f"{why}; moving {names}")
+            held_to = f" (throttled to {throttle} bytes a second)" if throttle is not None else ""
+            kopf.info(body, reason="PartitionsMoving", message=f"{why}; moving {names}{held_to}")
             progress = {"moves_in_flight": len(moves), "moves_remaining": remaining - len(moves)}
             scale = status(moving_state, why, keep, **progress)
             return Step(scale, scale_outcome(scale), keep)
         case Finish(brokers=kept, preferred=preferred, why=why):
             try:
+                if started:  # this scale moved partitions: no throttle outlives it (the spec may have changed)
+                    topics = {p.topic for p in kafka.partitions}
+                    await admin.alter_configs(unthrottle_changes(range(max(keep, brokers)), topics))
                 elected = await admin.elect_preferred(preferred)
             except AdminError as exc:
                 return said(moving_state, f"preferred leader election: {exc}", "ScaleWaiting", keep, **in_flight)
