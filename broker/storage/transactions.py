@@ -90,13 +90,17 @@ class TransactionTable:
     def observe(self, batch: TxnBatch, segment_base: int, known_first: int | None = None) -> AbortedTxn | None:
         """Account for a transactional batch; the aborted-transaction entry when it is an ABORT marker.
 
-        ``known_first`` is the first offset of the transaction when it began before what was observed
-        (an entry read from an index file during a rescan).
+        ``known_first`` is the first offset an index file recorded for the transaction (during a rescan): it
+        may lie before what was observed.
         """
         if batch.marker is None:
             self.ongoing.setdefault(batch.producer_id, batch.base_offset)
             return None
-        first = self.ongoing.pop(batch.producer_id, known_first)
+        first = self.ongoing.pop(batch.producer_id, None)
+        if known_first is not None:
+            # The index entry was written when all the transaction's batches were there; compaction may
+            # have removed its first ones since.
+            first = known_first if first is None else min(first, known_first)
         if batch.marker != ControlRecordType.ABORT or first is None:
             return None
         still_open = self.first_unstable_offset()

@@ -10,6 +10,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from kafkette.broker.protocol.records import end_txn_marker_batch
 from kafkette.broker.storage import Log, LogConfig
+from kafkette.broker.storage.cleaner import clean_segments
 from kafkette.broker.storage.transactions import AbortedTxn
 
 SMALL = LogConfig(segment_bytes=400, index_interval_bytes=100)
@@ -115,3 +116,26 @@ def test_retention_drops_the_index_with_its_segment(tmp_path: Path) -> None:
     assert any(path.name.endswith(".txnindex.deleted") for path in renamed)
     assert log.aborted_transactions(0, 100) == []
     log.close()
+
+
+def test_compaction_keeps_the_aborted_transactions_of_the_segments_it_merges(tmp_path: Path) -> None:
+    config = LogConfig(segment_bytes=300, index_interval_bytes=100, compact=True, delete=False)
+    log = Log.open(tmp_path / "t-0", config)
+    sequence = 0
+    for producer_id in (7, 8, 9):
+        for _ in range(3):
+            log.append(txn_batch(producer_id, sequence, [b"v" * 40], key=b"same-key"), leader_epoch=0)
+            sequence += 1
+        log.append(marker(producer_id, commit=producer_id == 8), leader_epoch=0)
+    log.append(txn_batch(10, 0, [b"tail"], key=b"k"), leader_epoch=0)
+    before = log.aborted_transactions(0, log.log_end_offset)
+    assert [entry.producer_id for entry in before] == [7, 9]
+    assert len(log.closed_segments()) > 2
+    result = clean_segments(log.closed_segments(), 0, config, now=10**13)
+    for old, cleaned in result.groups:
+        assert log.replace_segments(old, cleaned) is not None
+    assert log.aborted_transactions(0, log.log_end_offset) == before
+    log.close()
+    reopened = Log.open(tmp_path / "t-0", config, clean_shutdown=True, recovery_point=log.log_end_offset)
+    assert reopened.aborted_transactions(0, reopened.log_end_offset) == before
+    reopened.close()
