@@ -11,9 +11,10 @@ from kafkette.broker.cli.common import Subcommand
 
 def all_subcommands() -> tuple[Subcommand, ...]:
     # Imported on demand, as the broker's own are: building the parser stays cheap.
-    from kafkette.operator.cli import cluster_cmd, demo_cmd, reassign_cmd, roll_cmd, scale_cmd, top_cmd
+    from kafkette.operator.cli import cluster_cmd, demo_cmd, pipeline_cmd, reassign_cmd, roll_cmd, scale_cmd, top_cmd
 
-    return (*broker_main.broker_subcommands(), demo_cmd, cluster_cmd, roll_cmd, scale_cmd, reassign_cmd, top_cmd)
+    verbs = (demo_cmd, cluster_cmd, roll_cmd, scale_cmd, reassign_cmd, top_cmd, pipeline_cmd)
+    return (*broker_main.broker_subcommands(), *verbs)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
