@@ -6,11 +6,11 @@ tests/kstatus, on the objects as the API server returns them)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
 
+import kstatus_tool
 import pytest
 import yaml
 from kubernetes import client
@@ -19,13 +19,12 @@ from kafkette.operator import crds
 from kafkette.operator.kube.handlers.common import ready, reconciling, report, stalled
 from kafkette.operator.resources import GROUP, VERSION, KafkaClusterSpec, TopicSpec
 from kafkette.operator.testing import ControlPlane
-from kafkette.operator.testing.tools import cache_dir, kubectl
+from kafkette.operator.testing.tools import kubectl
 
 EXAMPLE = crds.REPO / "examples" / "gitops"
 OVERLAYS = {"staging": "streaming-staging", "production": "streaming"}
 # A GitOps tool's own field manager (Flux applies as "kustomize-controller"), not the operator's.
 MANAGER = "gitops-test"
-KSTATUS_BUILD = crds.REPO / "tests" / "kstatus" / "build.sh"
 
 
 @pytest.fixture(scope="module")
@@ -38,17 +37,7 @@ def kubectl_binary() -> Path:
 
 @pytest.fixture(scope="module")
 def kstatus_binary() -> Path:
-    """tests/kstatus built (once; `make kstatus-bin` in CI) from the Go module proxy."""
-    done = subprocess.run(
-        ["bash", str(KSTATUS_BUILD)],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-        env={**os.environ, "KAFKETTE_CACHE": str(cache_dir())},
-    )
-    assert done.returncode == 0, done.stderr
-    return Path(done.stdout.strip().splitlines()[-1])
+    return kstatus_tool.build()
 
 
 def run(binary: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -155,9 +144,7 @@ def test_kstatus_reads_the_operators_conditions(
             "json",
         )
         assert got.returncode == 0, got.stderr
-        done = run(kstatus_binary, stdin=got.stdout)
-        assert done.returncode == 0, done.stderr
-        return done.stdout.split("\t")[0]
+        return kstatus_tool.status_of(kstatus_binary, got.stdout)
 
     generation = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "topics", "t")["metadata"]["generation"]
     assert kstatus_of(report(None, generation, ready("Created", "topic t exists"))) == "Current"

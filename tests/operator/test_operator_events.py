@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 from typing import Any
 
+import kstatus_tool
 import pytest
 from kube_harness import Custom, eventually
 from kubernetes import client
@@ -55,6 +56,8 @@ def metrics_port(monkeypatch: pytest.MonkeyPatch) -> int:
 def test_a_refusal_and_its_recovery_are_events(
     kube: client.ApiClient, namespace: str, broker: BrokerProcess, metrics_port: int, operator: OperatorProcess
 ) -> None:
+    """Also: kstatus reads the Stalled topic as Failed and, once the operator made it Ready, as Current."""
+    kstatus = kstatus_tool.build()
     custom = Custom(kube, namespace)
     custom.create("topics", "orphan", {"clusterRef": "nowhere"})
     core = client.CoreV1Api(kube)
@@ -65,6 +68,7 @@ def test_a_refusal_and_its_recovery_are_events(
 
     (refused, *_) = eventually(lambda: events("ClusterNotFound"), TIMEOUT, "a ClusterNotFound Event")
     assert refused.type == "Warning" and refused.message.startswith("Stalled: ")
+    assert kstatus_tool.status_of(kstatus, custom.get("topics", "orphan")) == "Failed"
     custom.create("kafkaclusters", "nowhere", {"brokers": 1}, annotations={BOOTSTRAP_ANNOTATION: broker.bootstrap})
     (recovered, *_) = eventually(
         lambda: [
@@ -76,6 +80,7 @@ def test_a_refusal_and_its_recovery_are_events(
         "a Normal Event once the topic is Ready",
     )
     assert recovered.involved_object.kind == "Topic"
+    assert kstatus_tool.status_of(kstatus, custom.get("topics", "orphan")) == "Current"
     # GitOps: the operator wrote status, annotations and finalizers, never a spec field.
     for plural, name in (("topics", "orphan"), ("kafkaclusters", "nowhere")):
         managed = client.CustomObjectsApi(kube).get_namespaced_custom_object(GROUP, VERSION, namespace, plural, name)[
