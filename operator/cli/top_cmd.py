@@ -7,6 +7,7 @@ The brokers come from a local cluster's directory (`--dir`, each broker's `metri
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 from pathlib import Path
@@ -64,25 +65,28 @@ def _scrape_all(endpoints: dict[str, tuple[str, int]], timeout: float) -> Scrape
 
 
 def _top(args: argparse.Namespace) -> int:
-    from kafkette.operator.cli.top_view import render
-
     if args.interval <= 0:
         raise CommandError("--interval must be positive")
     endpoints = _endpoints(args)
-    timeout = max(min(args.interval, 5.0), 1.0)
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how the live view ends
+        _show(endpoints, args.interval, args.once, args.internal)
+    return 0
+
+
+def _show(endpoints: dict[str, tuple[str, int]], interval: float, once: bool, internal: bool) -> None:
+    from kafkette.operator.cli.top_view import render
+
+    timeout = max(min(interval, 5.0), 1.0)
     before = _scrape_all(endpoints, timeout)
     taken = time.monotonic()
     while True:
-        try:
-            time.sleep(args.interval)
-        except KeyboardInterrupt:
-            return 0
+        time.sleep(interval)
         now = _scrape_all(endpoints, timeout)
         at = time.monotonic()
-        lines = render(now, before, at - taken, args.internal)
-        if args.once:
+        lines = render(now, before, at - taken, internal)
+        if once:
             print("\n".join(lines))
-            return 0
+            return
         sys.stdout.write(
             CLEAR + time.strftime("%H:%M:%S") + "  kafkette top (Ctrl-C quits)\n\n" + "\n".join(lines) + "\n"
         )
