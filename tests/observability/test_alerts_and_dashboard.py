@@ -119,3 +119,20 @@ def test_operator_deployment_serves_metrics_and_logs_as_asked() -> None:
         [binary, "lint", "--strict", str(CHART), "--set", "logFormat=xml"], capture_output=True, text=True, timeout=60
     )
     assert refused.returncode != 0 and "logFormat" in refused.stdout + refused.stderr
+
+
+def test_dashboard_panels_are_laid_out_for_grafana() -> None:
+    """Unique panel ids, no two panels on the same grid cells, every query on the chosen Prometheus data source."""
+    dashboard = json.loads(DASHBOARD.read_text())
+    panels = dashboard["panels"]
+    assert len({panel["id"] for panel in panels}) == len(panels)
+    taken: set[tuple[int, int]] = set()
+    for panel in panels:
+        grid = panel["gridPos"]
+        assert grid["x"] + grid["w"] <= 24, panel["title"]
+        cells = {(grid["x"] + dx, grid["y"] + dy) for dx in range(grid["w"]) for dy in range(grid["h"])}
+        assert not cells & taken, f"{panel['title']} overlaps another panel"
+        taken |= cells
+        for target in panel.get("targets", []):
+            assert target["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, panel["title"]
+    assert [v["name"] for v in dashboard["templating"]["list"]] == ["datasource"]
