@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 import zipfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -169,8 +170,22 @@ def start_kafkette(extra: dict[str, str] | None = None) -> RunningBroker:
     return _launch("kafkette", command, f"127.0.0.1:{port}", data_dir)
 
 
-def _kafka_properties(data_dir: Path, node_id: int, port: int, controller_port: int, quorum: str, rf: int) -> Path:
-    """One KRaft combined-mode node's server.properties; `quorum` is its controller.quorum.* line."""
+def _kafka_properties(
+    data_dir: Path,
+    node_id: int,
+    port: int,
+    controller_port: int,
+    quorum: str,
+    rf: int,
+    listeners: Mapping[str, int] | None = None,
+    settings: Mapping[str, str] | None = None,
+) -> Path:
+    """One KRaft combined-mode node's server.properties; `quorum` is its controller.quorum.* line. `listeners`
+    adds client listeners named after their security protocol (SSL, SASL_SSL) on the given ports, `settings`
+    any further keys (their key stores, SASL mechanisms)."""
+    extra = listeners or {}
+    client = [f"PLAINTEXT://127.0.0.1:{port}", *(f"{name}://127.0.0.1:{p}" for name, p in extra.items())]
+    protocols = ",".join(["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT", *(f"{name}:{name}" for name in extra)])
     properties = data_dir / "server.properties"
     properties.write_text(
         "\n".join(
@@ -178,15 +193,17 @@ def _kafka_properties(data_dir: Path, node_id: int, port: int, controller_port: 
                 "process.roles=broker,controller",
                 f"node.id={node_id}",
                 quorum,
-                f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
-                f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}",
+                f"listeners={','.join(client)},CONTROLLER://127.0.0.1:{controller_port}",
+                f"advertised.listeners={','.join(client)}",
                 "controller.listener.names=CONTROLLER",
-                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                "inter.broker.listener.name=PLAINTEXT",
+                f"listener.security.protocol.map={protocols}",
                 f"log.dirs={data_dir / 'data'}",
                 f"offsets.topic.replication.factor={rf}",
                 f"transaction.state.log.replication.factor={rf}",
                 f"transaction.state.log.min.isr={min(rf, 2)}",
                 "group.initial.rebalance.delay.ms=0",
+                *(f"{key}={value}" for key, value in (settings or {}).items()),
             ]
         )
         + "\n"
@@ -208,12 +225,14 @@ def _kafka_cluster_id(classpath: str) -> str:
     ).stdout.split()[-1]
 
 
-def start_kafka() -> RunningBroker:
+def start_kafka(listeners: Mapping[str, int] | None = None, settings: Mapping[str, str] | None = None) -> RunningBroker:
+    """One Kafka broker with a PLAINTEXT listener, and the extra `listeners` and `settings` of
+    `_kafka_properties`."""
     libs = kafka_libs()
     data_dir = Path(tempfile.mkdtemp(prefix="bench-kafka-"))
     port, controller_port = free_port(), free_port()
     quorum = f"controller.quorum.bootstrap.servers=127.0.0.1:{controller_port}"
-    properties = _kafka_properties(data_dir, 1, port, controller_port, quorum, 1)
+    properties = _kafka_properties(data_dir, 1, port, controller_port, quorum, 1, listeners, settings)
     classpath = f"{libs}/*"
     _kafka_format(classpath, properties, _kafka_cluster_id(classpath), "--standalone")
     # A capped heap keeps the JVM from taking the memory the clients and other brokers need.

@@ -1,15 +1,16 @@
-"""What TLS and SASL cost: one Kafkette broker, the same workload on its PLAINTEXT, SSL and SASL_SSL listeners.
+"""What TLS and SASL cost: the same workload on the PLAINTEXT, SSL and SASL_SSL listeners of one Kafkette broker
+and of one Apache Kafka broker, side by side.
 
     python bench/tls.py [--rounds 3] [--records 50000] [--size 1024]
 
-Each round runs, on each listener in turn (the order rotating between rounds), one confluent-kafka producer
+Each round runs, on each broker and each of its listeners in turn (the orders rotating between rounds), one
+confluent-kafka producer
 (acks=1, lz4 off) writing `records` records of `size` bytes to a new 1-partition topic, then one consumer reading
 them back from the start. SSL is TLS 1.3 with the broker's PKCS12 key store; SASL_SSL adds a SCRAM-SHA-512
-login per connection. Reports MB/s and the broker's CPU seconds per 100 MB for each, and the ratios TLS /
-plaintext per round (the rates share this 2-core machine with the client, so CPU per MB is the steadier
-figure). Results go to bench/results/tls.md and tls.json. A benchmark: numbers, no pass/fail.
-
-Apache Kafka with TLS is not in this run yet: bench/brokers.py starts it with a PLAINTEXT listener only.
+login per connection. Both brokers read the same PKCS12 key store. Reports MB/s and the broker's CPU seconds
+per 100 MB for each, the ratios TLS / plaintext per broker and Kafkette / Kafka per listener, medians over the
+rounds (the rates share this 2-core machine with the client, so CPU per MB is the steadier figure). Results go
+to bench/results/tls.md and tls.json. A benchmark: numbers, no pass/fail.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from brokers import RunningBroker, free_port, start_kafkette
+from brokers import RunningBroker, free_port, start_kafka, start_kafkette
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
@@ -45,6 +46,7 @@ USER, USER_PASSWORD = "bench", "bench-secret"
 
 @dataclass(frozen=True)
 class Run:
+    broker: str
     protocol: str
     produce_mb_s: float
     consume_mb_s: float
@@ -93,12 +95,47 @@ def one_run(broker: RunningBroker, settings: dict[str, str], protocol: str, reco
     consume_s, consume_cpu = time.perf_counter() - start, broker.cpu_seconds() - cpu
     consumer.close()
     return Run(
+        broker.name,
         protocol,
         round(megabytes / produce_s, 1),
         round(megabytes / consume_s, 1),
         round(produce_cpu / megabytes * 100, 2),
         round(consume_cpu / megabytes * 100, 2),
     )
+
+
+def start_brokers(ca_keystore: Path) -> dict[str, tuple[RunningBroker, dict[str, str]]]:
+    """Both brokers, each with SSL and SASL_SSL listeners beside PLAINTEXT; name -> (broker, protocol -> address)."""
+    store = {
+        "ssl.keystore.type": "PKCS12",
+        "ssl.keystore.location": str(ca_keystore),
+        "ssl.keystore.password": PASSWORD,
+    }
+    ports = {"SSL": free_port(), "SASL_SSL": free_port()}
+    kafkette = start_kafkette(
+        {"listeners": ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items())} | store
+    )
+    kafka_ports = {"SSL": free_port(), "SASL_SSL": free_port()}
+    scram_login = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+    kafka = start_kafka(
+        kafka_ports,
+        store
+        | {
+            "ssl.key.password": PASSWORD,
+            "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": scram_login,
+        },
+    )
+    brokers = {}
+    for broker, listener_ports in ((kafkette, ports), (kafka, kafka_ports)):
+        addresses = {"PLAINTEXT": broker.bootstrap} | {n: f"127.0.0.1:{p}" for n, p in listener_ports.items()}
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        credential = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192)
+        upsertion = UserScramCredentialUpsertion(USER, credential, USER_PASSWORD.encode())
+        for future in admin.alter_user_scram_credentials([upsertion]).values():
+            future.result(30)
+        brokers[broker.name] = (broker, addresses)
+    return brokers
 
 
 def main() -> None:
@@ -109,32 +146,23 @@ def main() -> None:
     args = parser.parse_args()
 
     ca = authority(Path(tempfile.mkdtemp(prefix="bench-tls-ca-")))
-    ports = {"SSL": free_port(), "SASL_SSL": free_port()}
-    broker = start_kafkette(
-        {
-            "listeners": ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items()),
-            "ssl.keystore.location": str(ca.broker.keystore_p12),
-            "ssl.keystore.password": PASSWORD,
-        }
-    )
+    brokers = start_brokers(ca.broker.keystore_p12)
     try:
-        bootstrap = {"PLAINTEXT": broker.bootstrap} | {name: f"127.0.0.1:{port}" for name, port in ports.items()}
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        credential = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192)
-        upsertion = UserScramCredentialUpsertion(USER, credential, USER_PASSWORD.encode())
-        for future in admin.alter_user_scram_credentials([upsertion]).values():
-            future.result(30)
         runs: list[list[Run]] = []
+        names = list(brokers)
         for round_index in range(args.rounds):
-            order = PROTOCOLS[round_index % 3 :] + PROTOCOLS[: round_index % 3]
-            results = {
-                p: one_run(broker, client_settings(p, bootstrap, ca.ca_pem), p, args.records, args.size) for p in order
-            }
-            runs.append([results[p] for p in PROTOCOLS])
-            for run in runs[-1]:
-                print(round_index, run, flush=True)
+            shift = round_index % len(PROTOCOLS)
+            results = {}
+            for name in names[round_index % 2 :] + names[: round_index % 2]:
+                broker, addresses = brokers[name]
+                for protocol in PROTOCOLS[shift:] + PROTOCOLS[:shift]:
+                    settings = client_settings(protocol, addresses, ca.ca_pem)
+                    results[name, protocol] = one_run(broker, settings, protocol, args.records, args.size)
+                    print(round_index, results[name, protocol], flush=True)
+            runs.append([results[name, protocol] for name in names for protocol in PROTOCOLS])
     finally:
-        broker.stop()
+        for broker, _ in brokers.values():
+            broker.stop()
     write_report(runs, args)
 
 
@@ -148,34 +176,39 @@ def write_report(runs: list[list[Run]], args: argparse.Namespace) -> None:
     }
     (RESULTS / "tls.json").write_text(json.dumps(payload, indent=2) + "\n")
     lines = [
-        "# TLS and SASL_SSL beside PLAINTEXT (one Kafkette broker)",
+        "# TLS and SASL_SSL beside PLAINTEXT, Kafkette and Apache Kafka",
         "",
         f"`python bench/tls.py --rounds {args.rounds} --records {args.records} --size {args.size}`; "
-        "confluent-kafka, acks=1, one partition, client and broker on the same 2-core machine.",
+        "confluent-kafka, acks=1, one partition, client and brokers on the same 2-core machine.",
         "",
-        "| round | protocol | produce MB/s | consume MB/s | broker CPU s / 100 MB produced | consumed |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| round | broker | protocol | produce MB/s | consume MB/s | broker CPU s / 100 MB produced | consumed |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for index, round_runs in enumerate(runs):
         for run in round_runs:
             lines.append(
-                f"| {index} | {run.protocol} | {run.produce_mb_s} | {run.consume_mb_s} | "
+                f"| {index} | {run.broker} | {run.protocol} | {run.produce_mb_s} | {run.consume_mb_s} | "
                 f"{run.produce_cpu_s_per_100mb} | {run.consume_cpu_s_per_100mb} |"
             )
-    lines += ["", "Median ratio to PLAINTEXT over the rounds (rate: higher is better; CPU: lower is better):", ""]
-    lines += [
-        "| protocol | produce rate | consume rate | produce CPU | consume CPU |",
-        "| --- | --- | --- | --- | --- |",
-    ]
-    for position, protocol in enumerate(PROTOCOLS[1:], start=1):
+    fields = ("produce_mb_s", "consume_mb_s", "produce_cpu_s_per_100mb", "consume_cpu_s_per_100mb")
 
-        def ratio(field: str, position: int = position) -> float:
-            return round(statistics.median(getattr(r[position], field) / getattr(r[0], field) for r in runs), 2)
+    def median_ratio(field: str, top: tuple[str, str], bottom: tuple[str, str]) -> float:
+        by_key = [{(r.broker, r.protocol): r for r in round_runs} for round_runs in runs]
+        ratios = [getattr(k[top], field) / max(getattr(k[bottom], field), 1e-9) for k in by_key]
+        return round(statistics.median(ratios), 2)
 
-        lines.append(
-            f"| {protocol} | {ratio('produce_mb_s')} | {ratio('consume_mb_s')} | "
-            f"{ratio('produce_cpu_s_per_100mb')} | {ratio('consume_cpu_s_per_100mb')} |"
-        )
+    header = "| produce rate | consume rate | produce CPU | consume CPU |"
+    lines += ["", "Median over the rounds of TLS / PLAINTEXT on each broker (rate: higher is better; CPU: lower is"]
+    lines += ["better):", "", f"| broker | protocol {header}", "| --- | --- | --- | --- | --- | --- |"]
+    for name in sorted({r.broker for r in runs[0]}):
+        for protocol in PROTOCOLS[1:]:
+            cells = " | ".join(str(median_ratio(f, (name, protocol), (name, "PLAINTEXT"))) for f in fields)
+            lines.append(f"| {name} | {protocol} | {cells} |")
+    lines += ["", "Median over the rounds of Kafkette / Kafka on each listener:", ""]
+    lines += [f"| protocol {header}", "| --- | --- | --- | --- | --- |"]
+    for protocol in PROTOCOLS:
+        cells = " | ".join(str(median_ratio(f, ("kafkette", protocol), ("kafka", protocol))) for f in fields)
+        lines.append(f"| {protocol} | {cells} |")
     (RESULTS / "tls.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -129,7 +129,7 @@ class Connection(asyncio.BufferedProtocol):
         try:
             self._frames.buffer_updated(nbytes)
         except FrameError as exc:
-            log.warning("closing %s: %s (socket.request.max.bytes)", self.peer, exc)
+            log.warning("closing %s: %s", self.peer, exc)
             self.close()
 
     # -- requests and responses -------------------------------------------

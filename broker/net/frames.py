@@ -19,6 +19,11 @@ _SIZE = struct.Struct(">i")
 SCRATCH_BYTES = 64 * 1024
 
 
+# The first bytes of a TLS ClientHello (record type 22, version 3.x), which read as a huge Kafka frame size.
+TLS_HANDSHAKE_RECORD = 0x16
+TLS_MAJOR_VERSION = 0x03
+
+
 class FrameError(ValueError):
     """The stream cannot be framed any further (a negative size, or a frame over the limit)."""
 
@@ -60,7 +65,13 @@ class FrameCutter:
                 if size < 0:
                     raise FrameError(f"negative frame size {size}")
                 if size > self._max_frame_bytes:
-                    raise FrameError(f"frame of {size} bytes exceeds the limit of {self._max_frame_bytes}")
+                    if data[position] == TLS_HANDSHAKE_RECORD and data[position + 1] == TLS_MAJOR_VERSION:
+                        raise FrameError(
+                            "a TLS handshake on a listener without TLS (the client is set for SSL or SASL_SSL)"
+                        )
+                    raise FrameError(
+                        f"frame of {size} bytes exceeds the limit of {self._max_frame_bytes} (socket.request.max.bytes)"
+                    )
                 start, end = position + 4, position + 4 + size
                 if end <= used:
                     position = end

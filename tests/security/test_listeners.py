@@ -128,6 +128,8 @@ def test_stranger_certificate_and_wrong_protocols_close_only_that_connection(sec
     admin_host, admin_port = secure_broker.admin_bootstrap.split(":")
     plain_tls = ssl.create_default_context(cafile=str(secure_broker.ca.ca_pem))
     assert refused(lambda raw: plain_tls.wrap_socket(raw, server_hostname=admin_host), (admin_host, int(admin_port)))
+    log = secure_broker.process.log_path
+    wait_for(lambda: "a TLS handshake on a listener without TLS" in log.read_text(), "the broker naming the mistake")
     # Kafka requests on a SASL listener before authenticating: that connection is closed.
     sasl_host, sasl_port = secure_broker.bootstrap("SASL_PLAINTEXT").split(":")
     with socket.create_connection((sasl_host, int(sasl_port)), timeout=10) as raw:
