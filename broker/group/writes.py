@@ -46,7 +46,13 @@ class GroupWrites:
         acknowledgement when it is still pending."""
         try:
             return ErrorCode.NONE, self._log.append(self._partition_of(group_id), records, producer)
-        except (KafkaError, StorageError) as exc:
+        except KafkaError as exc:
+            if exc.code == ErrorCode.INVALID_PRODUCER_EPOCH:
+                # A fenced producer's TxnOffsetCommit: Kafka answers PRODUCER_FENCED.
+                return ErrorCode.PRODUCER_FENCED, None
+            log.error("cannot write %s to %s: %s", group_id, self._log.name, exc)
+            return ErrorCode.NOT_COORDINATOR, None
+        except StorageError as exc:
             log.error("cannot write %s to %s: %s", group_id, self._log.name, exc)
             return ErrorCode.NOT_COORDINATOR, None
 

@@ -298,7 +298,8 @@ class Partition:
         """Validate, deduplicate and append a producer's batches; raises KafkaError.
 
         ``sequenced=False``: a coordinator's write on a producer's behalf (TxnOffsetCommit), which carries
-        the producer's id and epoch but no sequence numbers, so it takes no part in deduplication.
+        the producer's id and epoch but no sequence numbers, so it takes no part in deduplication; an epoch
+        older than the partition's (the producer was fenced) is still refused, INVALID_PRODUCER_EPOCH.
         """
         if not self.is_leader:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self.node_id} does not lead {self}")
@@ -314,6 +315,10 @@ class Partition:
             check_timestamps(headers, now, settings.timestamp_before_max_ms, settings.timestamp_after_max_ms)
         if settings.compacted:
             check_keys(records, headers)
+        if not sequenced:
+            for header in headers:
+                if header.has_producer_id:
+                    self.producers.check_epoch(header.producer_id, header.producer_epoch)
         idempotent = [header for header in headers if header.has_producer_id and sequenced]
         if idempotent and len(headers) == 1:
             duplicate = self.producers.check(headers[0])
@@ -325,6 +330,10 @@ class Partition:
         result = self.log.append(records, self.leader_epoch, append_time, headers)
         if idempotent:
             self.producers.record(headers[0], result.first_offset, now)
+        elif not sequenced:
+            for header in headers:
+                if header.has_producer_id:
+                    self.producers.note_epoch(header.producer_id, header.producer_epoch)
         self._appended()
         return AppendOutcome(
             result.first_offset,
@@ -339,11 +348,11 @@ class Partition:
         """Write a transaction's COMMIT or ABORT marker (WriteTxnMarkers); raises KafkaError."""
         if not self.is_leader:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self.node_id} does not lead {self}")
-        self.producers.check_marker(producer_id, producer_epoch)
+        self.producers.check_epoch(producer_id, producer_epoch)
         now = int(time.time() * 1000)
         batch = bytearray(end_txn_marker_batch(producer_id, producer_epoch, commit, coordinator_epoch, now))
         result = self.log.append(batch, self.leader_epoch)
-        self.producers.record_marker(producer_id, producer_epoch)
+        self.producers.note_epoch(producer_id, producer_epoch)
         self._appended()
         return AppendOutcome(result.first_offset, -1, self.log_start_offset, result.last_offset)
 

@@ -87,21 +87,23 @@ class ProducerStateTable:
         """Replay stored batches (oldest first) so retries of batches written before a restart are recognised."""
         for header in headers:
             if header.is_control:
-                self.record_marker(header.producer_id, header.producer_epoch)
+                self.note_epoch(header.producer_id, header.producer_epoch)
             elif header.has_producer_id:
                 self.record(header, header.base_offset, header.max_timestamp)
 
-    def check_marker(self, producer_id: int, producer_epoch: int) -> None:
-        """Refuse a transaction marker older than the producer's epoch here (a coordinator that lost its place)."""
+    def check_epoch(self, producer_id: int, producer_epoch: int) -> None:
+        """Refuse a transaction marker or a coordinator's write (TxnOffsetCommit) for an epoch older than the
+        producer's here: the producer was fenced, or the coordinator lost its place."""
         entry = self._producers.get(producer_id)
         if entry is not None and producer_epoch < entry.epoch:
             raise KafkaError(
                 ErrorCode.INVALID_PRODUCER_EPOCH,
-                f"marker epoch {producer_epoch} is older than producer {producer_id}'s epoch {entry.epoch}",
+                f"epoch {producer_epoch} is older than producer {producer_id}'s epoch {entry.epoch}",
             )
 
-    def record_marker(self, producer_id: int, producer_epoch: int) -> None:
-        """A COMMIT/ABORT marker: a higher epoch (an abort that fenced the producer) makes older batches stale."""
+    def note_epoch(self, producer_id: int, producer_epoch: int) -> None:
+        """A marker or a coordinator's write: a higher epoch (an abort that fenced the producer) makes older
+        batches stale."""
         entry = self._producers.get(producer_id)
         if entry is None or producer_epoch > entry.epoch:
             self._producers[producer_id] = ProducerEntry(producer_epoch)

@@ -15,10 +15,18 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaProducer
+from raw_client import RawClient
 from txn_kit import EOS_PROCESSOR, group_progress, read_all
 from waiting import wait_for
 
 from kafkette.broker.cli.main import main as cli_main
+from kafkette.broker.protocol.errors import ErrorCode
+from kafkette.broker.protocol.messages.describe_transactions_request import DescribeTransactionsRequest
+from kafkette.broker.protocol.messages.txn_offset_commit_request import (
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitRequestPartition,
+    TxnOffsetCommitRequestTopic,
+)
 from kafkette.broker.testing import InProcessBroker, in_process_broker
 
 ZOMBIE = Path(__file__).with_name("txn_zombie.py")
@@ -253,3 +261,34 @@ def test_read_process_write_is_exactly_once_across_a_sigkill_of_the_processor(br
     finally:
         second.kill()
         second.wait(10)
+
+
+def test_a_fenced_producer_cannot_commit_offsets(broker: InProcessBroker) -> None:
+    source = create_topic(broker, "txn-fenced-offsets-in", partitions=1)
+    sink = create_topic(broker, "txn-fenced-offsets-out", partitions=1)
+    group = "fenced-offsets-group"
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False})
+    zombie = txn_producer(broker, "fenced-offsets")
+    zombie.begin_transaction()
+    zombie.produce(sink, value=b"zombie")
+    zombie.send_offsets_to_transaction([TopicPartition(source, 0, 5)], consumer.consumer_group_metadata(), 20)
+    consumer.close()
+    with RawClient(broker.bootstrap) as raw:
+        described = raw.request(DescribeTransactionsRequest(transactional_ids=["fenced-offsets"]), 0)
+        (state,) = described.transaction_states
+        zombie_id, zombie_epoch = state.producer_id, state.producer_epoch
+        txn_producer(broker, "fenced-offsets")  # the successor: aborts the open transaction, fencing the zombie
+        late = TxnOffsetCommitRequest(
+            transactional_id="fenced-offsets",
+            group_id=group,
+            producer_id=zombie_id,
+            producer_epoch=zombie_epoch,
+            topics=[
+                TxnOffsetCommitRequestTopic(
+                    name=source, partitions=[TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=9)]
+                )
+            ],
+        )
+        answer = raw.request(late, 3)
+    assert answer.topics[0].partitions[0].error_code == ErrorCode.PRODUCER_FENCED
+    assert committed_offset(broker, group, source, "read_committed") < 0
