@@ -1,7 +1,8 @@
 """Three brokers whose replication and controller traffic run over TLS with client certificates: the
-inter-broker listener and the controller listener are SSL with ssl.client.auth=required, the authorizer is on,
-and the brokers' certificate subject is the super user that replica fetches (CLUSTER_ACTION) need.
-An RF=3 topic written with acks=all keeps all three replicas in sync, which only replica fetches over TLS do."""
+inter-broker listener and the controller listener are SSL with ssl.client.auth=required and the authorizer is
+on. The brokers' certificate subject has no ACL at first, so their replica fetches (which need CLUSTER_ACTION)
+are refused and the followers drop out of the ISR; once an ACL grants it, they catch up and an RF=3,
+min.insync.replicas=3 topic takes acks=all writes, which only replica fetches over TLS make possible."""
 
 from __future__ import annotations
 
@@ -11,7 +12,15 @@ from collections.abc import Iterator
 import pytest
 from certs import Authority
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
 from sasl_clients import TIMEOUT_S
 from secure_broker import HOST, free_ports, secure_config
 from test_authorization import STANDARD_AUTHORIZER
@@ -45,7 +54,7 @@ def cluster(
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SSL,CONTROLLER:SSL",
             "ssl.client.auth": "required",
             "authorizer.class.name": STANDARD_AUTHORIZER,
-            "super.users": f"User:ANONYMOUS;{BROKER_PRINCIPAL}",
+            "replica.lag.time.max.ms": "2000",
         }
         brokers.append(BrokerProcess(tmp_path_factory.mktemp(f"tls-broker-{i}"), config))
     # A voter is ready only once a quorum is up: start all three at once.
@@ -67,18 +76,25 @@ def test_replication_and_the_controller_over_mutual_tls(cluster: list[BrokerProc
     bootstrap = cluster[0].bootstrap
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(TOPIC, 2, 3, config={"min.insync.replicas": "3"})])[TOPIC].result(TIMEOUT_S)
+
+    def isr_sizes() -> list[int]:
+        partitions = admin.list_topics(TOPIC, timeout=TIMEOUT_S).topics[TOPIC].partitions.values()
+        return [len(p.isrs) for p in partitions]
+
+    wait_for(lambda: isr_sizes() == [1, 1], "followers refused CLUSTER_ACTION leaving the ISR", TIMEOUT_S)
+    grant = AclBinding(
+        ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, BROKER_PRINCIPAL, "*",
+        AclOperation.CLUSTER_ACTION, AclPermissionType.ALLOW,
+    )  # fmt: skip
+    admin.create_acls([grant])[grant].result(TIMEOUT_S)
+    wait_for(lambda: isr_sizes() == [3, 3], "every replica back in the ISR", TIMEOUT_S)
+
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "message.timeout.ms": 30_000})
     failures: list[str] = []
     for i in range(200):
         producer.produce(TOPIC, str(i).encode(), on_delivery=lambda e, _m: failures.append(str(e)) if e else None)
     assert producer.flush(TIMEOUT_S) == 0 and not failures, failures
     producer.close()
-
-    def all_in_sync() -> bool:
-        partitions = admin.list_topics(TOPIC, timeout=TIMEOUT_S).topics[TOPIC].partitions.values()
-        return all(len(p.isrs) == 3 for p in partitions)
-
-    wait_for(all_in_sync, "every replica in the ISR", TIMEOUT_S)
     # The inter-broker and controller listeners take no client without a certificate from the cluster's CA.
     for broker in cluster:
         for name in ("INTERNAL", "CONTROLLER"):
