@@ -7,10 +7,12 @@ import logging
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from kafkette.broker import logs
+from kafkette.broker.process import BrokerProcess
 
 
 def test_json_formatter_keeps_message_level_logger_and_traceback() -> None:
@@ -48,3 +50,16 @@ def test_the_variable_picks_the_format(value: str | None, is_json: bool) -> None
 
 def _base_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != logs.FORMAT_VARIABLE}
+
+
+def test_a_broker_process_logs_json_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What pods get with a KafkaCluster's logFormat: json (the variable reaches `kafkette broker`)."""
+    monkeypatch.setenv(logs.FORMAT_VARIABLE, "json")
+    with BrokerProcess(tmp_path / "broker") as broker:
+        text = broker.log_path.read_text()
+    records = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+    assert any(r["logger"] == "kafkette.broker.server.app" and "serving on" in r["message"] for r in records), text
+    # Nothing else but the ready line, which tools wait for on stdout, is left in plain text.
+    assert [line for line in text.splitlines() if not line.startswith("{")] == [
+        line for line in text.splitlines() if "ready listening" in line
+    ]

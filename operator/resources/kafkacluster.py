@@ -161,6 +161,9 @@ class KafkaClusterSpec(Model):
         None, min_length=1, description=f"Broker image; defaults to {DEFAULT_IMAGE_REPOSITORY}:<version>."
     )
     storage: Storage = Field(Storage(), description="Each broker's persistent volume.")
+    log_format: Literal["plain", "json"] = Field(
+        "plain", description="The brokers' log lines: plain text, or json (one JSON object per line)."
+    )
     rack: Rack | None = Field(None, description="Rack awareness; off when unset.")
     listeners: list[Listener] = Field(
         # A plain default (pydantic copies it per instance) so the CRD schema carries it too.

@@ -27,6 +27,7 @@ SPECS = {
         "version": "0.2.0",
         "image": "registry.example/kafkette:dev",
         "storage": {"size": "50Gi", "class": "fast", "deleteClaim": True},
+        "logFormat": "json",
         "rack": {"topologyKey": "topology.kubernetes.io/zone"},
         "listeners": [{"name": "PLAINTEXT", "port": 9094, "advertise": "podIP"}],
         "config": {"min.insync.replicas": 2, "default.replication.factor": 3},
@@ -73,6 +74,7 @@ def test_statefulset_lets_the_operator_order_restarts() -> None:
     assert pod["metadata"]["annotations"]["note"] == 'quote"s: and {braces}'
     assert pod["spec"]["tolerations"][0]["value"] == "kafka"
     broker = pod["spec"]["containers"][0]
+    assert {"name": "KAFKETTE_LOG_FORMAT", "value": "json"} in broker["env"]
     # Prometheus finds each broker's metrics.port through the pod's annotations.
     assert {"prometheus.io/scrape": "true", "prometheus.io/port": "9308"}.items() <= pod["metadata"][
         "annotations"
@@ -97,6 +99,8 @@ def test_broker_pods_run_non_root_on_their_volume_without_api_access() -> None:
     (broker,) = pod["containers"]
     assert "--pod-info" not in broker["command"]
     assert {"name": "data", "mountPath": "/var/lib/kafkette"} in broker["volumeMounts"]
+    # Plain logs by default, and no variable for it: clusters from before logFormat keep their revision.
+    assert not [env for env in broker["env"] if env["name"] == "KAFKETTE_LOG_FORMAT"]
     config = broker_config(render(SPECS["defaults"]), 0)
     assert config["log.dirs"] == "/var/lib/kafkette/data"
     # Started = the client port is open; a new cluster's brokers wait for each other, so the budget is minutes.
