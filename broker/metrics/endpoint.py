@@ -26,7 +26,7 @@ class MetricsEndpoint:
         self._server: asyncio.Server | None = None
 
     async def start(self, host: str, port: int) -> int:
-        """Listen; returns the bound port (``port`` 0 would pick a free one: callers pass 0 only to mean off)."""
+        """Listen on ``port`` (the broker starts no endpoint at all for metrics.port 0); returns the bound port."""
         self._server = await asyncio.start_server(self._serve, host, port, reuse_address=True)
         bound: int = self._server.sockets[0].getsockname()[1]
         return bound

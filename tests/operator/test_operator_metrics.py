@@ -28,12 +28,17 @@ async def _handler(fail: bool, **_: object) -> str:
 def test_reconcile_counts_times_and_failures_and_keeps_the_handler_id() -> None:
     # kopf names a handler's progress annotations after its qualified name.
     assert _handler.__qualname__ == "_handler"
-    before = metrics.RECONCILES.labels("Probe")._value.get()
+
+    def sample(name: str) -> float:
+        return metrics.REGISTRY.get_sample_value(name, {"kind": "Probe"}) or 0.0
+
+    before = sample("kafkette_operator_reconciles_total"), sample("kafkette_operator_reconcile_errors_total")
     assert asyncio.run(_handler(fail=False)) == "done"
     with pytest.raises(RuntimeError):
         asyncio.run(_handler(fail=True))
-    assert metrics.RECONCILES.labels("Probe")._value.get() == before + 2
-    assert metrics.ERRORS.labels("Probe")._value.get() >= 1
+    assert sample("kafkette_operator_reconciles_total") == before[0] + 2
+    assert sample("kafkette_operator_reconcile_errors_total") == before[1] + 1
+    assert sample("kafkette_operator_reconcile_duration_seconds_count") >= 2
     with pytest.raises(TypeError, match="only async handlers"):
         metrics.reconcile("Probe")(lambda: None)  # type: ignore[arg-type]
 
