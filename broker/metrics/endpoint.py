@@ -46,7 +46,12 @@ class MetricsEndpoint:
             if method not in (b"GET", b"HEAD"):
                 writer.write(b"HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
                 return
-            body = generate_latest(self._registry)
+            try:
+                body = generate_latest(self._registry)
+            except Exception:  # a collector's bug must not take the broker's endpoint down with it
+                log.exception("metrics scrape failed")
+                writer.write(b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                return
             writer.write(
                 b"HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
                 % (CONTENT_TYPE_LATEST.encode(), len(body))

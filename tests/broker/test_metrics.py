@@ -5,16 +5,22 @@ The cluster scenario (three brokers, a SIGKILL, group lag) is tests/cluster/test
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Consumer, Producer
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import Metric
+from prometheus_client.registry import Collector
 
 from kafkette.broker.controller.image import MetadataImage, PartitionImage, TopicImage
 from kafkette.broker.metrics.collector import isr_changes, offline_partitions
+from kafkette.broker.metrics.endpoint import MetricsEndpoint
 from kafkette.broker.metrics.requests import batch_totals, request_name
 from kafkette.broker.metrics.scrape import scrape
 from kafkette.broker.protocol.records import Record, encode_batch
@@ -118,3 +124,35 @@ def test_one_broker_counts_what_clients_did() -> None:
 def test_metrics_port_zero_serves_nothing() -> None:
     with in_process_broker() as running:
         assert running.broker.metrics_port is None
+
+
+def test_a_failing_collector_answers_500_and_the_endpoint_stays_up() -> None:
+    class Broken(Collector):
+        fail = True
+
+        def collect(self) -> Iterator[Metric]:
+            if Broken.fail:
+                raise RuntimeError("collector bug")
+            return iter(())
+
+    registry = CollectorRegistry()
+    registry.register(Broken())
+
+    async def scenario() -> tuple[int, int]:
+        endpoint = MetricsEndpoint(registry)
+        port = await endpoint.start("127.0.0.1", 0)
+        loop = asyncio.get_running_loop()
+
+        def get() -> int:
+            try:
+                return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).status
+            except urllib.error.HTTPError as exc:
+                return exc.code
+
+        first = await loop.run_in_executor(None, get)
+        Broken.fail = False
+        second = await loop.run_in_executor(None, get)
+        await endpoint.stop()
+        return first, second
+
+    assert asyncio.run(scenario()) == (500, 200)
