@@ -243,6 +243,39 @@ def _mechanisms(entries: tuple[str, ...]) -> tuple[str, ...]:
     return entries
 
 
+LISTENER_PREFIX = "listener.name."
+_SCRAM_JAAS = re.compile(r"scram-sha-(256|512)\.sasl\.jaas\.config")
+
+
+def check_listener_key(key: str, value: str) -> None:
+    """Kafka's `listener.name.<listener>.<key>` settings that mean something here; anything else is refused
+    by name rather than ignored."""
+    _, _, rest = key.partition(LISTENER_PREFIX)
+    _, _, setting = rest.partition(".")
+    if setting == "ssl.client.auth":
+        if value not in ("required", "requested", "none"):
+            raise ConfigError(f"{key}: must be 'required', 'requested' or 'none' (got {value!r})")
+    elif setting == "sasl.enabled.mechanisms":
+        try:
+            _mechanisms(tuple(x.strip() for x in value.split(",") if x.strip()))
+        except ValueError as exc:
+            raise ConfigError(f"{key}: {exc}") from None
+    elif _SCRAM_JAAS.fullmatch(setting):
+        # SCRAM credentials live in the metadata log: the JAAS line names only the login module.
+        if "ScramLoginModule" not in value:
+            raise ConfigError(f"{key}: only org.apache.kafka.common.security.scram.ScramLoginModule is supported")
+    elif setting == "plain.sasl.jaas.config":
+        raise ConfigError(
+            f"{key}: PLAIN checks passwords against the users' SCRAM credentials, not JAAS user_ options "
+            "(docs/security.md)"
+        )
+    else:
+        raise ConfigError(
+            f"unknown broker config {key!r}: per-listener ssl.client.auth, sasl.enabled.mechanisms and "
+            "scram-sha-256/512.sasl.jaas.config are supported"
+        )
+
+
 def _authorizer(value: str) -> str:
     if value and value not in AUTHORIZER_CLASS_NAMES:
         raise ValueError(f"supported authorizers are {', '.join(sorted(AUTHORIZER_CLASS_NAMES))} (or empty: none)")
@@ -438,6 +471,8 @@ class BrokerConfig(_PropertiesModel):
     authorizer_class_name: _Authorizer = Field("", alias="authorizer.class.name")
     super_users: _Principals = Field((), alias="super.users")
     allow_everyone_if_no_acl_found: Boolean = Field(False, alias="allow.everyone.if.no.acl.found")
+    # Kafka's per-listener settings, `listener.name.<listener>.<key>` -> value (see check_listener_key).
+    listener_overrides: tuple[tuple[str, str], ...] = ()
     controller_quorum_election_timeout_ms: _PositiveInt = Field(1000, alias="controller.quorum.election.timeout.ms")
     controller_quorum_fetch_timeout_ms: _PositiveInt = Field(2000, alias="controller.quorum.fetch.timeout.ms")
     broker_session_timeout_ms: _PositiveInt = Field(9000, alias="broker.session.timeout.ms")
@@ -516,6 +551,10 @@ class BrokerConfig(_PropertiesModel):
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> BrokerConfig:
         """Validate Kafka-style `key -> string` properties; raise ConfigError naming the first bad key."""
+        overrides = tuple(sorted((k, v.strip()) for k, v in props.items() if k.startswith(LISTENER_PREFIX)))
+        for key, value in overrides:
+            check_listener_key(key, value)
+        props = {k: v for k, v in props.items() if not k.startswith(LISTENER_PREFIX)}
         cls._check_keys(set(props), frozenset(_SYNONYMS))
         if "broker.id" in props and "node.id" in props and props["broker.id"].strip() != props["node.id"].strip():
             raise ConfigError(
@@ -528,7 +567,28 @@ class BrokerConfig(_PropertiesModel):
             if old in props and new not in props:
                 resolved[new] = props[old]
                 origin[new] = old
-        return cls._from_strings(resolved, origin, props)
+        config = cls._from_strings(resolved, origin, props)
+        names = {x.name.lower() for x in config.listeners}
+        for key, _ in overrides:
+            if key[len(LISTENER_PREFIX) :].split(".", 1)[0] not in names:
+                raise ConfigError(f"{key}: no listener of that name in listeners")
+        return config.model_copy(update={"listener_overrides": overrides})
+
+    def to_properties(self) -> dict[str, str]:
+        properties = super().to_properties()
+        properties.pop("listener_overrides", None)
+        return properties | dict(self.listener_overrides)
+
+    def listener_setting(self, listener: str, key: str) -> str | None:
+        """`listener.name.<listener>.<key>` when set (Kafka's per-listener override), else None."""
+        return dict(self.listener_overrides).get(f"{LISTENER_PREFIX}{listener.lower()}.{key}")
+
+    def ssl_client_auth_on(self, listener: str) -> str:
+        return self.listener_setting(listener, "ssl.client.auth") or self.ssl_client_auth
+
+    def sasl_mechanisms_on(self, listener: str) -> tuple[str, ...]:
+        value = self.listener_setting(listener, "sasl.enabled.mechanisms")
+        return tuple(x.strip() for x in value.split(",") if x.strip()) if value else self.sasl_enabled_mechanisms
 
     @property
     def segment_ms(self) -> int:

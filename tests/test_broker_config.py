@@ -233,6 +233,39 @@ def test_bad_security_configs(props: dict[str, str], reason: str) -> None:
         BrokerConfig.from_properties(props)
 
 
+def test_per_listener_settings() -> None:
+    jaas = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+    props = {
+        "listeners": "PLAINTEXT://:9092,SASL_SSL://:9093",
+        "ssl.client.auth": "requested",
+        "listener.name.sasl_ssl.ssl.client.auth": "required",
+        "listener.name.sasl_ssl.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": jaas,
+    }
+    config = BrokerConfig.from_properties(props)
+    assert config.ssl_client_auth_on("SASL_SSL") == "required"
+    assert config.ssl_client_auth_on("PLAINTEXT") == "requested"
+    assert config.sasl_mechanisms_on("SASL_SSL") == ("SCRAM-SHA-512",)
+    assert config.sasl_mechanisms_on("PLAINTEXT") == ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+    assert BrokerConfig.from_properties(config.to_properties()) == config
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "reason"),
+    [
+        ("listener.name.other.ssl.client.auth", "required", "no listener of that name"),
+        ("listener.name.plaintext.ssl.client.auth", "always", "must be 'required', 'requested' or 'none'"),
+        ("listener.name.plaintext.sasl.enabled.mechanisms", "GSSAPI", "GSSAPI: supported mechanisms are"),
+        ("listener.name.plaintext.plain.sasl.jaas.config", "x", "PLAIN checks passwords against"),
+        ("listener.name.plaintext.scram-sha-256.sasl.jaas.config", "Other required;", "only org.apache.kafka"),
+        ("listener.name.plaintext.ssl.cipher.suites", "x", "unknown broker config"),
+    ],
+)
+def test_bad_per_listener_settings(key: str, value: str, reason: str) -> None:
+    with pytest.raises(ConfigError, match=f"{reason}"):
+        BrokerConfig.from_properties({"listeners": "PLAINTEXT://:9092", key: value})
+
+
 def test_to_properties_round_trips() -> None:
     config = BrokerConfig.from_properties(
         {

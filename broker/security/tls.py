@@ -26,12 +26,12 @@ class TlsConfigError(ValueError):
     """A key store or trust store cannot be read; the message names the setting."""
 
 
-def server_context(config: BrokerConfig) -> ssl.SSLContext:
-    """The context of this broker's SSL and SASL_SSL listeners."""
+def server_context(config: BrokerConfig, client_auth: str | None = None) -> ssl.SSLContext:
+    """The context of this broker's SSL and SASL_SSL listeners (`client_auth`: a listener's own ssl.client.auth)."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     _load_key_store(context, config)
-    context.verify_mode = _CLIENT_AUTH[config.ssl_client_auth]
+    context.verify_mode = _CLIENT_AUTH[client_auth or config.ssl_client_auth]
     if context.verify_mode != ssl.CERT_NONE:
         _load_trust_store(context, config)
     return context

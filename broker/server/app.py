@@ -157,16 +157,18 @@ class Broker:
         """One server per client listener, with TLS on SSL and SASL_SSL ones; none serves before start_serving."""
         config = self.config
         loop = asyncio.get_running_loop()
-        tls: ssl.SSLContext | None = None
+        contexts: dict[str, ssl.SSLContext] = {}  # by ssl.client.auth, which a listener may set for itself
         for listener in config.client_listeners:
             protocol = config.security_protocol(listener.name)
-            if protocol in ("SSL", "SASL_SSL") and tls is None:
-                tls = server_context(config)
+            tls = None
+            if protocol in ("SSL", "SASL_SSL"):
+                client_auth = config.ssl_client_auth_on(listener.name)
+                tls = contexts.get(client_auth) or contexts.setdefault(client_auth, server_context(config, client_auth))
             server = await loop.create_server(
                 functools.partial(self._new_connection, listener.name, protocol),
                 listener.host or None,
                 listener.port,
-                ssl=tls if protocol in ("SSL", "SASL_SSL") else None,
+                ssl=tls,
                 reuse_address=True,
                 backlog=1024,
                 start_serving=False,

@@ -23,6 +23,17 @@ def certificate_authority(tmp_path_factory: pytest.TempPathFactory) -> Authority
 @pytest.fixture(scope="module")
 def secure_broker(tmp_path_factory: pytest.TempPathFactory, certificate_authority: Authority) -> Iterator[SecureBroker]:
     ports = dict(zip(PROTOCOLS, free_ports(len(PROTOCOLS)), strict=True))
-    config = secure_config(certificate_authority, ports)
+    config = secure_config(
+        certificate_authority,
+        ports,
+        **{
+            # Kafka's per-listener settings: certificates required on SSL only, PLAIN off on SASL_PLAINTEXT.
+            "listener.name.ssl.ssl.client.auth": "required",
+            "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
+            "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+            ),
+        },
+    )
     with BrokerProcess(tmp_path_factory.mktemp("broker"), config) as process:
         yield SecureBroker(process, certificate_authority, ports)

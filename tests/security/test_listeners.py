@@ -116,6 +116,29 @@ def test_wrong_password_is_refused_and_the_broker_keeps_serving(secure_broker: S
     ) == expected("after-refusals")
 
 
+def test_per_listener_settings(secure_broker: SecureBroker) -> None:
+    """listener.name.ssl.ssl.client.auth=required: no certificate, no connection on SSL (SASL_SSL still takes
+    one); listener.name.sasl_plaintext.sasl.enabled.mechanisms leaves PLAIN out there."""
+    ca = str(secure_broker.ca.ca_pem)
+    host, port = secure_broker.bootstrap("SSL").split(":")
+    no_certificate = ssl.create_default_context(cafile=ca)
+    assert refused(lambda raw: no_certificate.wrap_socket(raw, server_hostname=host), (host, int(port)))
+    host, port = secure_broker.bootstrap("SASL_SSL").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as raw:
+        no_certificate.wrap_socket(raw, server_hostname=host).close()  # the handshake succeeds
+    reported: list[str] = []
+    settings = {"bootstrap.servers": secure_broker.bootstrap("SASL_PLAINTEXT")}
+    settings |= sasl("SASL_PLAINTEXT", "PLAIN", *ALICE, ca)
+    producer = Producer({**settings, "error_cb": lambda error: reported.append(error.str())})
+
+    def refused_plain() -> bool:
+        producer.poll(0.1)
+        return any("Unsupported SASL mechanism" in text and "SCRAM-SHA-256,SCRAM-SHA-512" in text for text in reported)
+
+    wait_for(refused_plain, "librdkafka reporting PLAIN as not enabled on SASL_PLAINTEXT", TIMEOUT_S)
+    producer.close()
+
+
 def test_stranger_certificate_and_wrong_protocols_close_only_that_connection(secure_broker: SecureBroker) -> None:
     stranger = secure_broker.ca.stranger("eve")
     context = ssl.create_default_context(cafile=str(secure_broker.ca.ca_pem))

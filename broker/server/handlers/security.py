@@ -59,7 +59,7 @@ def _credentials(ctx: RequestContext) -> Credentials:
 
 def handle_sasl_handshake(ctx: RequestContext, request: SaslHandshakeRequest) -> SaslHandshakeResponse:
     session = ctx.session
-    enabled = list(ctx.broker.config.sasl_enabled_mechanisms)
+    enabled = list(ctx.broker.config.sasl_mechanisms_on(session.listener))
     if session.authenticated or not session.protocol.startswith("SASL_"):
         return SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=enabled)
     if request.mechanism not in enabled:
