@@ -226,22 +226,21 @@ class _PerTopic:
 
 def _per_topic(allowed: Callable[[Check, str], bool], shape: _PerTopic) -> Rule:
     def rule(check: Check, request: Any) -> Patch | None:
-        names = [_named(item, shape.request_name) for item in getattr(request, shape.request_topics) or []]
-        refused = {name for name in names if name is not None and not allowed(check, name)}
+        items = getattr(request, shape.request_topics) or []
+        named = [(item, _named(check, item, shape.request_name)) for item in items]
+        refused = [(item, name) for item, name in named if name is not None and not allowed(check, name)]
         if not refused:
             return None
-        setattr(
-            request,
-            shape.request_topics,
-            [i for i in getattr(request, shape.request_topics) or [] if _named(i, shape.request_name) not in refused],
-        )
+        setattr(request, shape.request_topics, [item for item, name in named if (item, name) not in refused])
 
         def patch(response: Any) -> None:
             answered = getattr(response, shape.response_topics) or []
-            for name in sorted(refused):
+            for item, name in refused:
                 result = shape.result(name=name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 if shape.error_message:
                     result.error_message = "Authorization failed."
+                if hasattr(result, "topic_id") and hasattr(item, "topic_id"):
+                    result.topic_id = item.topic_id
                 answered.append(result)
             setattr(response, shape.response_topics, answered)
 
@@ -250,8 +249,11 @@ def _per_topic(allowed: Callable[[Check, str], bool], shape: _PerTopic) -> Rule:
     return rule
 
 
-def _named(item: Any, attribute: str) -> str | None:
-    return item if isinstance(item, str) else getattr(item, attribute)
+def _named(check: Check, item: Any, attribute: str) -> str | None:
+    """The topic an entry names: a plain name, its name field, or (DeleteTopics v6+) the topic of its id."""
+    if isinstance(item, str):
+        return item
+    return _topic_name(check.ctx, getattr(item, attribute), getattr(item, "topic_id", None))
 
 
 def _create_topics(check: Check, name: str) -> bool:

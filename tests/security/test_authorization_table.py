@@ -174,3 +174,32 @@ def test_offset_fetch_hides_or_refuses_topics_without_describe() -> None:
     }
     refused = guard(authorizer(), answer, context(9), named)
     assert refused.error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+
+
+def test_delete_topics_by_id_is_checked_against_the_topic_name() -> None:
+    """DeleteTopics v6+ may name topics by id only: the rule looks the name up in the broker's catalog (here
+    a lookup table standing in for TopicCatalog.topic_by_id, the one broker service the rule reads)."""
+    import uuid
+    from types import SimpleNamespace
+
+    from kafkette.broker.metadata.catalog import TopicInfo
+    from kafkette.broker.protocol.messages.delete_topics_request import DeleteTopicsRequest, DeleteTopicState
+    from kafkette.broker.protocol.messages.delete_topics_response import DeletableTopicResult, DeleteTopicsResponse
+
+    mine, theirs = uuid.uuid4(), uuid.uuid4()
+    catalog = {mine: TopicInfo("mine", mine, 1, {}), theirs: TopicInfo("theirs", theirs, 1, {})}
+    ctx = context(20, 6)
+    ctx.broker = SimpleNamespace(topics=SimpleNamespace(topic_by_id=catalog.get))  # type: ignore[assignment]
+    request = DeleteTopicsRequest(topics=[DeleteTopicState(name=None, topic_id=t) for t in (mine, theirs)])
+    deleted: list[uuid.UUID] = []
+
+    def handler(_ctx: RequestContext, r: DeleteTopicsRequest) -> DeleteTopicsResponse:
+        deleted.extend(t.topic_id for t in r.topics or [])
+        return DeleteTopicsResponse(responses=[DeletableTopicResult(name="mine", topic_id=mine)])
+
+    response = guard(authorizer(allow(ResourceType.TOPIC, "mine", AclOperation.DELETE)), handler, ctx, request)
+    assert deleted == [mine]
+    assert {(r.name, r.topic_id, r.error_code) for r in response.responses} == {
+        ("mine", mine, ErrorCode.NONE),
+        ("theirs", theirs, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+    }
