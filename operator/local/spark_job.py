@@ -86,7 +86,7 @@ def job_command(settings: JobSettings, master: str, directory: Path, agent_port:
 
 
 def start_job(settings: JobSettings, master: str, directory: Path, timeout: float = START_TIMEOUT) -> RunningJob:
-    """Launch the driver; returns once its agent reports a running query."""
+    """Launch the driver; returns once its agent reports a running query and the starting executors."""
     directory.mkdir(parents=True, exist_ok=True)
     port = runtime.first_free_port(1)
     log = directory / "driver.log"
@@ -104,7 +104,8 @@ def start_job(settings: JobSettings, master: str, directory: Path, timeout: floa
         _await_query(process, url, log, timeout)
         # A standalone master grants an application every free core it may use (spark.cores.max) when it
         # registers, whatever spark.executor.instances says: pin the starting total through the agent.
-        first = spark_agent.request_total(url, settings.executors)
+        spark_agent.request_total(url, settings.executors)
+        first = _await_executors(process, url, settings.executors, log, timeout)
     except BaseException:
         stop_job(process)
         raise
@@ -127,6 +128,20 @@ def _await_query(process: subprocess.Popen[bytes], url: str, log: Path, timeout:
             last = "no streaming query yet"
         time.sleep(0.5)
     raise JobError(f"the Spark driver's agent did not report a running query within {timeout:g}s ({last}); see {log}")
+
+
+def _await_executors(process: subprocess.Popen[bytes], url: str, count: int, log: Path, timeout: float) -> DriverState:
+    """The agent's state once exactly `count` executors are registered (killed ones take seconds to go)."""
+    deadline = time.monotonic() + timeout
+    state = spark_agent.get_state(url)
+    while state.executors != count:
+        if process.poll() is not None:
+            raise JobError(f"the Spark driver exited ({process.returncode}); see {log}")
+        if time.monotonic() > deadline:
+            raise JobError(f"{state.executors} executors registered, not {count}, after {timeout:g}s; see {log}")
+        time.sleep(0.5)
+        state = spark_agent.get_state(url)
+    return state
 
 
 def stop_job(process: subprocess.Popen[bytes], timeout: float = STOP_TIMEOUT) -> bool:

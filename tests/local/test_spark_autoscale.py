@@ -58,7 +58,7 @@ def job(broker: BrokerProcess, tmp_path_factory: pytest.TempPathFactory) -> Iter
     # Small batches, so a burst takes several triggers to drain and its lag is seen by the loop.
     settings = JobSettings(broker.bootstrap, "orders", "spend", executors=1, max_offsets_per_trigger=1000)
     with standalone_job(tmp_path_factory.mktemp("pipeline"), settings, workers=2) as running:
-        wait_for(lambda: running.state().executors == 1, "the job's first executor", timeout=EXECUTOR_WAIT)
+        assert running.first.executors == 1
         yield running
 
 
