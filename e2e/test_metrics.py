@@ -1,0 +1,87 @@
+"""Metrics on running pods: every broker pod of a 3-broker KafkaCluster serves Prometheus metrics on 9308 (its
+annotations say so), their sums match what a producer wrote, and the operator pod serves its own on 8081.
+
+Runs alone (`make e2e E2E_ARGS=e2e/test_metrics.py`) or after test_e2e.py: it installs the CRDs and the chart
+itself and removes its cluster at the end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from kube import POLL_SECONDS, CommandFailed, apply, items, kubectl, run, wait_current
+from waiting import wait_for
+
+from kafkette.broker.metrics.scrape import Scrape, scrape
+
+ROOT = Path(__file__).resolve().parent.parent
+NAMESPACE = "kafkette"
+CLUSTER = "metered"
+TOPIC = "metered"
+RECORDS = 2000
+SELECTOR = f"app.kubernetes.io/instance={CLUSTER},app.kubernetes.io/component=broker"
+RESOURCES = {"requests": {"cpu": "50m", "memory": "192Mi"}, "limits": {"memory": "768Mi"}}
+
+pytestmark = pytest.mark.timeout(600)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def operator() -> Iterator[None]:
+    try:
+        kubectl("get", "--raw", "/readyz", timeout=20)
+    except (CommandFailed, FileNotFoundError) as problem:
+        pytest.skip(f"no Kubernetes API server reachable with `kubectl` (start one with `make node`): {problem}")
+    kubectl("apply", "-f", str(ROOT / "crds"))
+    kubectl("wait", "--for=condition=Established", "crd/kafkaclusters.kafkette.dev", "--timeout=60s")
+    run(["helm", "upgrade", "--install", "kafkette", str(ROOT / "charts" / "kafkette"), "-n", NAMESPACE,
+         "--create-namespace", "--wait", "--timeout", "5m"], timeout=330)  # fmt: skip
+    yield
+    kubectl("delete", "kafkacluster", CLUSTER, "-n", NAMESPACE, "--ignore-not-found", "--timeout=120s")
+    kubectl("delete", "pvc", "-n", NAMESPACE, "-l", SELECTOR, "--ignore-not-found", "--timeout=120s")
+
+
+def broker_scrapes() -> dict[str, Scrape]:
+    pods = items("pods", NAMESPACE, SELECTOR)
+    out = {}
+    for pod in pods:
+        annotations = pod["metadata"].get("annotations") or {}
+        assert annotations.get("prometheus.io/scrape") == "true", pod["metadata"]["name"]
+        out[pod["metadata"]["name"]] = scrape(pod["status"]["podIP"], int(annotations["prometheus.io/port"]))
+    return out
+
+
+def test_broker_and_operator_pods_serve_metrics() -> None:
+    spec = {"brokers": 3, "storage": {"size": "1Gi", "deleteClaim": True}, "resources": RESOURCES,
+            "listeners": [{"name": "PLAINTEXT", "port": 9092, "advertise": "podIP"}]}  # fmt: skip
+    apply({"apiVersion": "kafkette.dev/v1alpha1", "kind": "KafkaCluster", "metadata": {"name": CLUSTER}, "spec": spec},
+          NAMESPACE)  # fmt: skip
+    wait_current("kafkacluster", CLUSTER, NAMESPACE, timeout=300)
+    topic = {"clusterRef": CLUSTER, "partitions": 3, "replicas": 3}
+    apply({"apiVersion": "kafkette.dev/v1alpha1", "kind": "Topic", "metadata": {"name": TOPIC}, "spec": topic},
+          NAMESPACE)  # fmt: skip
+    wait_current("topic", TOPIC, NAMESPACE, timeout=120)
+    pods = items("pods", NAMESPACE, SELECTOR)
+    bootstrap = ",".join(f"{pod['status']['podIP']}:9092" for pod in pods)
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    for i in range(RECORDS):
+        producer.produce(TOPIC, f"record-{i}".encode())
+    assert producer.flush(60) == 0
+
+    def sums() -> tuple[float, float, float] | None:
+        scrapes = broker_scrapes()
+        total = (
+            sum(s.total("kafka_server_brokertopicmetrics_messagesin_total", topic=TOPIC) for s in scrapes.values()),
+            sum(s.total("kafka_controller_kafkacontroller_activecontrollercount") for s in scrapes.values()),
+            sum(s.total("kafka_server_replicamanager_underreplicatedpartitions") for s in scrapes.values()),
+        )
+        return total if len(scrapes) == 3 and total == (RECORDS, 1, 0) else None
+
+    wait_for(sums, f"3 broker pods reporting {RECORDS} records in, one active controller", 60, POLL_SECONDS)
+    (operator_pod,) = items("pods", NAMESPACE, "app.kubernetes.io/name=kafkette-operator")
+    annotations = operator_pod["metadata"]["annotations"]
+    served = scrape(operator_pod["status"]["podIP"], int(annotations["prometheus.io/port"]))
+    assert served.total("kafkette_operator_reconciles_total", kind="KafkaCluster") >= 1
+    assert served.total("kafkette_operator_reconciles_total", kind="Topic") >= 1
