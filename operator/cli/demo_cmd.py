@@ -87,7 +87,7 @@ def _ensure_topic(bootstrap: str, replication_factor: int) -> None:
     print(f"topic {TOPIC!r} {state} ({PARTITIONS} partitions, replication factor {replication_factor})", flush=True)
 
 
-class _StopSignal:
+class StopSignal:
     """Turns SIGINT and SIGTERM into an event while installed, so that shutdown runs in order."""
 
     def __init__(self) -> None:
@@ -116,7 +116,7 @@ def _stream(bootstrap: str, rate: int, seconds: float | None, cluster_failure: C
     started = time.monotonic()
     consumer.start()
     producer.start()
-    with _StopSignal() as stop:
+    with StopSignal() as stop:
         failure = _report_progress(producer, consumer, cluster_failure, total, started, seconds, stop)
         # Stop in order: the producer flushes, the consumer reads what was acknowledged, then the cluster.
         producer.stop()

@@ -146,7 +146,7 @@ def _produce_in_background(bootstrap: str, count: int, rate: float | None) -> No
 async def _watch(args: argparse.Namespace, job: RunningJob, bootstrap: str, maximum: int) -> None:
     """The autoscale loop until Ctrl-C or --seconds; without --autoscale it only reports what it would do."""
     from kafkette.operator.admin import Admin
-    from kafkette.operator.cli.demo_cmd import _StopSignal
+    from kafkette.operator.cli.demo_cmd import StopSignal
     from kafkette.operator.local.autoscale import AutoscaleLoop
     from kafkette.operator.planning.autoscale import AutoscaleSpec
     from kafkette.pipeline.jobs.orders import QUERY_NAME
@@ -162,7 +162,7 @@ async def _watch(args: argparse.Namespace, job: RunningJob, bootstrap: str, maxi
     loop = AutoscaleLoop(Admin(bootstrap), QUERY_NAME, frozenset({INPUT}), job.agent_url, spec, apply=args.autoscale)
     stop = asyncio.Event()
     deadline = None if args.seconds is None else time.monotonic() + args.seconds
-    with _StopSignal() as signalled:
+    with StopSignal() as signalled:
         await asyncio.gather(loop.run(stop, args.interval, _report), _stop_on(signalled, deadline, stop))
 
 
