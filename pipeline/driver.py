@@ -19,6 +19,10 @@ class KafkaUnavailableError(RuntimeError):
     """The cluster could not be reached or did not answer; the message says which servers."""
 
 
+class CommitRefusedError(RuntimeError):
+    """The group coordinator refused some partitions' offsets; the message names each with its error."""
+
+
 class DriverClient:
     """Admin requests the driver makes while planning micro-batches; created on first use."""
 
@@ -78,7 +82,11 @@ class DriverClient:
             [ConsumerGroupTopicPartitions(group, partitions)], request_timeout=self._timeout
         )
         for future in futures.values():
-            future.result()
+            # A refusal comes back per partition inside a successful result, not as an exception.
+            refused = [tp for tp in future.result().topic_partitions if tp.error is not None]
+            if refused:
+                details = ", ".join(f"{tp.topic}-{tp.partition}: {tp.error.str()}" for tp in refused)
+                raise CommitRefusedError(f"group {group} offsets refused: {details}")
 
     def close(self) -> None:
         self._admin = None
