@@ -274,9 +274,15 @@ class Partition:
         self._append_waiters = []
 
     def update_assignment(self, partition_epoch: int, replicas: Sequence[int], isr: Sequence[int]) -> None:
-        """A newer partition epoch in the same leader epoch: the ISR or replicas changed."""
-        if partition_epoch <= self.partition_epoch:
+        """A partition epoch in the same leader epoch: the ISR or replicas changed.
+
+        An equal epoch is applied too (as Kafka does): an AlterPartition answer brings the epoch and ISR of a
+        change first, but not the replicas a reassignment completed with it.
+        """
+        if partition_epoch < self.partition_epoch:
             return
+        if partition_epoch == self.partition_epoch and (tuple(replicas), tuple(isr)) == (self.replicas, self.isr):
+            return  # every image repeats it
         self.partition_epoch = partition_epoch
         self.isr = tuple(isr)
         if tuple(replicas) != self.replicas:
@@ -434,6 +440,11 @@ class Partition:
         """The controller's answer to proposal ``token``: the ISR it committed, or None when it refused."""
         if token != self._pending_token or self._pending_isr is None:
             return  # an answer to a proposal of an earlier leadership
+        if isr is not None and leader_epoch != self.leader_epoch:
+            # Committed, but the change elected another leader (a reassignment completed without us; Kafka's
+            # NEW_LEADER_ELECTED): the new leader may be the member just added. Stay pending, the high watermark
+            # waiting for it too, until the image takes the leadership away (become_follower).
+            return
         self._pending_isr = None
         if isr is None:
             self._next_proposal_ms = self._clock() + ISR_RETRY_BACKOFF_MS

@@ -291,7 +291,16 @@ class ReplicaManager:
             logger.warning("%s: AlterPartition to ISR %s refused: %s", partition, list(isr), ErrorCode(code).name)
             partition.isr_change_done(token, partition.leader_epoch, None, -1)
             return
-        logger.info("%s: ISR now %s (partition epoch %d)", partition, answer.isr, answer.partition_epoch)
+        if answer.leader_id != partition.node_id:
+            logger.info(
+                "%s: ISR %s committed with broker %d leading at epoch %d; awaiting the image",
+                partition,
+                list(isr),
+                answer.leader_id,
+                answer.leader_epoch,
+            )
+        else:
+            logger.info("%s: ISR now %s (partition epoch %d)", partition, answer.isr, answer.partition_epoch)
         partition.isr_change_done(token, answer.leader_epoch, answer.isr, answer.partition_epoch)
 
     # -- shutdown ----------------------------------------------------------------------------------

@@ -255,3 +255,44 @@ def test_a_follower_high_watermark_is_capped_by_its_log_end(tmp_path: Path) -> N
     partition.log.append_as_follower(bytes(batch(2)))
     partition.update_follower_high_watermark(10)
     assert partition.high_watermark == 2
+
+
+def test_an_expansion_committed_with_a_new_leader_keeps_the_high_watermark_waiting_for_the_new_member(
+    tmp_path: Path,
+) -> None:
+    """The expansion completes a reassignment that moves leadership to the member just added (Kafka's
+    NEW_LEADER_ELECTED): until the image says so, this leader must not ack what that member lacks."""
+
+    async def body() -> None:
+        partition, proposals = leader(tmp_path, Clock(), isr=(1, 2))
+        partition.append_from_producer(batch(4))
+        partition.follower_fetched(2, 4)
+        partition.follower_fetched(3, 4)  # at the high watermark: joins
+        assert [isr for isr, _ in proposals.sent] == [(1, 2, 3)]
+        waiting = partition.wait_for_acks(partition.append_from_producer(batch(2), -1).last_offset)
+        assert waiting is not None
+        partition.follower_fetched(2, 6)
+        partition.isr_change_done(proposals.sent[0][1], 2, [2, 3], 5)  # committed; broker 3 leads at epoch 2
+        assert partition.high_watermark == 4
+        assert not waiting.done()
+        partition.follower_fetched(2, 6)
+        assert partition.high_watermark == 4 and not waiting.done()
+        partition.become_follower(3, 2, 5, (3, 2), (2, 3))
+        assert waiting.result() == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+    run(body())
+
+
+def test_the_image_of_an_epoch_the_isr_answer_already_brought_still_changes_the_replicas(tmp_path: Path) -> None:
+    """The answer completing a reassignment carries its partition epoch before the image does; the image
+    must still drop the removed replica (Kafka applies an equal partition epoch)."""
+    partition = new_partition(tmp_path, Clock())
+    proposals = Proposals()
+    partition.on_isr_proposal = proposals
+    partition.become_leader(leader_epoch=1, partition_epoch=1, replicas=(1, 4, 2, 3), isr=(1, 2, 3))
+    partition.follower_fetched(4, 0)
+    assert [isr for isr, _ in proposals.sent] == [(1, 2, 3, 4)]
+    partition.isr_change_done(proposals.sent[0][1], 1, [1, 2, 4], 3)  # joined, and the move to [1, 4, 2] completed
+    partition.update_assignment(3, (1, 4, 2), (1, 2, 4))
+    assert partition.replicas == (1, 4, 2)
+    assert partition.follower_fetched(3, 0) == ErrorCode.NOT_LEADER_OR_FOLLOWER
