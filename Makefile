@@ -15,7 +15,7 @@ JAVA_SOURCES := $(JAVA_DIR)/pom.xml $(shell find $(JAVA_DIR)/src -name '*.java' 
 # Retries cover flaky downloads from Maven Central; the local repository is git-ignored.
 MVN := mvn -B -q -Dstyle.color=never -Dmaven.repo.local=$(CURDIR)/.cache/m2 -Dmaven.wagon.http.retryHandler.count=5
 
-.PHONY: venv test lint run codegen java-client kcat-check clean bench-recovery fuzz-storage bench bench-quick bench-micro
+.PHONY: venv test lint run codegen config-names java-client kcat-check clean bench-recovery fuzz-storage bench bench-quick bench-micro
 .PHONY: bench-cluster bench-cluster-quick bench-loops bench-roll bench-scale
 .PHONY: crds crds-check helm chart-lint kube-bins
 .PHONY: spark-kafka
@@ -48,6 +48,10 @@ run: bytecode
 # Regenerate the protocol messages from Kafka's JSON definitions in ../shared/kafka-protocol.
 codegen: venv
 	$(BIN)/python -P -m kafkette.broker.protocol.gen
+
+# broker/kafka_config_names.py from the Kafka distribution the tests download (needs a JDK).
+config-names: venv
+	$(BIN)/python -P -m kafkette.broker.kafka_config_names_gen
 
 # The Java client tests skip without a JDK and Maven, except in CI (CI=true), where they must run.
 java-client:
