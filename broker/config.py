@@ -20,6 +20,10 @@ from typing import Annotated, ClassVar, Literal, NamedTuple, Self
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import ErrorDetails
 
+from kafkette.broker.kafka_config_names import BROKER_KEYS as KAFKA_BROKER_KEYS
+from kafkette.broker.kafka_config_names import TOPIC_KEYS as KAFKA_TOPIC_KEYS
+from kafkette.broker.kafka_config_names import KafkaKey
+
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 SHORT_MIN, SHORT_MAX = -(2**15), 2**15 - 1
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
@@ -141,6 +145,27 @@ def _comma_list(value: object) -> object:
 def _never_is_none(value: int | None) -> int | None:
     # Kafka spells "never" as Long.MAX_VALUE; None says the same without a magic number.
     return None if value == LONG_MAX else value
+
+
+_JAVA_RANGES = {"SHORT": (SHORT_MIN, SHORT_MAX), "INT": (INT_MIN, INT_MAX), "LONG": (LONG_MIN, LONG_MAX)}
+
+
+def check_kafka_value(key: KafkaKey, value: str) -> str:
+    """Check a value of a Kafka key kafkette does not act on as Kafka's ConfigDef parses its type; return it
+    trimmed. Kafka's own validators (ranges, enums) are not applied: the value has no effect here."""
+    text = value.strip()
+    try:
+        if key.type in _JAVA_RANGES:
+            low, high = _JAVA_RANGES[key.type]
+            if not low <= int(str(_java_integer(text))) <= high:
+                raise ValueError(f"must be between {low} and {high}")
+        elif key.type == "DOUBLE":
+            _java_double(text)
+        elif key.type == "BOOLEAN":
+            _java_boolean(text)
+    except ValueError as exc:
+        raise ConfigError(f"{key.name}: {exc} (got {value!r})") from None
+    return text
 
 
 class Listener(NamedTuple):
@@ -381,8 +406,13 @@ class _PropertiesModel(BaseModel):
         return frozenset(field.alias for field in cls.model_fields.values() if field.alias)
 
     @classmethod
+    def no_effect_keys(cls) -> frozenset[str]:
+        """Kafka's keys that this model does not act on: accepted, checked by type, reported as having no effect."""
+        return frozenset()
+
+    @classmethod
     def _check_keys(cls, keys: set[str], extra_keys: frozenset[str] = frozenset()) -> None:
-        known = cls.keys() | extra_keys
+        known = cls.keys() | extra_keys | cls.no_effect_keys()
         for key in sorted(keys - known):
             hint = difflib.get_close_matches(key, known, n=1)
             suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
@@ -473,6 +503,8 @@ class BrokerConfig(_PropertiesModel):
     allow_everyone_if_no_acl_found: Boolean = Field(False, alias="allow.everyone.if.no.acl.found")
     # Kafka's per-listener settings, `listener.name.<listener>.<key>` -> value (see check_listener_key).
     listener_overrides: tuple[tuple[str, str], ...] = ()
+    # Kafka keys set in server.properties that have no effect here (no_effect_keys), sorted, values trimmed.
+    no_effect_settings: tuple[tuple[str, str], ...] = ()
     controller_quorum_election_timeout_ms: _PositiveInt = Field(1000, alias="controller.quorum.election.timeout.ms")
     controller_quorum_fetch_timeout_ms: _PositiveInt = Field(2000, alias="controller.quorum.fetch.timeout.ms")
     broker_session_timeout_ms: _PositiveInt = Field(9000, alias="broker.session.timeout.ms")
@@ -556,6 +588,11 @@ class BrokerConfig(_PropertiesModel):
             check_listener_key(key, value)
         props = {k: v for k, v in props.items() if not k.startswith(LISTENER_PREFIX)}
         cls._check_keys(set(props), frozenset(_SYNONYMS))
+        inert = cls.no_effect_keys()
+        no_effect = tuple(
+            sorted((k, check_kafka_value(KAFKA_BROKER_KEYS[k], v)) for k, v in props.items() if k in inert)
+        )
+        props = {k: v for k, v in props.items() if k not in inert}
         if "broker.id" in props and "node.id" in props and props["broker.id"].strip() != props["node.id"].strip():
             raise ConfigError(
                 f"broker.id: must equal node.id when both are set (got {props['broker.id']!r} and "
@@ -572,12 +609,17 @@ class BrokerConfig(_PropertiesModel):
         for key, _ in overrides:
             if key[len(LISTENER_PREFIX) :].split(".", 1)[0] not in names:
                 raise ConfigError(f"{key}: no listener of that name in listeners")
-        return config.model_copy(update={"listener_overrides": overrides})
+        return config.model_copy(update={"listener_overrides": overrides, "no_effect_settings": no_effect})
+
+    @classmethod
+    def no_effect_keys(cls) -> frozenset[str]:
+        return _BROKER_NO_EFFECT_KEYS
 
     def to_properties(self) -> dict[str, str]:
         properties = super().to_properties()
         properties.pop("listener_overrides", None)
-        return properties | dict(self.listener_overrides)
+        properties.pop("no_effect_settings", None)
+        return properties | dict(self.listener_overrides) | dict(self.no_effect_settings)
 
     def listener_setting(self, listener: str, key: str) -> str | None:
         """`listener.name.<listener>.<key>` when set (Kafka's per-listener override), else None."""
@@ -683,6 +725,10 @@ class BrokerConfig(_PropertiesModel):
         return first.host, first.port
 
 
+# Kafka's broker keys that kafkette accepts without acting on them (the server logs them once at start-up).
+_BROKER_NO_EFFECT_KEYS = frozenset(KAFKA_BROKER_KEYS) - BrokerConfig.keys() - frozenset(_SYNONYMS)
+
+
 # --- topics ----------------------------------------------------------------------------------------------
 
 
@@ -734,6 +780,14 @@ class TopicConfig(_PropertiesModel):
     follower_replication_throttled_replicas: _ThrottledReplicas = Field(
         "", alias="follower.replication.throttled.replicas"
     )
+
+    @classmethod
+    def no_effect_keys(cls) -> frozenset[str]:
+        return _TOPIC_NO_EFFECT_KEYS
+
+
+# Kafka's topic keys that kafkette accepts and describes without acting on them (tiered storage, codec levels).
+_TOPIC_NO_EFFECT_KEYS = frozenset(KAFKA_TOPIC_KEYS) - TopicConfig.keys()
 
 
 @dataclass(frozen=True, slots=True)
@@ -950,7 +1004,31 @@ def topic_config_defaults(
         )
     for name in TOPIC_ONLY_KEYS:
         defaults[name] = TopicConfigDefault(name, "", ConfigType.LIST, broker_keys=(), set_by=None)
+    for name in _TOPIC_NO_EFFECT_KEYS:
+        kafka_key = KAFKA_TOPIC_KEYS[name]
+        if not kafka_key.internal:
+            synonyms = tuple(s for k in kafka_key.broker_synonyms for s in no_effect_synonyms(broker, k))
+            defaults[name] = TopicConfigDefault(
+                name=name,
+                value=synonyms[0].value or "" if synonyms else kafka_key.default or "",
+                config_type=ConfigType[kafka_key.type],
+                broker_keys=kafka_key.broker_synonyms,
+                set_by=next((s.name for s in synonyms if s.source == ConfigSource.STATIC_BROKER_CONFIG), None),
+                synonyms=synonyms,
+            )
     return dict(sorted(defaults.items()))
+
+
+def no_effect_synonyms(broker: BrokerConfig, key: str) -> list[Synonym]:
+    """A no-effect broker key's values, highest precedence first: server.properties, then Kafka's default."""
+    synonyms = []
+    set_value = dict(broker.no_effect_settings).get(key)
+    if set_value is not None:
+        synonyms.append(Synonym(key, set_value, ConfigSource.STATIC_BROKER_CONFIG))
+    default = KAFKA_BROKER_KEYS[key].default
+    if default is not None:
+        synonyms.append(Synonym(key, default, ConfigSource.DEFAULT_CONFIG))
+    return synonyms
 
 
 def effective_topic_config(
@@ -958,7 +1036,11 @@ def effective_topic_config(
 ) -> TopicConfig:
     """The typed configuration of a topic: the broker's defaults (dynamic ones first), then its overrides."""
     TopicConfig._check_keys(set(overrides))
-    defaults = {name: default.value for name, default in topic_config_defaults(broker, dynamic).items()}
+    acted_on = TopicConfig.keys()
+    overrides = {name: value for name, value in overrides.items() if name in acted_on}
+    defaults = {
+        name: default.value for name, default in topic_config_defaults(broker, dynamic).items() if name in acted_on
+    }
     return TopicConfig._from_strings({**defaults, **overrides}, {}, overrides)
 
 
@@ -970,5 +1052,10 @@ def validate_topic_configs(overrides: Mapping[str, str | None]) -> dict[str, str
     """
     TopicConfig._check_keys(set(overrides))
     kept = {name: value.strip() for name, value in overrides.items() if value is not None}
+    for name in kept.keys() & _TOPIC_NO_EFFECT_KEYS:
+        check_kafka_value(KAFKA_TOPIC_KEYS[name], kept[name])
+    if kept.get("remote.storage.enable", "false").lower() == "true":
+        # Kafka's answer when the brokers' remote.log.storage.system.enable is off: no tiered storage here.
+        raise ConfigError("remote.storage.enable: tiered storage is not available on this cluster")
     effective_topic_config(BrokerConfig(), kept)
     return kept

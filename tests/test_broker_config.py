@@ -360,9 +360,15 @@ def test_parse_properties_file(tmp_path: Path) -> None:
 
 def test_every_topic_key_has_a_broker_default() -> None:
     defaults = topic_config_defaults(BrokerConfig())
-    assert set(defaults) == TopicConfig.keys()
-    # Kafka's throttled-replica lists alone are per topic only (empty unless set).
-    assert {name for name, default in defaults.items() if not default.is_broker_synonym} == set(TOPIC_ONLY_KEYS)
+    # Every topic key of Kafka but its internal one, those kafkette acts on and those it does not.
+    assert set(defaults) == TopicConfig.keys() | TopicConfig.no_effect_keys() - {"internal.segment.bytes"}
+    # Kafka's throttled-replica lists and tiered-storage switches alone are per topic only.
+    assert {name for name, default in defaults.items() if not default.is_broker_synonym} == {
+        *TOPIC_ONLY_KEYS,
+        "remote.storage.enable",
+        "remote.log.copy.disable",
+        "remote.log.delete.on.disable",
+    }
     assert not any(default.sensitive or default.read_only for default in defaults.values())
 
 

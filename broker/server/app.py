@@ -242,6 +242,11 @@ class Broker:
         self._housekeeper = LogHousekeeper(self._logs, config.log_retention_check_interval_ms)
         self._housekeeper.start()
         log.info("broker %d serving on %s (cluster %s)", self.node_id, self._describe_listeners(), self._cluster_id)
+        if config.no_effect_settings:
+            # Kafka keys accepted so that a Kafka server.properties starts this broker, but not acted on here.
+            log.warning(
+                "these Kafka configs have no effect in kafkette: %s", ", ".join(k for k, _ in config.no_effect_settings)
+            )
 
     async def stop(self, controlled_shutdown_s: float = 0.0) -> None:
         """Clean shutdown: hand leadership over (when asked), stop serving, flush logs, mark the shutdown clean."""

@@ -23,9 +23,12 @@ from kafkette.broker.config import (
     broker_config_type,
     broker_key_group,
     broker_synonyms,
+    no_effect_synonyms,
     topic_config_defaults,
 )
 from kafkette.broker.controller.image import ConfigResourceType
+from kafkette.broker.kafka_config_names import BROKER_KEYS as KAFKA_BROKER_KEYS
+from kafkette.broker.kafka_config_names import KafkaKey
 from kafkette.broker.protocol.errors import ErrorCode
 from kafkette.broker.protocol.messages.alter_configs_request import AlterConfigsRequest
 from kafkette.broker.protocol.messages.alter_configs_response import AlterConfigsResponse
@@ -109,7 +112,28 @@ def describe_broker_configs(
                 synonyms=() if sensitive else tuple(broker_synonyms(config, dynamic, broker_key_group(name))),
             )
         )
+    set_here = dict(config.no_effect_settings)
+    for name in sorted(config.no_effect_keys()):
+        kafka_key = KAFKA_BROKER_KEYS[name]
+        if (wanted is not None and name not in wanted) or (kafka_key.internal and name not in set_here):
+            continue
+        entries.append(_no_effect_entry(config, kafka_key))
     return entries
+
+
+def _no_effect_entry(config: BrokerConfig, key: KafkaKey) -> ConfigEntry:
+    """A Kafka broker key kafkette does not act on: Kafka's type, the value set or Kafka's default, read-only."""
+    synonyms = tuple(no_effect_synonyms(config, key.name))
+    sensitive = key.type == "PASSWORD"
+    return ConfigEntry(
+        name=key.name,
+        value=None if sensitive or not synonyms else synonyms[0].value,
+        config_source=synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG,
+        config_type=ConfigType[key.type],
+        read_only=True,
+        is_sensitive=sensitive,
+        synonyms=() if sensitive else synonyms,
+    )
 
 
 def describe_cluster_defaults(dynamic: DynamicBrokerConfigs, keys: Iterable[str] | None) -> list[ConfigEntry]:
