@@ -75,11 +75,13 @@ class BrokerProcess:
         data_dir: Path | str,
         config: Mapping[str, str] | None = None,
         *,
+        config_file: Path | None = None,
         startup_timeout: float = 20.0,
         stop_timeout: float = 10.0,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.config: dict[str, str] = dict(config or {})
+        self.config_file = config_file  # a server.properties read first (`--config`); `config` overrides it
         self.startup_timeout = startup_timeout
         self.stop_timeout = stop_timeout
         self.log_path = self.data_dir / LOG_NAME
@@ -126,6 +128,8 @@ class BrokerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         command = [sys.executable, "-m", "kafkette.broker", "--data-dir", str(self.data_dir)]
         command += ["--listen", f"{HOST}:{port}"]
+        if self.config_file is not None:
+            command += ["--config", str(self.config_file)]
         for key, value in self.config.items():
             command += ["--set", f"{key}={value}"]
         with self.log_path.open("ab") as log:
