@@ -552,6 +552,9 @@ class BrokerConfig(_PropertiesModel):
     log_cleaner_min_cleanable_ratio: _Ratio = Field(0.5, alias="log.cleaner.min.cleanable.ratio")
     log_cleaner_min_compaction_lag_ms: _NonNegativeLong = Field(0, alias="log.cleaner.min.compaction.lag.ms")
     log_cleaner_max_compaction_lag_ms: _PositiveLong = Field(LONG_MAX, alias="log.cleaner.max.compaction.lag.ms")
+    # The housekeeper looks for dirty compacted logs at least this often, as Kafka's idle cleaner thread does.
+    log_cleaner_backoff_ms: _NonNegativeLong = Field(15000, alias="log.cleaner.backoff.ms")
+    log_cleaner_enable: Boolean = Field(True, alias="log.cleaner.enable")
 
     log_message_timestamp_type: _TimestampType = Field("CreateTime", alias="log.message.timestamp.type")
     log_message_timestamp_before_max_ms: _NonNegativeLong = Field(LONG_MAX, alias="log.message.timestamp.before.max.ms")

@@ -239,7 +239,12 @@ class Broker:
         if self._metrics is not None:
             self.metrics_port = await self._metrics.start(config.listen_address[0], config.metrics_port)
         self._checkpointer = asyncio.ensure_future(self._checkpoint_periodically())
-        self._housekeeper = LogHousekeeper(self._logs, config.log_retention_check_interval_ms)
+        self._housekeeper = LogHousekeeper(
+            self._logs,
+            config.log_retention_check_interval_ms,
+            cleaner_backoff_ms=config.log_cleaner_backoff_ms,
+            cleaner_enable=config.log_cleaner_enable,
+        )
         self._housekeeper.start()
         log.info("broker %d serving on %s (cluster %s)", self.node_id, self._describe_listeners(), self._cluster_id)
         if config.no_effect_settings:

@@ -27,10 +27,30 @@ from .naming import TopicPartition
 logger = logging.getLogger(__name__)
 
 
+# The shortest pause between passes: a back-off of 0 ms (which Kafka allows) must not spin the event loop.
+MIN_PASS_INTERVAL_S = 0.001
+
+
 class LogHousekeeper:
-    def __init__(self, logs: LogManager, interval_ms: int, clock: Callable[[], int] = wall_clock_ms) -> None:
+    """Retention every `interval_ms` (log.retention.check.interval.ms); the cleaner looks for dirty compacted
+    logs on those passes and, like Kafka's idle cleaner thread, at least every `cleaner_backoff_ms`
+    (log.cleaner.backoff.ms), unless `cleaner_enable` (log.cleaner.enable) is off."""
+
+    def __init__(
+        self,
+        logs: LogManager,
+        interval_ms: int,
+        clock: Callable[[], int] = wall_clock_ms,
+        *,
+        cleaner_backoff_ms: int | None = None,
+        cleaner_enable: bool = True,
+    ) -> None:
         self._logs = logs
         self._interval_s = interval_ms / 1000
+        self._cleaner_enable = cleaner_enable
+        # One timer: a pass every tick; retention only on the ticks its own interval has come round.
+        backoff_s = self._interval_s if cleaner_backoff_ms is None or not cleaner_enable else cleaner_backoff_ms / 1000
+        self._tick_s = max(min(self._interval_s, backoff_s), MIN_PASS_INTERVAL_S)
         self._clock = clock
         self._cleaner: dict[TopicPartition, CleanerCheckpoint] = {}
         self._uncleanable: set[TopicPartition] = set()
@@ -58,23 +78,28 @@ class LogHousekeeper:
             task.cancel()
 
     async def _run(self) -> None:
+        since_retention_s = 0.0
         while True:
-            await asyncio.sleep(self._interval_s)
-            self._pass = asyncio.ensure_future(self.run_once())
+            await asyncio.sleep(self._tick_s)
+            since_retention_s += self._tick_s
+            retention = since_retention_s >= self._interval_s - self._tick_s / 2  # float sums of ticks
+            if retention:
+                since_retention_s = 0.0
+            self._pass = asyncio.ensure_future(self.run_once(retention=retention, clean=self._cleaner_enable))
             await asyncio.shield(self._pass)
 
-    async def run_once(self) -> None:
+    async def run_once(self, *, retention: bool = True, clean: bool = True) -> None:
         """One pass over every log: delete expired segments, then clean compacted logs that are due."""
         changed = False
         for tp, log in self._logs.all_logs().items():
             if log.offline_reason is not None:
                 continue
             try:
-                doomed = log.delete_expired_segments(self._clock())
+                doomed = log.delete_expired_segments(self._clock()) if retention else []
                 if doomed:
                     self._remove_later(doomed, log.config.file_delete_delay_ms)
                     changed = True
-                if tp not in self._uncleanable:
+                if clean and tp not in self._uncleanable:
                     changed |= await self._clean(tp, log)
             except (StorageError, CorruptBatchError, OSError, ValueError) as exc:
                 # Kafka's answer too: a log that cannot be cleaned is left alone, the others carry on.

@@ -1,0 +1,65 @@
+"""Kafka's log.cleaner.backoff.ms and log.cleaner.enable are honoured by a real broker process: the cleaner looks
+for dirty compacted logs every back-off even when retention is checked only hourly, and never when disabled."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from waiting import wait_for
+
+from kafkette.broker.process import BrokerProcess
+
+TOPIC = "compacted"
+KEYS = 10
+UPDATES = 200
+SEGMENT_MS = 500
+HOURLY = str(3_600_000)
+TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.ms": str(SEGMENT_MS), "min.cleanable.dirty.ratio": "0.01"}
+
+
+def fill(bootstrap: str) -> None:
+    """UPDATES records over KEYS keys in a segment that a last record, after segment.ms, rolls (cleanable)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(TOPIC, 1, 1, config=TOPIC_CONFIGS)])[TOPIC].result(10)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(UPDATES):
+        producer.produce(TOPIC, b"v%d" % i, key=b"k%d" % (i % KEYS))
+    assert producer.flush(10) == 0
+    time.sleep(SEGMENT_MS / 1000 + 0.2)
+    producer.produce(TOPIC, b"last", key=b"last")
+    assert producer.flush(10) == 0
+
+
+def record_count(bootstrap: str) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "count", "enable.partition.eof": True})
+    consumer.assign([TopicPartition(TOPIC, 0, 0)])
+    count = 0
+    try:
+        while True:
+            message = consumer.poll(10)
+            assert message is not None, "no end of partition in time"
+            if message.error() is not None:
+                assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
+                return count
+            count += 1
+    finally:
+        consumer.close()
+
+
+def test_the_cleaner_runs_every_backoff_even_when_retention_is_checked_hourly(tmp_path: Path) -> None:
+    config = {"log.retention.check.interval.ms": HOURLY, "log.cleaner.backoff.ms": "100"}
+    with BrokerProcess(tmp_path / "data", config) as broker:
+        fill(broker.bootstrap)
+        wait_for(lambda: record_count(broker.bootstrap) == KEYS + 1, "the cleaner to keep one record per key", 20, 0.2)
+
+
+def test_no_cleaning_when_the_cleaner_is_disabled(tmp_path: Path) -> None:
+    config = {"log.retention.check.interval.ms": "100", "log.cleaner.backoff.ms": "100", "log.cleaner.enable": "false"}
+    with BrokerProcess(tmp_path / "data", config) as broker:
+        fill(broker.bootstrap)
+        # Ten passes' worth of time: the enabled cleaner of the test above is done well within it.
+        time.sleep(1.0)
+        assert record_count(broker.bootstrap) == UPDATES + 1
