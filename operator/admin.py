@@ -10,6 +10,7 @@ import asyncio
 import concurrent.futures
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from confluent_kafka import (
@@ -21,6 +22,10 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
     AdminClient,
     AlterConfigOpType,
     ConfigEntry,
@@ -29,6 +34,12 @@ from confluent_kafka.admin import (
     NewPartitions,
     NewTopic,
     OffsetSpec,
+    ResourcePatternType,
+    ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
 )
 
 from kafkette.broker.protocol.errors import ErrorCode
@@ -50,6 +61,10 @@ MIN_ISR_KEY = "min.insync.replicas"
 BROKER_RESOURCE = 4  # Kafka's ConfigResource type code
 CLUSTER_DEFAULT = ""  # the BROKER resource that names the cluster-wide default
 CLIENT_ID = "kafkette-operator"
+SCRAM_ITERATIONS = 8192  # Kafka's tools' default; the broker takes 4096 to 16384
+# Kafka's CLUSTER resource type is BROKER in librdkafka's enum; every other name is the same in both.
+_LIBRDKAFKA_RESOURCE = {"CLUSTER": "BROKER"}
+_KAFKA_RESOURCE = {"BROKER": "CLUSTER"}
 
 
 class AdminError(Exception):
@@ -66,6 +81,42 @@ class TopicState:
     topic_id: str
     partitions: int
     replicas: int
+
+
+@dataclass(frozen=True, order=True)
+class AclEntry:
+    """One ACL of one principal, in Kafka's names (TOPIC, LITERAL, READ, ALLOW)."""
+
+    resource_type: str
+    name: str
+    pattern_type: str
+    operation: str
+    host: str
+    permission: str
+
+    def binding(self, principal: str) -> AclBinding:
+        return AclBinding(
+            ResourceType[_LIBRDKAFKA_RESOURCE.get(self.resource_type, self.resource_type)],
+            self.name,
+            ResourcePatternType[self.pattern_type],
+            principal,
+            self.host,
+            AclOperation[self.operation],
+            AclPermissionType[self.permission],
+        )
+
+    def filter(self, principal: str) -> AclBindingFilter:
+        """A DeleteAcls filter that matches exactly this ACL."""
+        binding = self.binding(principal)
+        return AclBindingFilter(
+            binding.restype,
+            binding.name,
+            binding.resource_pattern_type,
+            binding.principal,
+            binding.host,
+            binding.operation,
+            binding.permission_type,
+        )
 
 
 @dataclass(frozen=True)
@@ -322,6 +373,79 @@ class Admin:
                 continue
         raise AdminError(f"{what}: no answer from {self.bootstrap} within {self.timeout:g}s")
 
+    async def has_scram_sha_512(self, user: str) -> bool:
+        """Whether Kafka holds a SCRAM-SHA-512 credential for `user`."""
+        futures = self._client.describe_user_scram_credentials([user], request_timeout=self.timeout)
+        assert isinstance(futures, dict)  # a list of users gets a future per user
+        try:
+            description = await self._await(futures[user], f"describe SCRAM credentials of {user!r}")
+        except AdminError as exc:
+            if exc.code == KafkaError.RESOURCE_NOT_FOUND:
+                return False
+            raise
+        return any(info.mechanism == ScramMechanism.SCRAM_SHA_512 for info in description.scram_credential_infos)
+
+    async def set_scram_sha_512(self, user: str, password: str) -> None:
+        """AlterUserScramCredentials: the user's SCRAM-SHA-512 credential from `password` (the client salts it)."""
+        info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, SCRAM_ITERATIONS)
+        upsertion = UserScramCredentialUpsertion(user, info, password.encode())
+        futures = self._client.alter_user_scram_credentials([upsertion], request_timeout=self.timeout)
+        await self._await(futures[user], f"set the SCRAM-SHA-512 credential of {user!r}")
+
+    async def delete_scram_sha_512(self, user: str) -> None:
+        """Remove the user's SCRAM-SHA-512 credential; one already gone counts as removed."""
+        deletion = UserScramCredentialDeletion(user, ScramMechanism.SCRAM_SHA_512)
+        futures = self._client.alter_user_scram_credentials([deletion], request_timeout=self.timeout)
+        try:
+            await self._await(futures[user], f"delete the SCRAM-SHA-512 credential of {user!r}")
+        except AdminError as exc:
+            if exc.code != KafkaError.RESOURCE_NOT_FOUND:
+                raise
+
+    async def acls_of(self, principal: str) -> frozenset[AclEntry]:
+        """Every ACL naming `principal` (DescribeAcls with ANY filters but the principal)."""
+        # None matches any name and host; confluent-kafka's stubs say str, its code takes None as Kafka's null.
+        query = AclBindingFilter(
+            ResourceType.ANY,
+            None,  # type: ignore[arg-type]
+            ResourcePatternType.ANY,
+            principal,
+            None,  # type: ignore[arg-type]
+            AclOperation.ANY,
+            AclPermissionType.ANY,
+        )
+        future = self._client.describe_acls(query, request_timeout=self.timeout)
+        bindings: list[AclBinding] = await self._await(future, f"describe the ACLs of {principal}")
+        return frozenset(
+            AclEntry(
+                _KAFKA_RESOURCE.get(_enum_name(binding.restype), _enum_name(binding.restype)),
+                binding.name,
+                _enum_name(binding.resource_pattern_type),
+                _enum_name(binding.operation),
+                binding.host,
+                _enum_name(binding.permission_type),
+            )
+            for binding in bindings
+        )
+
+    async def create_acls(self, principal: str, entries: frozenset[AclEntry]) -> None:
+        if not entries:
+            return
+        futures = self._client.create_acls(
+            [entry.binding(principal) for entry in sorted(entries)], request_timeout=self.timeout
+        )
+        for future in futures.values():
+            await self._await(future, f"create ACLs of {principal}")
+
+    async def delete_acls(self, principal: str, entries: frozenset[AclEntry]) -> None:
+        if not entries:
+            return
+        futures = self._client.delete_acls(
+            [entry.filter(principal) for entry in sorted(entries)], request_timeout=self.timeout
+        )
+        for future in futures.values():
+            await self._await(future, f"delete ACLs of {principal}")
+
     async def group(self, group_id: str, topics: frozenset[str] = frozenset()) -> GroupState:
         """The group's state, members and lag per partition: of every partition of `topics` when given (those
         without a commit lag by their whole log), else of the partitions the group has committed offsets for."""
@@ -364,6 +488,13 @@ class Admin:
             info = await self._await(future, f"offset of {tp.topic}-{tp.partition}")
             offsets[tp.topic, tp.partition] = info.offset
         return offsets
+
+
+def _enum_name(value: Enum | str | int) -> str:
+    """An AclBinding field's enum name (the constructor turns every field into its enum; the stubs allow more)."""
+    if not isinstance(value, Enum):
+        raise TypeError(f"expected an enum, got {value!r}")
+    return value.name
 
 
 def _check(what: str, code: int, message: str | None) -> None:

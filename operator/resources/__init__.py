@@ -19,15 +19,17 @@ from kafkette.operator.resources.kafkacluster import (
     RollStatus,
     ScaleStatus,
 )
+from kafkette.operator.resources.kafkauser import KAFKA_USER, KafkaUserSpec, KafkaUserStatus
 from kafkette.operator.resources.topic import TOPIC, TopicSpec, TopicStatus
 
-KINDS: tuple[Kind, ...] = (KAFKA_CLUSTER, TOPIC, CONSUMER_GROUP)
+KINDS: tuple[Kind, ...] = (KAFKA_CLUSTER, TOPIC, CONSUMER_GROUP, KAFKA_USER)
 
 __all__ = [
     "API_VERSION",
     "CONSUMER_GROUP",
     "GROUP",
     "KAFKA_CLUSTER",
+    "KAFKA_USER",
     "KINDS",
     "TOPIC",
     "VERSION",
@@ -36,6 +38,8 @@ __all__ = [
     "ConsumerGroupStatus",
     "KafkaClusterSpec",
     "KafkaClusterStatus",
+    "KafkaUserSpec",
+    "KafkaUserStatus",
     "Kind",
     "Outcome",
     "RestartedBroker",

@@ -27,7 +27,12 @@ class Custom:
         self.namespace = namespace
 
     def create(self, plural: str, name: str, spec: dict[str, Any], **metadata: Any) -> dict[str, Any]:
-        kind = {"kafkaclusters": "KafkaCluster", "topics": "Topic", "consumergroups": "ConsumerGroup"}[plural]
+        kind = {
+            "kafkaclusters": "KafkaCluster",
+            "topics": "Topic",
+            "consumergroups": "ConsumerGroup",
+            "kafkausers": "KafkaUser",
+        }[plural]
         body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": kind, "metadata": {"name": name, **metadata}, "spec": spec}
         return self.api.create_namespaced_custom_object(
             GROUP, VERSION, self.namespace, plural, body, field_validation="Strict"

@@ -1,5 +1,6 @@
 """The chart's RBAC is enough for the operator: it runs with the chart's service account token (not as
-an administrator) against the real API server and reconciles a cluster and a topic without a 403."""
+an administrator) against the real API server and reconciles a cluster, a topic, a user and a Spark application
+without a 403."""
 
 from __future__ import annotations
 
@@ -73,6 +74,12 @@ def test_operator_runs_with_the_charts_rbac(
         )
         custom.delete("topics", "orders")
         eventually(lambda: not custom.exists("topics", "orders"), 30, "Topic finalized")
+        # A KafkaUser: its Secret (get, create, patch), status, and the finalizer released on delete.
+        custom.create("kafkausers", "alice", {"clusterRef": "main", "authentication": {"type": "scram-sha-512"}})
+        eventually(lambda: (custom.condition("kafkausers", "alice") or {}).get("status") == "True", 30, "User Ready")
+        assert client.CoreV1Api(kube).read_namespaced_secret("alice", namespace).data["password"]
+        custom.delete("kafkausers", "alice")
+        eventually(lambda: not custom.exists("kafkausers", "alice"), 30, "KafkaUser finalized")
         assert rack_of_a_bound_broker_pod(kube, namespace, custom) == "zone-c"  # get nodes, patch pods
         # A Spark application: service account, role binding (bind), checkpoint claim and driver pod.
         application = {"image": "kafkette/spark:0.1.0", "pythonFile": "/app/orders.py"}

@@ -28,10 +28,10 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{/* What the operator may do with the resources it manages; bound by a Role or a ClusterRole. */}}
 {{- define "kafkette.rules" -}}
 - apiGroups: [kafkette.dev]
-  resources: [kafkaclusters, topics, consumergroups]
+  resources: [kafkaclusters, topics, consumergroups, kafkausers]
   verbs: [get, list, watch, patch, update]
 - apiGroups: [kafkette.dev]
-  resources: [kafkaclusters/status, topics/status, consumergroups/status]
+  resources: [kafkaclusters/status, topics/status, consumergroups/status, kafkausers/status]
   verbs: [get, patch, update]
 # Owner references with blockOwnerDeletion need update on the owner's finalizers subresource.
 - apiGroups: [kafkette.dev]
@@ -64,6 +64,14 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - apiGroups: [""]
   resources: [pods, serviceaccounts, persistentvolumeclaims]
   verbs: [get, list, watch, create, patch, delete]
+# A KafkaUser's Secret (its password), applied server-side once (a create) and read on each reconcile; the garbage
+# collector deletes it with its owner.
+- apiGroups: [kafkette.dev]
+  resources: [kafkausers/finalizers]
+  verbs: [update]
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get, create, patch]
 - apiGroups: [rbac.authorization.k8s.io]
   resources: [rolebindings]
   verbs: [get, create, patch]

@@ -8,7 +8,7 @@ import os
 import kopf
 
 from kafkette.operator import metrics
-from kafkette.operator.kube.handlers import cluster, consumergroup, events, topic
+from kafkette.operator.kube.handlers import cluster, consumergroup, events, topic, user
 
 FINALIZER = "kafkette.dev/finalizer"
 
@@ -31,4 +31,4 @@ def configure(settings: kopf.OperatorSettings, **_: object) -> None:
         metrics.serve(port)
 
 
-__all__ = ["cluster", "consumergroup", "events", "topic"]
+__all__ = ["cluster", "consumergroup", "events", "topic", "user"]
