@@ -946,7 +946,12 @@ def validate_dynamic_broker_configs(changes: Mapping[str, str | None]) -> dict[s
     """Check broker configs set at run time (None deletes one); return the kept ones with trimmed values."""
     for key in sorted(changes):
         if key not in DYNAMIC_BROKER_KEYS and key not in THROTTLE_RATE_KEYS:
-            kind = "a static broker config: it changes only with a restart" if key in _BROKER_ATTRIBUTES else "unknown"
+            if key in _BROKER_ATTRIBUTES:
+                kind = "a static broker config: it changes only with a restart"
+            elif key in _BROKER_NO_EFFECT_KEYS:
+                kind = "a Kafka config that has no effect in kafkette"
+            else:
+                kind = "unknown"
             raise ConfigError(f"{key} cannot be changed on a running broker ({kind})")
     kept = {key: value.strip() for key, value in changes.items() if value is not None}
     for key, value in kept.items():

@@ -13,6 +13,7 @@ from kafkette.broker.config import (
     TopicConfig,
     effective_topic_config,
     topic_config_defaults,
+    validate_dynamic_broker_configs,
     validate_topic_configs,
 )
 from kafkette.broker.kafka_config_names import BROKER_KEYS, KAFKA_VERSION, TOPIC_KEYS, KafkaKey
@@ -106,3 +107,10 @@ def test_kafka_only_topic_keys_are_accepted_described_and_left_out_of_the_effect
         ("3", ConfigSource.DEFAULT_CONFIG),
     ]
     assert topic_config_defaults(BrokerConfig())["local.retention.bytes"].value == "-2"
+
+
+def test_a_no_effect_key_cannot_be_set_on_a_running_broker() -> None:
+    with pytest.raises(
+        ConfigError, match=r"^log\.cleaner\.threads cannot be changed on a running broker \(a Kafka config"
+    ):
+        validate_dynamic_broker_configs({"log.cleaner.threads": "4"})
