@@ -923,7 +923,10 @@ def broker_key_group(key: str) -> tuple[str, ...]:
 
 
 def broker_config_type(key: str) -> ConfigType:
-    """The ConfigType DescribeConfigs reports for a broker key, read off its field's bounds and Python type."""
+    """The ConfigType DescribeConfigs reports for a broker key: Kafka's for Kafka's keys, else read off its field's
+    bounds and Python type."""
+    if key in KAFKA_BROKER_KEYS:
+        return ConfigType[KAFKA_BROKER_KEYS[key].type]
     if key in DYNAMIC_BROKER_KEYS:
         return _TOPIC_KEYS[DYNAMIC_BROKER_KEYS[key]].config_type
     spec = BrokerConfig.model_fields[_BROKER_ATTRIBUTES[key]]

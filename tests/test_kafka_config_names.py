@@ -11,6 +11,7 @@ from kafkette.broker.config import (
     ConfigSource,
     ConfigType,
     TopicConfig,
+    broker_config_type,
     effective_topic_config,
     topic_config_defaults,
     validate_dynamic_broker_configs,
@@ -114,3 +115,12 @@ def test_a_no_effect_key_cannot_be_set_on_a_running_broker() -> None:
         ConfigError, match=r"^log\.cleaner\.threads cannot be changed on a running broker \(a Kafka config"
     ):
         validate_dynamic_broker_configs({"log.cleaner.threads": "4"})
+
+
+def test_kafkas_keys_are_described_with_kafkas_types() -> None:
+    for name in BrokerConfig.keys() & set(BROKER_KEYS):
+        assert broker_config_type(name).name == BROKER_KEYS[name].type, name
+    for name, default in topic_config_defaults(BrokerConfig()).items():
+        assert default.config_type.name == TOPIC_KEYS[name].type, name
+    assert broker_config_type("ssl.keystore.password") == ConfigType.PASSWORD
+    assert broker_config_type("leader.replication.throttled.rate") == ConfigType.LONG  # not in KafkaConfig's table
