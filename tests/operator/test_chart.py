@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from kafkette.operator import crds
-from kafkette.operator.resources import KINDS, ConsumerGroupSpec, KafkaClusterSpec, TopicSpec
+from kafkette.operator.resources import KINDS
 from kafkette.operator.testing.tools import helm
 
 CHART = crds.REPO / "charts" / "kafkette"
@@ -83,8 +83,7 @@ def test_examples_validate_against_our_crds(example: Path) -> None:
     kind = next(kind for kind in KINDS if kind.kind == document["kind"])
     schema = crds.crd(kind)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     jsonschema.validate(document, schema)
-    model = {"KafkaCluster": KafkaClusterSpec, "Topic": TopicSpec, "ConsumerGroup": ConsumerGroupSpec}[kind.kind]
-    model.model_validate(document["spec"])
+    kind.spec.model_validate(document["spec"])
 
 
 def test_only_the_operator_reads_nodes(helm_binary: Path) -> None:
