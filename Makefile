@@ -52,6 +52,7 @@ codegen: venv
 # broker/kafka_config_names.py from the Kafka distribution the tests download (needs a JDK).
 config-names: venv
 	$(BIN)/python -P -m kafkette.broker.kafka_config_names_gen
+	$(BIN)/ruff format -q broker/kafka_config_names.py
 
 # The Java client tests skip without a JDK and Maven, except in CI (CI=true), where they must run.
 java-client:

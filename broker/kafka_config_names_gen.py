@@ -9,11 +9,13 @@ turns those lines into a Python table. Documentation strings are deliberately no
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import tempfile
 from pathlib import Path
 
-KAFKA_HOME = Path.home() / ".cache/kafkette/kafka-4.3.1"
+# Where bench/brokers.py's kafka_libs() puts Apache Kafka's jars (fetched with Maven for the benchmarks).
+KAFKA_HOME = Path(os.environ.get("KAFKETTE_CACHE", Path.home() / ".cache" / "kafkette")) / "kafka-4.3.1"
 OUTPUT = Path(__file__).with_name("kafka_config_names.py")
 
 _DUMP_JAVA = """
@@ -64,6 +66,10 @@ KAFKA_VERSION = "{version}"
 
 
 def dump(kafka_home: Path) -> list[list[str]]:
+    if not (kafka_home / "libs").is_dir():
+        raise SystemExit(
+            f"no Kafka jars in {kafka_home}/libs: fetch them (bench/brokers.py kafka_libs) or --kafka-home"
+        )
     with tempfile.TemporaryDirectory() as tmp:
         source = Path(tmp) / "Dump.java"
         source.write_text(_DUMP_JAVA)
