@@ -3,8 +3,11 @@ how BrokerConfig and topic validation accept, check and describe the ones kafket
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
+from kafkette.broker import kafka_config_names_gen
 from kafkette.broker.config import (
     BrokerConfig,
     ConfigError,
@@ -36,6 +39,16 @@ def test_the_table_is_kafka_4() -> None:
     )
     # Removed in Kafka 4.0 (KIP-724): not a Kafka 4 name.
     assert "message.downconversion.enable" not in TOPIC_KEYS
+
+
+def test_the_table_is_what_kafkas_jars_say() -> None:
+    """The generated table is not stale: Kafka's ConfigDefs, read again, give the same keys, types and defaults."""
+    if shutil.which("java") is None or not (kafka_config_names_gen.KAFKA_HOME / "libs").is_dir():
+        pytest.skip("needs a JDK and Kafka's jars (bench/brokers.py kafka_libs)")
+    rows = kafka_config_names_gen.dump(kafka_config_names_gen.KAFKA_HOME)
+    namespace: dict[str, object] = {}
+    exec(kafka_config_names_gen.render(rows, KAFKA_VERSION), namespace)
+    assert (namespace["BROKER_KEYS"], namespace["TOPIC_KEYS"]) == (BROKER_KEYS, TOPIC_KEYS)
 
 
 def test_every_kafka_name_is_known_and_every_known_name_is_kafkas() -> None:
