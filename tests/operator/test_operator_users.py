@@ -117,6 +117,16 @@ def refused_login(settings: dict[str, str]) -> bool:
         producer.close()  # else it keeps retrying
 
 
+def secret_exists(kube: client.ApiClient, namespace: str, name: str) -> bool:
+    try:
+        client.CoreV1Api(kube).read_namespaced_secret(name, namespace)
+    except client.ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True
+
+
 def acls_of(admin: AdminClient, user: str) -> set[tuple[str, str, str]]:
     query = AclBindingFilter(
         ResourceType.ANY, None, ResourcePatternType.ANY, f"User:{user}", None, AclOperation.ANY, AclPermissionType.ANY
@@ -171,10 +181,15 @@ def test_user_logs_in_with_its_secret_gets_its_acls_and_loses_both_on_delete(
     custom.patch_spec("kafkausers", "alice", {"authorization": {"acls": acls[:1]}})
     eventually(lambda: acls_of(admin, "alice") == {("TOPIC", TOPIC, "READ")}, TIMEOUT, "ACLs back to the spec")
 
+    events = client.CoreV1Api(kube).list_namespaced_event(namespace, field_selector="involvedObject.name=alice")
+    reasons = {event.reason for event in events.items}
+    assert {"SecretCreated", "CredentialSet", "AclsApplied", "Reconciled"} <= reasons, reasons
+
     custom.delete("kafkausers", "alice")
     eventually(lambda: not custom.exists("kafkausers", "alice"), TIMEOUT, "finalizer released")
     assert acls_of(admin, "alice") == set()
     assert refused_login(alice)
+    eventually(lambda: not secret_exists(kube, namespace, "alice"), TIMEOUT, "the Secret collected with its owner")
 
 
 def test_tls_authentication_is_refused_by_the_api_server(kube: client.ApiClient, namespace: str) -> None:

@@ -16,9 +16,9 @@ from typing import Any
 import kopf
 
 from kafkette.operator import metrics
-from kafkette.operator.resources import GROUP, VERSION
+from kafkette.operator.resources import GROUP, KINDS, VERSION
 
-PLURALS = ("kafkaclusters", "topics", "consumergroups")
+PLURALS = tuple(kind.plural for kind in KINDS)
 PHASES = ("Stalled", "Reconciling", "Ready")  # the first True one is the phase
 
 
