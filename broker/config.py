@@ -541,6 +541,13 @@ class BrokerConfig(_PropertiesModel):
     log_flush_interval_messages: _FlushMessages = Field(None, alias="log.flush.interval.messages")
     log_flush_interval_ms: _FlushMs = Field(None, alias="log.flush.interval.ms")
     log_segment_delete_delay_ms: _NonNegativeLong = Field(60000, alias="log.segment.delete.delay.ms")
+    # How often the recovery-point and log-start-offset checkpoints are written (with the high watermarks').
+    log_flush_offset_checkpoint_interval_ms: _NonNegativeInt = Field(
+        60000, alias="log.flush.offset.checkpoint.interval.ms"
+    )
+    log_flush_start_offset_checkpoint_interval_ms: _NonNegativeInt = Field(
+        60000, alias="log.flush.start.offset.checkpoint.interval.ms"
+    )
 
     log_retention_ms: _RetentionMs | None = Field(None, alias="log.retention.ms")
     log_retention_minutes: Int | None = Field(None, alias="log.retention.minutes")
@@ -634,6 +641,14 @@ class BrokerConfig(_PropertiesModel):
     def sasl_mechanisms_on(self, listener: str) -> tuple[str, ...]:
         value = self.listener_setting(listener, "sasl.enabled.mechanisms")
         return tuple(x.strip() for x in value.split(",") if x.strip()) if value else self.sasl_enabled_mechanisms
+
+    @property
+    def checkpoint_interval_ms(self) -> int:
+        """One timer writes every checkpoint file, so each is written at least as often as its own interval asks
+        (at least every millisecond: Kafka allows 0)."""
+        return max(
+            min(self.log_flush_offset_checkpoint_interval_ms, self.log_flush_start_offset_checkpoint_interval_ms), 1
+        )
 
     @property
     def segment_ms(self) -> int:

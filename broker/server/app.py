@@ -50,7 +50,6 @@ from kafkette.broker.txn.markers import MarkerSender
 log = logging.getLogger(__name__)
 
 # How often recovery points are written, as Kafka's log.flush.offset.checkpoint.interval.ms.
-CHECKPOINT_INTERVAL_S = 60.0
 # How long a SIGTERM'd broker waits for the controller to move its leaderships away before it exits anyway.
 CONTROLLED_SHUTDOWN_S = 15.0
 T = TypeVar("T")
@@ -317,7 +316,7 @@ class Broker:
 
     async def _checkpoint_periodically(self) -> None:
         while True:
-            await asyncio.sleep(CHECKPOINT_INTERVAL_S)
+            await asyncio.sleep(self.config.checkpoint_interval_ms / 1000)
             if self._logs is not None:
                 self._logs.checkpoint()
 

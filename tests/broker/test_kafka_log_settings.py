@@ -1,5 +1,6 @@
-"""Kafka's log.cleaner.backoff.ms and log.cleaner.enable are honoured by a real broker process: the cleaner looks
-for dirty compacted logs every back-off even when retention is checked only hourly, and never when disabled."""
+"""Kafka's log settings that kafkette honours beyond the topic defaults, on real broker processes:
+log.cleaner.backoff.ms and log.cleaner.enable (the cleaner looks for dirty compacted logs every back-off even when
+retention is checked only hourly, and never when disabled), and the checkpoint intervals."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from waiting import wait_for
 
 from kafkette.broker.process import BrokerProcess
+from kafkette.broker.storage.checkpoint import read_offset_checkpoint
+from kafkette.broker.storage.manager import HIGH_WATERMARK_CHECKPOINT, LOG_START_CHECKPOINT
+from kafkette.broker.storage.naming import TopicPartition as Partition
 
 TOPIC = "compacted"
 KEYS = 10
@@ -63,3 +67,18 @@ def test_no_cleaning_when_the_cleaner_is_disabled(tmp_path: Path) -> None:
         # Ten passes' worth of time: the enabled cleaner of the test above is done well within it.
         time.sleep(1.0)
         assert record_count(broker.bootstrap) == UPDATES + 1
+
+
+def test_checkpoints_are_written_at_kafkas_interval(tmp_path: Path) -> None:
+    # Both intervals set: one timer writes every checkpoint file at the shorter one (the default is a minute).
+    config = {"log.flush.offset.checkpoint.interval.ms": "100", "log.flush.start.offset.checkpoint.interval.ms": "200"}
+    with BrokerProcess(tmp_path / "data", config) as broker:
+        fill(broker.bootstrap)
+        partition = Partition(TOPIC, 0)
+
+        def checkpointed() -> bool:
+            high_watermarks = read_offset_checkpoint(tmp_path / "data" / HIGH_WATERMARK_CHECKPOINT)
+            starts = read_offset_checkpoint(tmp_path / "data" / LOG_START_CHECKPOINT)
+            return high_watermarks.get(partition) == UPDATES + 1 and starts.get(partition) == 0
+
+        wait_for(checkpointed, "the running broker to checkpoint the partition", 10, 0.1)
