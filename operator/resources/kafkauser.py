@@ -13,7 +13,6 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from kafkette.operator.resources.base import (
     AGE_COLUMN,
-    IMMUTABLE,
     READY_COLUMN,
     Kind,
     Model,
@@ -52,7 +51,6 @@ class Authentication(Model):
     type: Literal["scram-sha-512", "tls"] = Field(
         description="scram-sha-512: the operator generates a password into a Secret named after the user "
         "and sets the user's SCRAM-SHA-512 credential. tls (client certificates) is not supported yet.",
-        json_schema_extra=IMMUTABLE,
     )
 
     @field_validator("type")

@@ -5,10 +5,12 @@ deleting the resource takes the credential and the ACLs away."""
 from __future__ import annotations
 
 import base64
+import json
 import random
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
@@ -33,6 +35,7 @@ pytestmark = pytest.mark.timeout(120)
 
 TIMEOUT = 30.0
 TOPIC = "orders"
+SCRAM = {"authentication": {"type": "scram-sha-512"}}
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 
@@ -144,7 +147,7 @@ def test_user_logs_in_with_its_secret_gets_its_acls_and_loses_both_on_delete(
     custom.create(
         "kafkausers",
         "alice",
-        {"clusterRef": "main", "authentication": {"type": "scram-sha-512"}, "authorization": {"acls": acls}},
+        {"clusterRef": "main", **SCRAM, "authorization": {"acls": acls}},
     )
     condition = eventually(
         lambda: (c := custom.condition("kafkausers", "alice")) and c["status"] == "True" and c, TIMEOUT, "Ready"
@@ -192,6 +195,30 @@ def test_user_logs_in_with_its_secret_gets_its_acls_and_loses_both_on_delete(
     eventually(lambda: not secret_exists(kube, namespace, "alice"), TIMEOUT, "the Secret collected with its owner")
 
 
-def test_tls_authentication_is_refused_by_the_api_server(kube: client.ApiClient, namespace: str) -> None:
-    with pytest.raises(client.ApiException, match="tls is not supported yet"):
-        Custom(kube, namespace).create("kafkausers", "bob", {"clusterRef": "main", "authentication": {"type": "tls"}})
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ({"authentication": {"type": "tls"}}, "authentication type tls is not supported yet"),
+        ({"authentication": {"type": "oauth"}}, 'supported values: "scram-sha-512", "tls"'),
+        ({}, "spec.authentication: Required value"),
+        (
+            SCRAM | {"authorization": {"acls": [{"resource": {"type": "topic"}, "operations": ["Read"]}]}},
+            "name is required for topic, group and transactionalId",
+        ),
+        (
+            SCRAM | {"authorization": {"acls": [{"resource": {"type": "topic", "name": "t"}, "operations": ["Fly"]}]}},
+            'Unsupported value: "Fly"',
+        ),
+        (
+            SCRAM | {"authorization": {"acls": [{"resource": {"type": "topic", "name": "t"}, "operations": []}]}},
+            "should have at least 1 items",
+        ),
+    ],
+)
+def test_the_api_server_refuses_an_invalid_user(
+    kube: client.ApiClient, namespace: str, spec: dict[str, Any], expected: str
+) -> None:
+    with pytest.raises(client.ApiException) as refused:
+        Custom(kube, namespace).create("kafkausers", "bob", {"clusterRef": "main", **spec})
+    message = json.loads(refused.value.body)["message"]
+    assert refused.value.status == 422 and expected in message, message
