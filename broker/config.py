@@ -518,6 +518,8 @@ class BrokerConfig(_PropertiesModel):
     replica_fetch_wait_max_ms: _PositiveInt = Field(500, alias="replica.fetch.wait.max.ms")
     replica_fetch_backoff_ms: _NonNegativeInt = Field(1000, alias="replica.fetch.backoff.ms")
     auto_leader_rebalance_enable: Boolean = Field(True, alias="auto.leader.rebalance.enable")
+    # false: a SIGTERM'd broker exits without first asking the controller to move its leaderships away.
+    controlled_shutdown_enable: Boolean = Field(True, alias="controlled.shutdown.enable")
     leader_imbalance_check_interval_seconds: _PositiveLong = Field(300, alias="leader.imbalance.check.interval.seconds")
 
     num_partitions: _PositiveInt = Field(1, alias="num.partitions")

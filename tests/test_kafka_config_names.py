@@ -69,19 +69,23 @@ def test_every_kafka_name_is_known_and_every_known_name_is_kafkas() -> None:
 
 def test_kafka_only_broker_keys_are_accepted_checked_by_type_and_kept() -> None:
     config = BrokerConfig.from_properties(
-        {"num.io.threads": " 8 ", "log.cleaner.io.buffer.load.factor": "0.9", "controlled.shutdown.enable": "TRUE"}
+        {
+            "num.io.threads": " 8 ",
+            "log.cleaner.io.buffer.load.factor": "0.9",
+            "transaction.partition.verification.enable": "TRUE",
+        }
     )
     assert config.no_effect_settings == (
-        ("controlled.shutdown.enable", "TRUE"),
         ("log.cleaner.io.buffer.load.factor", "0.9"),
         ("num.io.threads", "8"),
+        ("transaction.partition.verification.enable", "TRUE"),
     )
     assert config.to_properties()["num.io.threads"] == "8"
     for key, value, reason in (
         ("num.io.threads", "eight", "must be an integer"),
         ("num.io.threads", "2147483648", "must be between"),
         ("log.cleaner.io.buffer.load.factor", "lots", "must be a number"),
-        ("controlled.shutdown.enable", "yes", "must be true or false"),
+        ("transaction.partition.verification.enable", "yes", "must be true or false"),
     ):
         with pytest.raises(ConfigError, match=f"^{key}: {reason}"):
             BrokerConfig.from_properties({key: value})

@@ -392,7 +392,7 @@ async def serve(config: BrokerConfig) -> None:
     try:
         await stopping.wait()
     finally:
-        await broker.stop(controlled_shutdown_s=CONTROLLED_SHUTDOWN_S)
+        await broker.stop(controlled_shutdown_s=CONTROLLED_SHUTDOWN_S if config.controlled_shutdown_enable else 0.0)
         log.info("broker %d stopped cleanly", config.node_id)
 
 
