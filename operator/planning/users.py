@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 
@@ -54,11 +55,17 @@ def plan_acls(desired: frozenset[AclEntry], actual: frozenset[AclEntry]) -> AclP
     return AclPlan(create=desired - actual, delete=actual - desired)
 
 
-def needs_credential(password_is_new: bool, has_credential: bool) -> bool:
-    """Set the SCRAM credential when the Secret's password was just made, or Kafka has none for the user (a new
-    user, or one deleted out of band). Otherwise it stands: Kafka keeps only a salted hash, so setting it on
-    every resync would write a new metadata record each time to no effect."""
-    return password_is_new or not has_credential
+def fingerprint(password: str) -> str:
+    """What the Secret records of the password last set in Kafka (beside the password itself, so it reveals
+    nothing a reader of the Secret does not already have)."""
+    return hashlib.sha256(password.encode()).hexdigest()
+
+
+def needs_credential(password: str, fingerprint_set: str | None, has_credential: bool) -> bool:
+    """Set the SCRAM credential when the Secret's password is not the one last set (a new Secret, or a password
+    edited by hand to rotate it), or Kafka has none for the user (deleted out of band). Otherwise it stands:
+    Kafka keeps only a salted hash, so setting it on every resync would write a metadata record to no effect."""
+    return fingerprint_set != fingerprint(password) or not has_credential
 
 
 def jaas_config(username: str, password: str) -> str:

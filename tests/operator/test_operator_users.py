@@ -106,6 +106,14 @@ def produce_error(settings: dict[str, str]) -> KafkaError | None:
     return errors[0] if errors else None
 
 
+def logs_in(settings: dict[str, str]) -> bool:
+    try:
+        AdminClient(settings).list_topics(timeout=3)
+    except KafkaException:
+        return False
+    return True
+
+
 def refused_login(settings: dict[str, str]) -> bool:
     """Whether the broker refuses this login (librdkafka reports it through error_cb)."""
     reported: list[str] = []
@@ -118,6 +126,10 @@ def refused_login(settings: dict[str, str]) -> bool:
         return False
     finally:
         producer.close()  # else it keeps retrying
+
+
+def alice_secret(kube: client.ApiClient, namespace: str, key: str) -> str:
+    return base64.b64decode(client.CoreV1Api(kube).read_namespaced_secret("alice", namespace).data[key]).decode()
 
 
 def secret_exists(kube: client.ApiClient, namespace: str, name: str) -> bool:
@@ -156,11 +168,10 @@ def test_user_logs_in_with_its_secret_gets_its_acls_and_loses_both_on_delete(
     status = custom.get("kafkausers", "alice")["status"]
     assert (status["username"], status["secret"]) == ("alice", "alice")
 
-    secret = client.CoreV1Api(kube).read_namespaced_secret("alice", namespace)
-    password = base64.b64decode(secret.data["password"]).decode()
+    password = alice_secret(kube, namespace, "password")
     assert len(password) == 32
-    assert password in base64.b64decode(secret.data["sasl.jaas.config"]).decode()
-    (owner,) = secret.metadata.owner_references
+    assert password in alice_secret(kube, namespace, "sasl.jaas.config")
+    (owner,) = client.CoreV1Api(kube).read_namespaced_secret("alice", namespace).metadata.owner_references
     assert (owner.kind, owner.name) == ("KafkaUser", "alice")
 
     admin = AdminClient({"bootstrap.servers": secured.bootstrap})
@@ -183,6 +194,15 @@ def test_user_logs_in_with_its_secret_gets_its_acls_and_loses_both_on_delete(
     next(iter(admin.create_acls([grant]).values())).result(TIMEOUT)
     custom.patch_spec("kafkausers", "alice", {"authorization": {"acls": acls[:1]}})
     eventually(lambda: acls_of(admin, "alice") == {("TOPIC", TOPIC, "READ")}, TIMEOUT, "ACLs back to the spec")
+
+    # Rotation by hand: a new password written into the Secret is set in Kafka on the next resync.
+    rotated = "rotated-by-hand-" + uuid.uuid4().hex
+    patch = {"data": {"password": base64.b64encode(rotated.encode()).decode()}}
+    client.CoreV1Api(kube).patch_namespaced_secret("alice", namespace, patch)
+    eventually(lambda: logs_in(login(sasl_port, "alice", rotated)), TIMEOUT, "the rotated password set in Kafka")
+    assert refused_login(alice)
+    alice = login(sasl_port, "alice", rotated)
+    eventually(lambda: rotated in alice_secret(kube, namespace, "sasl.jaas.config"), TIMEOUT, "the jaas line rewritten")
 
     events = client.CoreV1Api(kube).list_namespaced_event(namespace, field_selector="involvedObject.name=alice")
     reasons = {event.reason for event in events.items}

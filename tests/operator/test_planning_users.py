@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from kafkette.operator.admin import AclEntry
-from kafkette.operator.planning.users import desired_acls, jaas_config, needs_credential, plan_acls
+from kafkette.operator.planning.users import desired_acls, fingerprint, jaas_config, needs_credential, plan_acls
 from kafkette.operator.resources import KafkaUserSpec
 
 
@@ -82,13 +82,19 @@ def test_acl_plan_makes_kafka_equal_the_spec(
 
 
 @pytest.mark.parametrize(
-    ("password_is_new", "has_credential", "expected"),
-    [(True, False, True), (True, True, True), (False, False, True), (False, True, False)],
+    ("recorded", "has_credential", "expected"),
+    [
+        (None, False, True),  # a new user
+        (None, True, True),  # a new Secret for a user Kafka knows: its old password must stop working
+        (fingerprint("s3cret"), True, False),  # as set: left alone
+        (fingerprint("s3cret"), False, True),  # deleted in Kafka out of band
+        (fingerprint("before"), True, True),  # the password edited in the Secret by hand: rotate
+    ],
 )
-def test_credential_is_set_only_when_new_or_missing(
-    password_is_new: bool, has_credential: bool, expected: bool
+def test_credential_is_set_only_when_the_password_is_not_the_one_set(
+    recorded: str | None, has_credential: bool, expected: bool
 ) -> None:
-    assert needs_credential(password_is_new, has_credential) is expected
+    assert needs_credential("s3cret", recorded, has_credential) is expected
 
 
 def test_jaas_config_is_the_scram_login_module_line() -> None:

@@ -29,52 +29,71 @@ from kafkette.operator.kube.handlers.common import (
     resync_seconds,
     stalled,
 )
-from kafkette.operator.planning.users import desired_acls, jaas_config, needs_credential, plan_acls, principal
+from kafkette.operator.planning.users import (
+    desired_acls,
+    fingerprint,
+    jaas_config,
+    needs_credential,
+    plan_acls,
+    principal,
+)
 from kafkette.operator.resources import GROUP, VERSION, KafkaUserSpec
 
 PLURAL = "kafkausers"
 PASSWORD_KEY = "password"
 JAAS_KEY = "sasl.jaas.config"
+# The fingerprint of the password last set in Kafka, on the Secret (planning/users.py: fingerprint).
+FINGERPRINT_ANNOTATION = "kafkette.dev/scram-sha-512-sha256"
 PASSWORD_LENGTH = 32  # letters and digits: about 190 bits
 _ALPHABET = string.ascii_letters + string.digits
 
 
-def _decoded(secret: dict[str, Any] | None) -> str | None:
-    encoded = ((secret or {}).get("data") or {}).get(PASSWORD_KEY)
+def _decoded(secret: dict[str, Any]) -> str | None:
+    encoded = (secret.get("data") or {}).get(PASSWORD_KEY)
     return base64.b64decode(encoded).decode() if encoded else None
 
 
-def _secret(name: str, namespace: str, password: str) -> dict[str, Any]:
+def _secret(name: str, namespace: str, password: str, body: Any, fingerprint_set: str | None) -> dict[str, Any]:
+    """The Secret as the operator applies it, owned by the KafkaUser (the garbage collector deletes it with it)."""
     values = {PASSWORD_KEY: password, JAAS_KEY: jaas_config(name, password)}
-    return {
+    metadata: dict[str, Any] = {
+        "name": name,
+        "namespace": namespace,
+        "labels": {"app.kubernetes.io/managed-by": "kafkette-operator", "kafkette.dev/kafkauser": name},
+    }
+    if fingerprint_set is not None:
+        metadata["annotations"] = {FINGERPRINT_ANNOTATION: fingerprint_set}
+    secret = {
         "apiVersion": "v1",
         "kind": "Secret",
         "type": "Opaque",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": {"app.kubernetes.io/managed-by": "kafkette-operator", "kafkette.dev/kafkauser": name},
-        },
+        "metadata": metadata,
         "data": {key: base64.b64encode(value.encode()).decode() for key, value in values.items()},
     }
+    kopf.adopt(secret, owner=body)
+    return secret
 
 
-async def _password(name: str, namespace: str, body: Any) -> tuple[str, bool]:
-    """The user's password from its Secret, made (and the Secret applied) when there is none; True when new."""
-    existing = _decoded(await asyncio.to_thread(apply.get, "v1", "Secret", name, namespace))
+async def _password(name: str, namespace: str, body: Any) -> tuple[str, str | None]:
+    """The user's password from its Secret, made (and the Secret applied) when there is none, and the fingerprint
+    of the password last set in Kafka (None: none yet)."""
+    secret = await asyncio.to_thread(apply.get, "v1", "Secret", name, namespace) or {}
+    existing = _decoded(secret)
     if existing is not None:
-        return existing, False
+        return existing, (secret["metadata"].get("annotations") or {}).get(FINGERPRINT_ANNOTATION)
     password = "".join(secrets.choice(_ALPHABET) for _ in range(PASSWORD_LENGTH))
-    secret = _secret(name, namespace, password)
-    kopf.adopt(secret, owner=body)  # the garbage collector deletes it with the KafkaUser
-    await asyncio.to_thread(apply.apply, secret)
+    await asyncio.to_thread(apply.apply, _secret(name, namespace, password, body, None))
     kopf.info(body, reason="SecretCreated", message=f"Secret {name} holds the password of user {name}")
-    return password, True
+    return password, None
 
 
-async def _carry_out(admin: Admin, name: str, spec: KafkaUserSpec, password: str, is_new: bool, body: Any) -> None:
-    if needs_credential(is_new, await admin.has_scram_sha_512(name)):
+async def _carry_out(admin: Admin, name: str, namespace: str, spec: KafkaUserSpec, body: Any) -> None:
+    password, fingerprint_set = await _password(name, namespace, body)
+    if needs_credential(password, fingerprint_set, await admin.has_scram_sha_512(name)):
         await admin.set_scram_sha_512(name, password)
+        # Recorded after the credential is set (a failure in between only sets it once more), with the
+        # sasl.jaas.config line of this password (a password edited by hand left the old one there).
+        await asyncio.to_thread(apply.apply, _secret(name, namespace, password, body, fingerprint(password)))
         kopf.info(body, reason="CredentialSet", message=f"set the SCRAM-SHA-512 credential of user {name}")
     who = principal(name)
     plan = plan_acls(desired_acls(spec.authorization), await admin.acls_of(who))
@@ -96,8 +115,7 @@ async def reconcile(raw_spec: Any, name: str, namespace: str, body: Any, status:
         return
     try:
         admin = await admin_for_cluster(spec.cluster_ref, namespace)
-        password, is_new = await _password(name, namespace, body)
-        await _carry_out(admin, name, spec, password, is_new, body)
+        await _carry_out(admin, name, namespace, spec, body)
     except ClusterMissing as exc:
         patch.status.update(report(status, generation, stalled("ClusterNotFound", str(exc))))
         raise kopf.TemporaryError(str(exc), delay=resync_seconds()) from None
