@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 from kube_harness import Custom, eventually
-from kubernetes import client
+from kubernetes import client, config
 from kubernetes.dynamic import DynamicClient
 
 from kafkette.broker.process import BrokerProcess
@@ -115,3 +115,59 @@ def rack_of_a_bound_broker_pod(kube: client.ApiClient, namespace: str, custom: C
         )
     finally:
         core.delete_node(node)
+
+
+# (verb, group, resource, name, namespace or None for "the release's"; "" namespace: cluster scope).
+OUT_OF_REACH = [
+    ("list", "", "secrets", "", None),  # reads only the Secrets it names (a KafkaUser's)
+    ("get", "", "secrets", "", "kube-system"),
+    ("get", "", "pods", "", "kube-system"),
+    ("list", "", "nodes", "", ""),
+    ("patch", "", "nodes", "", ""),
+    ("create", "", "pods/exec", "", None),
+    ("delete", "apps", "statefulsets", "", None),
+    ("create", "rbac.authorization.k8s.io", "clusterrolebindings", "", ""),
+    ("escalate", "rbac.authorization.k8s.io", "roles", "", None),
+    ("bind", "rbac.authorization.k8s.io", "clusterroles", "cluster-admin", ""),
+    ("delete", "apiextensions.k8s.io", "customresourcedefinitions", "", ""),
+]
+WITHIN_REACH = [
+    ("get", "", "nodes", "", ""),
+    ("patch", "", "pods", "", None),
+    ("create", "", "secrets", "", None),
+    ("patch", "kafkette.dev", "kafkaclusters/status", "", None),
+]
+
+
+def allowed(api: client.ApiClient, verb: str, group: str, resource: str, name: str, namespace: str) -> bool:
+    """The API server's own answer for the caller of ``api`` (a SelfSubjectAccessReview)."""
+    resource, _, subresource = resource.partition("/")
+    attributes = {"verb": verb, "group": group, "resource": resource, "subresource": subresource, "name": name}
+    if namespace:
+        attributes["namespace"] = namespace
+    review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview"}
+    review["spec"] = {"resourceAttributes": attributes}
+    answer = client.AuthorizationV1Api(api).create_self_subject_access_review(review)
+    return bool(answer.status.allowed)
+
+
+def test_the_charts_service_account_is_denied_what_the_operator_does_not_use(
+    control_plane: ControlPlane, kube: client.ApiClient, namespace: str, tmp_path: Path
+) -> None:
+    account = install_rbac(kube, namespace)
+    kubeconfig = service_account_kubeconfig(control_plane, kube, namespace, account, tmp_path / "kubeconfig")
+    api = config.new_client_from_config(config_file=str(kubeconfig))
+
+    def decided(rows: list[tuple[str, str, str, str, str | None]]) -> dict[str, bool]:
+        return {
+            f"{verb} {group}/{resource} {name}@{where}": allowed(api, verb, group, resource, name, where)
+            for verb, group, resource, name, scope in rows
+            for where in [namespace if scope is None else scope]
+        }
+
+    assert not any(decided(OUT_OF_REACH).values()), decided(OUT_OF_REACH)
+    assert all(decided(WITHIN_REACH).values()), decided(WITHIN_REACH)
+    # And a real call, not only the review: listing Secrets is refused with 403.
+    with pytest.raises(client.ApiException) as refused:
+        client.CoreV1Api(api).list_namespaced_secret(namespace)
+    assert refused.value.status == 403
