@@ -31,6 +31,22 @@ def observe_seconds() -> float:
 
 M = TypeVar("M", bound=BaseModel)
 
+_RECONCILING: dict[tuple[str, str, str], asyncio.Lock] = {}
+
+
+def one_at_a_time(kind: str, namespace: str, name: str) -> asyncio.Lock:
+    """The lock a resource's change handler and its resync timer both hold while they reconcile it.
+
+    kopf runs timers beside change handlers: unserialized, both can find a topic missing and both create it,
+    and the loser's TOPIC_ALREADY_EXISTS then overwrites the winner's Ready status.
+    """
+    return _RECONCILING.setdefault((kind, namespace, name), asyncio.Lock())
+
+
+def forget_reconciling(kind: str, namespace: str, name: str) -> None:
+    """Drop a deleted resource's lock."""
+    _RECONCILING.pop((kind, namespace, name), None)
+
 
 def namespace_of(namespace: str | None) -> str:
     """The namespace kopf hands a handler; Kafkette's resources are namespaced, so it is never None."""

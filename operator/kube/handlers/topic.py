@@ -14,7 +14,9 @@ from kafkette.operator.kube.handlers.common import (
     ClusterMissing,
     InvalidSpec,
     admin_for_cluster,
+    forget_reconciling,
     namespace_of,
+    one_at_a_time,
     parse_spec,
     ready,
     reconciling,
@@ -128,7 +130,8 @@ async def topic_changed(
     spec: Any, name: str, namespace: str | None, body: Any, status: Any, patch: Any, **_: Any
 ) -> None:
     namespace = namespace_of(namespace)
-    await reconcile(spec, name, namespace, body, status, patch)
+    async with one_at_a_time("Topic", namespace, name):
+        await reconcile(spec, name, namespace, body, status, patch)
 
 
 @kopf.timer(GROUP, VERSION, PLURAL, interval=resync_seconds(), initial_delay=resync_seconds(), idle=resync_seconds())
@@ -138,13 +141,15 @@ async def topic_resync(
 ) -> None:
     """Revert out-of-band changes (configs altered with other tools, a deleted topic)."""
     namespace = namespace_of(namespace)
-    await reconcile(spec, name, namespace, body, status, patch)
+    async with one_at_a_time("Topic", namespace, name):
+        await reconcile(spec, name, namespace, body, status, patch)
 
 
 @kopf.on.delete(GROUP, VERSION, PLURAL)
 @metrics.reconcile("Topic")
 async def topic_deleted(spec: Any, name: str, namespace: str | None, body: Any, **_: Any) -> None:
     namespace = namespace_of(namespace)
+    forget_reconciling("Topic", namespace, name)
     try:
         parsed = parse_spec(TopicSpec, spec)
     except InvalidSpec as exc:
