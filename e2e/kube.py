@@ -9,13 +9,16 @@ from __future__ import annotations
 import json
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from waiting import wait_for
 
 # The API server is polled once a second: state moves at the pace of pods starting.
 POLL_SECONDS = 1.0
+ROOT = Path(__file__).resolve().parent.parent
 
 
 class CommandFailed(RuntimeError):
@@ -98,3 +101,15 @@ def wait_current(kind: str, name: str, namespace: str, *, timeout: float) -> dic
         return None if stale else resource
 
     return wait_for(current, f"{kind}/{name} to be Current (kstatus) and Ready", timeout, POLL_SECONDS)
+
+
+def install_operator(namespace: str) -> None:
+    """The CRDs and the chart, as a user installs them; skips the test when no API server answers."""
+    try:
+        kubectl("get", "--raw", "/readyz", timeout=20)
+    except (CommandFailed, FileNotFoundError) as problem:
+        pytest.skip(f"no Kubernetes API server reachable with `kubectl` (start one with `make node`): {problem}")
+    kubectl("apply", "-f", str(ROOT / "crds"))
+    kubectl("wait", "--for=condition=Established", "crd/kafkaclusters.kafkette.dev", "--timeout=60s")
+    run(["helm", "upgrade", "--install", "kafkette", str(ROOT / "charts" / "kafkette"), "-n", namespace,
+         "--create-namespace", "--wait", "--timeout", "5m"], timeout=330)  # fmt: skip

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 from confluent_kafka import Consumer, KafkaException, TopicPartition
-from kube import CommandFailed, get, items, kubectl, run, wait_current
+from kube import get, install_operator, items, kubectl, run, wait_current
 from test_e2e import record_number
 from waiting import wait_for
 
@@ -51,13 +51,7 @@ DRIVER_POD = f"{GROUP['metadata']['name']}-spark-driver"
 @pytest.fixture(scope="module")
 def installed() -> Iterator[None]:
     """The chart and the four examples, applied as they are; everything removed afterwards."""
-    try:
-        kubectl("get", "--raw", "/readyz", timeout=20)
-    except (CommandFailed, FileNotFoundError) as problem:
-        pytest.skip(f"no Kubernetes API server reachable with `kubectl` (start one with `make node`): {problem}")
-    kubectl("apply", "-f", str(ROOT / "crds"))
-    run(["helm", "upgrade", "--install", "kafkette", str(ROOT / "charts" / "kafkette"), "-n", NAMESPACE,
-         "--create-namespace", "--wait", "--timeout", "5m"], timeout=330)  # fmt: skip
+    install_operator(NAMESPACE)
     for name in ("kafkacluster.yaml", "topic.yaml", "spend-per-user-topic.yaml", "consumergroup.yaml"):
         kubectl("apply", "-n", NAMESPACE, "-f", str(EXAMPLES / name))
     try:

@@ -8,16 +8,14 @@ itself and removes its cluster at the end.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from kube import POLL_SECONDS, CommandFailed, apply, items, kubectl, run, wait_current
+from kube import POLL_SECONDS, apply, install_operator, items, kubectl, wait_current
 from waiting import wait_for
 
 from kafkette.broker.metrics.scrape import Scrape, scrape
 
-ROOT = Path(__file__).resolve().parent.parent
 NAMESPACE = "kafkette"
 CLUSTER = "metered"
 TOPIC = "metered"
@@ -30,14 +28,7 @@ pytestmark = pytest.mark.timeout(600)
 
 @pytest.fixture(scope="module", autouse=True)
 def operator() -> Iterator[None]:
-    try:
-        kubectl("get", "--raw", "/readyz", timeout=20)
-    except (CommandFailed, FileNotFoundError) as problem:
-        pytest.skip(f"no Kubernetes API server reachable with `kubectl` (start one with `make node`): {problem}")
-    kubectl("apply", "-f", str(ROOT / "crds"))
-    kubectl("wait", "--for=condition=Established", "crd/kafkaclusters.kafkette.dev", "--timeout=60s")
-    run(["helm", "upgrade", "--install", "kafkette", str(ROOT / "charts" / "kafkette"), "-n", NAMESPACE,
-         "--create-namespace", "--wait", "--timeout", "5m"], timeout=330)  # fmt: skip
+    install_operator(NAMESPACE)
     yield
     kubectl("delete", "kafkacluster", CLUSTER, "-n", NAMESPACE, "--ignore-not-found", "--timeout=120s")
     kubectl("delete", "pvc", "-n", NAMESPACE, "-l", SELECTOR, "--ignore-not-found", "--timeout=120s")

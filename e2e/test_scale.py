@@ -15,16 +15,14 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient
-from kube import POLL_SECONDS, CommandFailed, apply, condition, get, items, kstatus, kubectl, run, wait_current
+from kube import POLL_SECONDS, apply, condition, get, install_operator, items, kstatus, kubectl, wait_current
 from waiting import wait_for
 from workload import missing_or_reordered, produce_until, read_back
 
-ROOT = Path(__file__).resolve().parent.parent
 NAMESPACE = "kafkette"
 CLUSTER = "scale"
 TOPIC = "spread"
@@ -38,14 +36,7 @@ pytestmark = pytest.mark.timeout(600)
 
 @pytest.fixture(scope="module", autouse=True)
 def operator() -> Iterator[None]:
-    try:
-        kubectl("get", "--raw", "/readyz", timeout=20)
-    except (CommandFailed, FileNotFoundError) as problem:
-        pytest.skip(f"no Kubernetes API server reachable with `kubectl` (start one with `make node`): {problem}")
-    kubectl("apply", "-f", str(ROOT / "crds"))
-    kubectl("wait", "--for=condition=Established", "crd/kafkaclusters.kafkette.dev", "--timeout=60s")
-    run(["helm", "upgrade", "--install", "kafkette", str(ROOT / "charts" / "kafkette"), "-n", NAMESPACE,
-         "--create-namespace", "--wait", "--timeout", "5m"], timeout=330)  # fmt: skip
+    install_operator(NAMESPACE)
     yield
     kubectl("delete", "kafkacluster", CLUSTER, "-n", NAMESPACE, "--ignore-not-found", "--timeout=120s")
     kubectl("delete", "pvc", "-n", NAMESPACE, "-l", SELECTOR, "--ignore-not-found", "--timeout=120s")
