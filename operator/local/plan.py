@@ -73,6 +73,10 @@ class BrokerSpec:
     controller_port: int | None  # None: not a voter, so no controller listener
     rack: str | None
     pid: int | None = None
+    # A broker on its own address inside its own network namespace (the network chaos suite); None: the
+    # cluster's host, in the caller's namespace.
+    host: str | None = None
+    netns: str | None = None
 
     @property
     def voter(self) -> bool:
@@ -103,6 +107,9 @@ class ClusterState:
             if broker.node_id == node_id:
                 return broker
         raise PlanError(f"no broker {node_id} in this cluster (brokers: {', '.join(map(str, self.ids))})")
+
+    def host_of(self, node_id: int) -> str:
+        return self.broker(node_id).host or self.host
 
     def with_pid(self, node_id: int, pid: int | None) -> ClusterState:
         self.broker(node_id)  # raises for an unknown id
@@ -190,11 +197,11 @@ def new_cluster_id(rng: random.Random | None = None) -> str:
 
 
 def voters_string(state: ClusterState) -> str:
-    return ",".join(f"{b.node_id}@{state.host}:{b.controller_port}" for b in state.brokers if b.voter)
+    return ",".join(f"{b.node_id}@{b.host or state.host}:{b.controller_port}" for b in state.brokers if b.voter)
 
 
 def bootstrap_servers(state: ClusterState) -> str:
-    return ",".join(f"{state.host}:{b.port}" for b in state.brokers)
+    return ",".join(f"{b.host or state.host}:{b.port}" for b in state.brokers)
 
 
 def broker_dir_name(node_id: int) -> str:
@@ -221,22 +228,25 @@ def broker_settings(state: ClusterState, node_id: int) -> dict[str, str]:
 
 
 def broker_argv(state: ClusterState, node_id: int, cluster_dir: Path, python: str) -> list[str]:
-    """`python -m kafkette.broker` is `kafkette broker` without loading the other subcommands."""
+    """`python -m kafkette.broker` is `kafkette broker` without loading the other subcommands; a broker with a
+    network namespace starts through `ip netns exec`, which execs it (same pid)."""
     spec = state.broker(node_id)
-    argv = [python, "-m", "kafkette.broker", "--node-id", str(node_id)]
+    argv = ["ip", "netns", "exec", spec.netns] if spec.netns else []
+    argv += [python, "-m", "kafkette.broker", "--node-id", str(node_id)]
     argv += ["--data-dir", str(cluster_dir / broker_dir_name(node_id))]
-    argv += ["--listen", f"{state.host}:{spec.port}"]
+    argv += ["--listen", f"{state.host_of(node_id)}:{spec.port}"]
     for key, value in broker_settings(state, node_id).items():
         argv += ["--set", f"{key}={value}"]
     return argv
 
 
 def required_ports(state: ClusterState, node_ids: Iterable[int] | None = None) -> list[tuple[int, str, int]]:
-    """(node id, listener, port) for the brokers about to start."""
+    """(node id, listener, port) for the brokers about to start (in the caller's namespace: a broker with its
+    own network namespace has its ports to itself)."""
     wanted = set(state.ids if node_ids is None else node_ids)
     ports = []
     for b in state.brokers:
-        if b.node_id in wanted:
+        if b.node_id in wanted and b.netns is None:
             ports.append((b.node_id, "client", b.port))
             if b.controller_port is not None:
                 ports.append((b.node_id, "controller", b.controller_port))
@@ -257,10 +267,7 @@ def state_to_json(state: ClusterState) -> bytes:
         "first_port": state.first_port,
         "racks": list(state.racks),
         "settings": [list(item) for item in state.settings],
-        "brokers": [
-            {"id": b.node_id, "port": b.port, "controller_port": b.controller_port, "rack": b.rack, "pid": b.pid}
-            for b in state.brokers
-        ],
+        "brokers": [_broker_to_json(b) for b in state.brokers],
     }
     return (json.dumps(raw, indent=2) + "\n").encode()
 
@@ -276,9 +283,25 @@ def state_from_json(data: bytes) -> ClusterState:
         racks=tuple(raw["racks"]),
         settings=tuple((str(k), str(v)) for k, v in raw["settings"]),
         brokers=tuple(
-            BrokerSpec(int(b["id"]), int(b["port"]), b["controller_port"], b["rack"], b["pid"]) for b in raw["brokers"]
+            BrokerSpec(
+                int(b["id"]), int(b["port"]), b["controller_port"], b["rack"], b["pid"], b.get("host"), b.get("netns")
+            )
+            for b in raw["brokers"]
         ),
     )
+
+
+def _broker_to_json(b: BrokerSpec) -> dict[str, Any]:
+    raw: dict[str, Any] = {
+        "id": b.node_id,
+        "port": b.port,
+        "controller_port": b.controller_port,
+        "rack": b.rack,
+        "pid": b.pid,
+    }
+    # Only when set, so that a cluster of the usual kind keeps the file it always had.
+    raw.update({key: value for key, value in (("host", b.host), ("netns", b.netns)) if value is not None})
+    return raw
 
 
 def restart_conflicts(state: ClusterState, brokers: int | None, first_port: int | None, racks: Sequence[str]) -> str:

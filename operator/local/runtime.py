@@ -111,7 +111,7 @@ def broker_alive(cluster_dir: Path, node_id: int, pid: int | None) -> bool:
 
 
 def check_ports(state: ClusterState, node_ids: Iterable[int]) -> None:
-    busy = [item for item in plan.required_ports(state, node_ids) if not port_free(state.host, item[2])]
+    busy = [item for item in plan.required_ports(state, node_ids) if not port_free(state.host_of(item[0]), item[2])]
     if busy:
         raise LocalClusterError(plan.busy_ports_message(busy))
 
@@ -158,7 +158,7 @@ def views(state: ClusterState, node_ids: Iterable[int], timeout: float = PROBE_T
     answers: dict[int, ClusterView | str] = {}
     for node_id in node_ids:
         try:
-            answers[node_id] = cluster_view(state.host, state.broker(node_id).port, timeout)
+            answers[node_id] = cluster_view(state.host_of(node_id), state.broker(node_id).port, timeout)
         except (OSError, ValueError) as exc:
             answers[node_id] = f"no Metadata answer ({exc.__class__.__name__}: {exc})"
     return answers
@@ -170,7 +170,8 @@ def ask(state: ClusterState, node_ids: Iterable[int], request: Message, version:
     error: OSError = OSError("no broker to ask")
     for node_id in node_ids:
         try:
-            return request_once(state.host, state.broker(node_id).port, request, version, PROBE_TIMEOUT, client_id)
+            host, port = state.host_of(node_id), state.broker(node_id).port
+            return request_once(host, port, request, version, PROBE_TIMEOUT, client_id)
         except OSError as exc:
             error = exc
     raise error

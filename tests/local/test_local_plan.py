@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -75,6 +76,21 @@ def test_argv_is_accepted_by_the_broker_parser(tmp_path: Path) -> None:
     assert [str(v) for v in config.controller_quorum_voters] == plan.voters_string(state).split(",")
     assert config.broker_session_timeout_ms == 3000
     assert config.default_replication_factor == 3
+
+
+def test_brokers_in_their_own_network_namespaces(tmp_path: Path) -> None:
+    state = plan.plan_cluster(3, 9092, cluster_id="MkU3OEVBNTcwNTJENDM2Qk")
+    placed = tuple(replace(b, host=f"10.9.0.{10 + b.node_id}", netns=f"ns{b.node_id}") for b in state.brokers)
+    state = replace(state, brokers=placed)
+    argv = plan.broker_argv(state, 2, tmp_path, "python")
+    assert argv[:7] == ["ip", "netns", "exec", "ns2", "python", "-m", "kafkette.broker"]
+    assert argv[argv.index("--listen") + 1] == "10.9.0.12:9094"
+    assert plan.voters_string(state) == "0@10.9.0.10:9192,1@10.9.0.11:9193,2@10.9.0.12:9194"
+    assert plan.bootstrap_servers(state) == "10.9.0.10:9092,10.9.0.11:9093,10.9.0.12:9094"
+    # Their ports are in their own namespaces: nothing to check in the caller's.
+    assert plan.required_ports(state) == []
+    assert plan.state_from_json(plan.state_to_json(state)) == state
+    assert b'"netns"' not in plan.state_to_json(plan.plan_cluster(3, 9092))
 
 
 @pytest.mark.parametrize(("brokers", "port"), [(0, 9092), (3, 0), (2, 65535), (3, 65450)])
