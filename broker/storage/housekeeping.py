@@ -99,7 +99,8 @@ class LogHousekeeper:
                 if doomed:
                     self._remove_later(doomed, log.config.file_delete_delay_ms)
                     changed = True
-                if clean and tp not in self._uncleanable:
+                # Like Kafka, no cleaning while the replica moves to another log dir: the copy is made batch by batch.
+                if clean and tp not in self._uncleanable and self._logs.future(*tp) is None:
                     changed |= await self._clean(tp, log)
             except (StorageError, CorruptBatchError, OSError, ValueError) as exc:
                 # Kafka's answer too: a log that cannot be cleaned is left alone, the others carry on.
@@ -117,6 +118,11 @@ class LogHousekeeper:
             return False
         started = time.monotonic()
         result = await asyncio.to_thread(clean_segments, closed[:count], checkpoint.first_dirty_offset, log.config, now)
+        if self._logs.get(*tp) is not log or self._logs.future(*tp) is not None:
+            # The log was swapped for a copy in another log dir, or started moving, meanwhile: start over.
+            for _, unused in result.groups:
+                shutil.rmtree(unused, ignore_errors=True)
+            return False
         doomed: list[Path] = []
         for i, (old, cleaned) in enumerate(result.groups):
             replaced = log.replace_segments(old, cleaned)

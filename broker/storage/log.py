@@ -94,6 +94,11 @@ class Log:
         self._closed = False
         # Set when the disk failed under this log: it then refuses reads and writes until a restart.
         self.offline_reason: str | None = None
+        # Told the new log end offset whenever truncate_to drops data: a copy of this log (a replica moving to
+        # another log dir) must drop the same offsets before copying on.
+        self.on_truncate: Callable[[int], None] | None = None
+        # Told the reason when the disk fails under this log: the log manager takes the whole log dir offline.
+        self.on_offline: Callable[[str], None] | None = None
 
     @classmethod
     def open(
@@ -442,6 +447,17 @@ class Log:
         self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
         self._recovery_point = min(self._recovery_point, self._log_end_offset)
         self.high_watermark = self._within_log(self.high_watermark)
+        if self.on_truncate is not None:
+            self.on_truncate(self._log_end_offset)
+
+    def reset_to(self, offset: int) -> None:
+        """Drop everything and start the log empty at ``offset`` (Kafka's truncateFullyAndStartAt), durably."""
+        self._check_open()
+        with self._going_offline_on_disk_error(), disk_errors("resetting", self.directory):
+            self._truncate_fully(offset)
+            fsync_dir(self.directory)
+        self._log_end_offset = self._log_start_offset = self._recovery_point = offset
+        self.high_watermark = offset
 
     def _within_log(self, offset: int) -> int:
         return min(max(offset, self._log_start_offset), self._log_end_offset)
@@ -468,14 +484,23 @@ class Log:
 
     def delete(self) -> None:
         """Remove the partition's directory; renamed first, so a crash midway leaves no half log."""
+        self.detach()()
+
+    def detach(self) -> Callable[[], None]:
+        """Rename the directory to its ``-delete`` name (durably) and take no more writes; the returned function
+        closes the files and removes them. Reads already handed out (file regions) stay valid until it runs."""
         with disk_errors("deleting", self.directory):
-            for seg in self._segments:
-                seg.close()
             self._closed = True
             doomed = self.directory.with_name(deleted_dir_name(self.directory.name))
             os.rename(self.directory, doomed)
             fsync_dir(doomed.parent)
-            shutil.rmtree(doomed)
+
+        def remove() -> None:
+            for seg in self._segments:
+                seg.close()
+            shutil.rmtree(doomed, ignore_errors=True)
+
+        return remove
 
     def _check_open(self) -> None:
         if self._closed:
@@ -494,6 +519,8 @@ class Log:
         except LogStorageError as exc:
             self.offline_reason = str(exc)
             logger.error("%s: going offline: %s", self.directory, exc)
+            if self.on_offline is not None:
+                self.on_offline(self.offline_reason)
             raise
 
     # --- retention, DeleteRecords and compaction --------------------------------------------

@@ -1,8 +1,15 @@
-"""All partition logs of one broker, spread over its log directories, with Kafka's checkpoints."""
+"""All partition logs of one broker, spread over its log directories, with Kafka's checkpoints.
+
+Besides each partition's current log, a partition being moved to another log directory (AlterReplicaLogDirs)
+has a *future* log there, ``<topic>-<partition>.<uuid>-future``, which the replication layer fills and then
+swaps in with ``promote_future``. A log directory whose disk fails goes offline as a whole, as in Kafka: every
+log in it refuses reads and writes until a restart, and no new log is placed there.
+"""
 
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -12,7 +19,15 @@ from .config import LogConfig
 from .errors import CorruptLogError, LogStorageError, StorageError, disk_errors
 from .files import atomic_write, fsync_dir
 from .log import Log, wall_clock_ms
-from .naming import METADATA_TOPIC, TopicPartition, is_deleted_dir_name, log_dir_name, parse_log_dir_name
+from .naming import (
+    METADATA_TOPIC,
+    TopicPartition,
+    future_dir_name,
+    is_deleted_dir_name,
+    log_dir_name,
+    parse_future_dir_name,
+    parse_log_dir_name,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -30,12 +45,21 @@ class LogManager:
         topic_configs: Mapping[str, LogConfig],
         logs: dict[TopicPartition, Log],
         clock: Callable[[], int],
+        futures: dict[TopicPartition, Log] | None = None,
+        offline_dirs: dict[Path, str] | None = None,
     ) -> None:
         self.log_dirs = log_dirs
         self.default_config = default_config
         self._topic_configs = topic_configs
         self._logs = logs
+        self._futures: dict[TopicPartition, Log] = futures or {}
+        # Log directories whose disk failed, with the reason (Kafka's offline log dirs).
+        self.offline_dirs: dict[Path, str] = offline_dirs or {}
+        # Where AlterReplicaLogDirs asked a partition not hosted yet to be created (Kafka's preferred log dir).
+        self._preferred: dict[TopicPartition, Path] = {}
         self._clock = clock
+        for log in [*logs.values(), *self._futures.values()]:
+            self._watch(log)
 
     @classmethod
     def open(
@@ -45,80 +69,235 @@ class LogManager:
         topic_configs: Mapping[str, LogConfig] | None = None,
         clock: Callable[[], int] = wall_clock_ms,
     ) -> LogManager:
-        """Open every ``<topic>-<partition>`` directory, recovering them unless shut down cleanly.
+        """Open every ``<topic>-<partition>`` (and future) directory, recovering them unless shut down cleanly.
 
         The clean-shutdown marker is removed before any log is opened, so a crash
         from here on (even during recovery) leads to a full recovery next time.
+        A directory that cannot be opened is offline (StorageError when all are). A partition found in two
+        directories is refused, as Kafka does, unless one copy is a future log. A future log whose current log
+        is gone is what a crash in the middle of ``promote_future`` leaves: it is complete and becomes current.
         """
         if not log_dirs:
             raise ValueError("at least one log directory is needed")
         configs = dict(topic_configs or {})
-        logs: dict[TopicPartition, Log] = {}
+        offline: dict[Path, str] = {}
+        found: dict[Path, _DirContents] = {}
         for log_dir in log_dirs:
-            with disk_errors("opening log directory", log_dir):
-                log_dir.mkdir(parents=True, exist_ok=True)
-                recovery_points = _read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
-                start_offsets = _read_checkpoint(log_dir / LOG_START_CHECKPOINT)
-                high_watermarks = _read_checkpoint(log_dir / HIGH_WATERMARK_CHECKPOINT)
-                marker = log_dir / CLEAN_SHUTDOWN_MARKER
-                clean = marker.exists()
-                if clean:
-                    marker.unlink()
-                    fsync_dir(log_dir)
-                logger.info("opening logs in %s (%s shutdown)", log_dir, "clean" if clean else "unclean")
-                for entry in sorted(log_dir.iterdir()):
-                    if not entry.is_dir():
-                        continue
-                    if is_deleted_dir_name(entry.name):
-                        # A deletion interrupted by a crash: finish it.
-                        shutil.rmtree(entry)
-                        continue
-                    tp = parse_log_dir_name(entry.name)
-                    if tp is None or tp.topic == METADATA_TOPIC:
-                        continue  # not a partition, or the Raft metadata log, which the quorum owns
-                    if tp in logs:
-                        raise StorageError(f"{entry.name} exists in both {logs[tp].directory.parent} and {log_dir}")
-                    logs[tp] = Log.open(
-                        entry,
-                        configs.get(tp.topic, default_config),
-                        recovery_point=recovery_points.get(tp, 0),
-                        clean_shutdown=clean,
-                        log_start_offset=start_offsets.get(tp, 0),
-                        clock=clock,
-                        high_watermark=high_watermarks.get(tp, 0),
-                    )
-        manager = cls(list(log_dirs), default_config, configs, logs, clock)
+            try:
+                found[log_dir] = _scan(log_dir)
+            except LogStorageError as exc:
+                logger.error("log directory %s is offline: %s", log_dir, exc)
+                offline[log_dir] = str(exc)
+        if not found:
+            raise StorageError(f"every log directory is offline: {'; '.join(offline.values())}")
+        currents = _unique(found, lambda contents: contents.currents, "")
+        futures = _unique(found, lambda contents: contents.futures, "future ")
+        for tp, (log_dir, entry) in list(futures.items()):
+            if tp in currents:
+                continue
+            if offline:
+                logger.error("%s: its current log may be in an offline log dir; leaving the future log alone", entry)
+                del futures[tp]
+                continue
+            currents[tp] = (log_dir, _promote_on_disk(entry, tp))
+            del futures[tp]
+            logger.info("%s: completing an interrupted log dir move; it is the current log now", entry)
+
+        def load(log_dir: Path, entry: Path, tp: TopicPartition) -> Log:
+            contents = found[log_dir]
+            return Log.open(
+                entry,
+                configs.get(tp.topic, default_config),
+                recovery_point=contents.recovery_points.get(tp, 0),
+                clean_shutdown=contents.clean,
+                log_start_offset=contents.start_offsets.get(tp, 0),
+                clock=clock,
+                high_watermark=contents.high_watermarks.get(tp, 0),
+            )
+
+        logs = {tp: load(log_dir, entry, tp) for tp, (log_dir, entry) in sorted(currents.items())}
+        moving = {tp: load(log_dir, entry, tp) for tp, (log_dir, entry) in sorted(futures.items())}
+        manager = cls(list(log_dirs), default_config, configs, logs, clock, moving, offline)
         manager.checkpoint()
         return manager
+
+    # -- current logs ------------------------------------------------------------------------------
 
     def get(self, topic: str, partition: int) -> Log | None:
         return self._logs.get(TopicPartition(topic, partition))
 
     def get_or_create(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
-        """The partition's log; a new one goes to the log directory holding the fewest partitions."""
+        """The partition's log; a new one goes to its preferred log directory if one was asked for, else to the
+        online directory holding the fewest partitions (future logs count, as in Kafka)."""
         tp = TopicPartition(topic, partition)
         log = self._logs.get(tp)
         if log is None:
-            counts = {log_dir: 0 for log_dir in self.log_dirs}
-            for existing in self._logs.values():
-                counts[existing.directory.parent] += 1
-            log_dir = min(self.log_dirs, key=counts.__getitem__)
+            online = self.online_dirs()
+            if not online:
+                raise LogStorageError(f"no online log directory for {topic}-{partition}")
+            preferred = self._preferred.pop(tp, None)
+            if preferred in online:
+                log_dir = preferred
+            else:
+                counts = {log_dir: 0 for log_dir in online}
+                for existing in [*self._logs.values(), *self._futures.values()]:
+                    parent = existing.directory.parent
+                    if parent in counts:
+                        counts[parent] += 1
+                log_dir = min(online, key=counts.__getitem__)
             chosen = config or self._topic_configs.get(topic, self.default_config)
             log = Log.open(log_dir / log_dir_name(tp), chosen, clock=self._clock)
+            self._watch(log)
             self._logs[tp] = log
         elif config is not None:
             # Logs found at start-up were opened before the topic configs were known.
             log.config = config
+            future = self._futures.get(tp)
+            if future is not None:
+                future.config = config
         return log
 
     def delete(self, topic: str, partition: int) -> None:
-        """Remove the partition's log and its files; nothing happens when it does not exist."""
-        log = self._logs.pop(TopicPartition(topic, partition), None)
+        """Remove the partition's logs and their files; nothing happens when it does not exist.
+
+        The future log goes first: a future log left alone on disk means an interrupted swap to ``open``.
+        """
+        tp = TopicPartition(topic, partition)
+        self._preferred.pop(tp, None)
+        self.cancel_future(topic, partition)
+        log = self._logs.pop(tp, None)
         if log is not None:
             log.delete()
 
     def all_logs(self) -> dict[TopicPartition, Log]:
         return dict(self._logs)
+
+    # -- log directories ---------------------------------------------------------------------------
+
+    def online_dirs(self) -> list[Path]:
+        return [log_dir for log_dir in self.log_dirs if log_dir not in self.offline_dirs]
+
+    def configured_dir(self, path: str) -> Path | None:
+        """The configured log directory ``path`` names (as DescribeLogDirs reports it, or resolved), else None."""
+        wanted = {os.path.abspath(path), os.path.realpath(path)}
+        for log_dir in self.log_dirs:
+            if {os.path.abspath(log_dir), os.path.realpath(log_dir)} & wanted:
+                return log_dir
+        return None
+
+    def logs_in(self, log_dir: Path) -> tuple[dict[TopicPartition, Log], dict[TopicPartition, Log]]:
+        """The current and the future logs in ``log_dir``."""
+        return _in_dir(self._logs, log_dir), _in_dir(self._futures, log_dir)
+
+    def prefer(self, topic: str, partition: int, log_dir: Path) -> None:
+        """Create the partition in ``log_dir`` when it comes to this broker (AlterReplicaLogDirs ahead of it)."""
+        self._preferred[TopicPartition(topic, partition)] = log_dir
+
+    def mark_offline(self, log_dir: Path, reason: str) -> None:
+        """Take the whole log directory offline: every log in it stops serving, none is created there."""
+        if log_dir in self.offline_dirs or log_dir not in self.log_dirs:
+            return
+        self.offline_dirs[log_dir] = reason
+        logger.error("log directory %s is offline: %s", log_dir, reason)
+        currents, futures = self.logs_in(log_dir)
+        for log in [*currents.values(), *futures.values()]:
+            if log.offline_reason is None:
+                log.offline_reason = f"log directory {log_dir} is offline: {reason}"
+
+    def _watch(self, log: Log) -> None:
+        log.on_offline = lambda reason: self.mark_offline(log.directory.parent, reason)
+
+    # -- moves between log directories (AlterReplicaLogDirs) --------------------------------------
+
+    def future(self, topic: str, partition: int) -> Log | None:
+        return self._futures.get(TopicPartition(topic, partition))
+
+    def all_futures(self) -> dict[TopicPartition, Log]:
+        return dict(self._futures)
+
+    def create_future(self, topic: str, partition: int, log_dir: Path) -> Log:
+        """An empty future log in ``log_dir``, starting at the current log's start offset; the current log then
+        tells it about every truncation, so the copy never keeps offsets the current log dropped."""
+        tp = TopicPartition(topic, partition)
+        current = self._logs[tp]
+        if tp in self._futures:
+            raise StorageError(f"{topic}-{partition} is already moving to {self._futures[tp].directory.parent}")
+        if current.directory.parent == log_dir:
+            raise StorageError(f"{topic}-{partition} is already in {log_dir}")
+        future = Log.open(
+            log_dir / future_dir_name(tp), current.config, log_start_offset=current.log_start_offset, clock=self._clock
+        )
+        self._watch(future)
+        self._futures[tp] = future
+
+        def follow_truncation(end: int) -> None:
+            if future.log_end_offset > end:
+                future.truncate_to(end)
+
+        current.on_truncate = follow_truncation
+        return future
+
+    def cancel_future(self, topic: str, partition: int) -> None:
+        """Drop the partition's future log, if any (a cancelled or failed move, or the partition going away)."""
+        tp = TopicPartition(topic, partition)
+        future = self._futures.pop(tp, None)
+        if future is None:
+            return
+        current = self._logs.get(tp)
+        if current is not None:
+            current.on_truncate = None
+        try:
+            future.delete()
+        except LogStorageError as exc:
+            logger.error("%s: cannot remove the future log: %s", future.directory, exc)
+
+    def promote_future(self, topic: str, partition: int) -> tuple[Log, Callable[[], None]]:
+        """Swap a caught-up future log in as the partition's log: the new log, and a function that removes the
+        old one's files (run it once reads in flight are done, as Kafka waits ``file.delete.delay.ms``).
+
+        Crash safety by order: the future is flushed, then the current directory is renamed to its ``-delete``
+        name, then the future directory to the partition's name. A crash between the renames leaves the future
+        log alone on disk, which ``open`` completes; before them, both logs, and the move resumes.
+        """
+        tp = TopicPartition(topic, partition)
+        current, future = self._logs[tp], self._futures[tp]
+        if future.log_end_offset != current.log_end_offset or future.log_start_offset != current.log_start_offset:
+            raise StorageError(
+                f"{topic}-{partition}: the future log [{future.log_start_offset}, {future.log_end_offset}) is not a "
+                f"copy of the current one [{current.log_start_offset}, {current.log_end_offset})"
+            )
+        high_watermark, epochs = current.high_watermark, current.leader_epoch_entries
+        future.close()
+        remove_old = current.detach()
+        current.on_truncate = None
+        del self._futures[tp]
+        target = future.directory.parent / log_dir_name(tp)
+        try:
+            with disk_errors("renaming the future log", future.directory):
+                os.rename(future.directory, target)
+                fsync_dir(target.parent)
+        except LogStorageError as exc:
+            # The partition has no usable log until a restart, which completes the swap from disk.
+            current.offline_reason = str(exc)
+            raise
+        log = Log.open(
+            target,
+            future.config,
+            recovery_point=future.recovery_point,
+            clean_shutdown=True,
+            log_start_offset=future.log_start_offset,
+            clock=self._clock,
+            high_watermark=high_watermark,
+        )
+        for entry in epochs:
+            # Epochs a leader started without appending anything are in no batch the copy carried.
+            if entry.epoch > log.latest_leader_epoch:
+                log.assign_leader_epoch(entry.epoch, entry.start_offset)
+        self._watch(log)
+        self._logs[tp] = log
+        return log, remove_old
+
+    # -- checkpoints and shutdown ------------------------------------------------------------------
 
     def checkpoint(self) -> None:
         """Write each directory's recovery-point, log-start-offset and replication-offset checkpoints."""
@@ -128,16 +307,17 @@ class LogManager:
         """Take the checkpoints' contents now; the returned function writes them, from any thread.
 
         A directory whose disk fails keeps its old checkpoints (recovery then starts
-        earlier, which is slower but safe); the others are still written.
+        earlier, which is slower but safe); the others are still written. Future logs are in their own
+        directory's checkpoints, as in Kafka.
         """
         files = (RECOVERY_POINT_CHECKPOINT, LOG_START_CHECKPOINT, HIGH_WATERMARK_CHECKPOINT)
-        contents = {
-            log_dir: {
+        contents = {}
+        for log_dir in self.online_dirs():
+            currents, futures = self.logs_in(log_dir)
+            contents[log_dir] = {
                 tp: (log.recovery_point, log.log_start_offset, log.high_watermark)
-                for tp, log in self._logs_in(log_dir).items()
+                for tp, log in [*futures.items(), *currents.items()]
             }
-            for log_dir in self.log_dirs
-        }
 
         def write() -> None:
             for log_dir, offsets in contents.items():
@@ -150,25 +330,95 @@ class LogManager:
 
         return write
 
-    def _logs_in(self, log_dir: Path) -> dict[TopicPartition, Log]:
-        return {tp: log for tp, log in self._logs.items() if log.directory.parent == log_dir}
-
     def close(self) -> None:
         """Flush every log, checkpoint, then mark each healthy directory as cleanly shut down.
 
         A directory with an offline log gets no marker, so the next start recovers it.
         """
-        for log in self._logs.values():
+        for log in [*self._logs.values(), *self._futures.values()]:
             log.close()
         self.checkpoint()
-        for log_dir in self.log_dirs:
-            if any(log.offline_reason is not None for log in self._logs_in(log_dir).values()):
+        for log_dir in self.online_dirs():
+            currents, futures = self.logs_in(log_dir)
+            if any(log.offline_reason is not None for log in [*currents.values(), *futures.values()]):
                 continue
             try:
                 with disk_errors("closing", log_dir):
                     atomic_write(log_dir / CLEAN_SHUTDOWN_MARKER, b"")
             except LogStorageError as exc:
                 logger.error("%s", exc)
+
+
+class _DirContents:
+    """What one log directory holds at start-up, before any log is opened."""
+
+    def __init__(self, log_dir: Path, clean: bool) -> None:
+        self.clean = clean
+        self.recovery_points = _read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
+        self.start_offsets = _read_checkpoint(log_dir / LOG_START_CHECKPOINT)
+        self.high_watermarks = _read_checkpoint(log_dir / HIGH_WATERMARK_CHECKPOINT)
+        self.currents: dict[TopicPartition, list[Path]] = {}
+        self.futures: dict[TopicPartition, list[Path]] = {}
+
+
+def _scan(log_dir: Path) -> _DirContents:
+    """Create the directory if needed, consume its clean-shutdown marker, finish interrupted deletions, and
+    sort its partition directories into current and future logs."""
+    with disk_errors("opening log directory", log_dir):
+        log_dir.mkdir(parents=True, exist_ok=True)
+        marker = log_dir / CLEAN_SHUTDOWN_MARKER
+        clean = marker.exists()
+        contents = _DirContents(log_dir, clean)
+        if clean:
+            marker.unlink()
+            fsync_dir(log_dir)
+        logger.info("opening logs in %s (%s shutdown)", log_dir, "clean" if clean else "unclean")
+        for entry in sorted(log_dir.iterdir()):
+            if not entry.is_dir():
+                continue
+            if is_deleted_dir_name(entry.name):
+                # A deletion interrupted by a crash: finish it.
+                shutil.rmtree(entry)
+                continue
+            future = parse_future_dir_name(entry.name)
+            if future is not None:
+                contents.futures.setdefault(future, []).append(entry)
+                continue
+            tp = parse_log_dir_name(entry.name)
+            if tp is None or tp.topic == METADATA_TOPIC:
+                continue  # not a partition, or the Raft metadata log, which the quorum owns
+            contents.currents.setdefault(tp, []).append(entry)
+    return contents
+
+
+def _unique(
+    found: dict[Path, _DirContents], kind: Callable[[_DirContents], dict[TopicPartition, list[Path]]], what: str
+) -> dict[TopicPartition, tuple[Path, Path]]:
+    """Each partition's one (log dir, directory) of a kind; StorageError, as Kafka refuses to start, for two."""
+    chosen: dict[TopicPartition, tuple[Path, Path]] = {}
+    for log_dir, contents in found.items():
+        for tp, entries in kind(contents).items():
+            earlier = [chosen[tp][1]] if tp in chosen else []
+            if len(earlier + entries) > 1:
+                raise StorageError(
+                    f"the {what}log of {tp.topic}-{tp.partition} is in more than one place: "
+                    f"{', '.join(str(path) for path in earlier + entries)}; remove all but one copy "
+                    "(the one in a log directory known to have failed recently first)"
+                )
+            chosen[tp] = (log_dir, entries[0])
+    return chosen
+
+
+def _promote_on_disk(entry: Path, tp: TopicPartition) -> Path:
+    target = entry.with_name(log_dir_name(tp))
+    with disk_errors("completing a log dir move of", entry):
+        os.rename(entry, target)
+        fsync_dir(target.parent)
+    return target
+
+
+def _in_dir(logs: dict[TopicPartition, Log], log_dir: Path) -> dict[TopicPartition, Log]:
+    return {tp: log for tp, log in logs.items() if log.directory.parent == log_dir}
 
 
 def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:

@@ -13,6 +13,8 @@ TIME_INDEX_SUFFIX = ".timeindex"
 # Aborted transactions whose ABORT marker lies in the segment (see transactions.py).
 TXN_INDEX_SUFFIX = ".txnindex"
 DELETE_SUFFIX = "-delete"
+# A replica being copied to another log dir by AlterReplicaLogDirs (Kafka's future log).
+FUTURE_SUFFIX = "-future"
 # A segment file waiting for removal (retention, compaction), and a cleaner's output being built.
 DELETED_FILE_SUFFIX = ".deleted"
 CLEANED_DIR_SUFFIX = ".cleaned"
@@ -65,10 +67,26 @@ def deleted_dir_name(log_dir: str) -> str:
 
 
 def is_deleted_dir_name(name: str) -> bool:
-    if not name.endswith(DELETE_SUFFIX):
-        return False
-    _, dot, unique = name.removesuffix(DELETE_SUFFIX).rpartition(".")
-    return bool(dot) and _UNIQUE.fullmatch(unique) is not None
+    return _strip_unique(name, DELETE_SUFFIX) is not None
+
+
+def future_dir_name(tp: TopicPartition) -> str:
+    """Kafka's name for the copy of a replica moving to another log dir: ``<topic>-<partition>.<uuid>-future``."""
+    return f"{log_dir_name(tp)}.{uuid.uuid4().hex}{FUTURE_SUFFIX}"
+
+
+def parse_future_dir_name(name: str) -> TopicPartition | None:
+    """The partition whose future copy a directory holds, or None when it is not a future log."""
+    base = _strip_unique(name, FUTURE_SUFFIX)
+    return parse_log_dir_name(base) if base is not None else None
+
+
+def _strip_unique(name: str, suffix: str) -> str | None:
+    """``x`` for a name ``x.<32 hex digits><suffix>``, else None."""
+    if not name.endswith(suffix):
+        return None
+    base, dot, unique = name.removesuffix(suffix).rpartition(".")
+    return base if dot and _UNIQUE.fullmatch(unique) is not None else None
 
 
 def segment_path(directory: Path, base_offset: int, suffix: str) -> Path:
