@@ -515,6 +515,10 @@ class BrokerConfig(_PropertiesModel):
     # broker/replication/throttle.py). Kafka's default: no throttle.
     leader_replication_throttled_rate: _NonNegativeLong = Field(LONG_MAX, alias="leader.replication.throttled.rate")
     follower_replication_throttled_rate: _NonNegativeLong = Field(LONG_MAX, alias="follower.replication.throttled.rate")
+    # Bytes a second copied into future logs by replica moves between log dirs (AlterReplicaLogDirs); dynamic.
+    replica_alter_log_dirs_io_max_bytes_per_second: _NonNegativeLong = Field(
+        LONG_MAX, alias="replica.alter.log.dirs.io.max.bytes.per.second"
+    )
     replica_fetch_wait_max_ms: _PositiveInt = Field(500, alias="replica.fetch.wait.max.ms")
     replica_fetch_backoff_ms: _NonNegativeInt = Field(1000, alias="replica.fetch.backoff.ms")
     auto_leader_rebalance_enable: Boolean = Field(True, alias="auto.leader.rebalance.enable")
@@ -883,7 +887,13 @@ class ConfigSource(IntEnum):
 # log.retention.hours). Each applies at once to every topic that does not override it.
 DYNAMIC_BROKER_KEYS: dict[str, str] = {key.broker_keys[0]: name for name, key in _TOPIC_KEYS.items()}
 # Dynamic broker keys that are settings of the broker itself, not topic defaults.
-THROTTLE_RATE_KEYS = frozenset({"leader.replication.throttled.rate", "follower.replication.throttled.rate"})
+THROTTLE_RATE_KEYS = frozenset(
+    {
+        "leader.replication.throttled.rate",
+        "follower.replication.throttled.rate",
+        "replica.alter.log.dirs.io.max.bytes.per.second",
+    }
+)
 # Topic keys without a broker-level default (empty unless the topic sets them).
 TOPIC_ONLY_KEYS = ("follower.replication.throttled.replicas", "leader.replication.throttled.replicas")
 

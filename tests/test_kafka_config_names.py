@@ -63,6 +63,7 @@ def test_every_kafka_name_is_known_and_every_known_name_is_kafkas() -> None:
         "allow.everyone.if.no.acl.found",
         "leader.replication.throttled.rate",
         "follower.replication.throttled.rate",
+        "replica.alter.log.dirs.io.max.bytes.per.second",
         "cluster.id",
     }
 
