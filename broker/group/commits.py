@@ -11,12 +11,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 
+from kafkette.broker.coordination.writes import StateWrites
 from kafkette.broker.group import record_codec
 from kafkette.broker.group.group import Group, GroupState
 from kafkette.broker.group.offsets import CommittedOffset, OffsetStore, TopicPartition
 from kafkette.broker.group.record_codec import KeyValue, OffsetRecord
 from kafkette.broker.group.state_records import offset_from_value, offset_to_value
-from kafkette.broker.group.writes import GroupWrites
 from kafkette.broker.metadata.catalog import TopicCatalog
 from kafkette.broker.protocol.errors import ErrorCode
 
@@ -24,7 +24,7 @@ Results = dict[TopicPartition, ErrorCode]
 
 
 class OffsetCommits:
-    def __init__(self, topics: TopicCatalog, writes: GroupWrites, store: OffsetStore, metadata_max_bytes: int) -> None:
+    def __init__(self, topics: TopicCatalog, writes: StateWrites, store: OffsetStore, metadata_max_bytes: int) -> None:
         self._topics = topics
         self._writes = writes
         self._store = store

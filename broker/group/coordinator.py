@@ -24,6 +24,10 @@ from typing import Any
 
 from kafkette.broker.config import BrokerConfig
 from kafkette.broker.controller.image import MetadataImage
+from kafkette.broker.coordination.log import KeyValue, StateLog
+from kafkette.broker.coordination.partitions import StatePartitions
+from kafkette.broker.coordination.topic import StateTopic
+from kafkette.broker.coordination.writes import StateWrites
 from kafkette.broker.group import record_codec
 from kafkette.broker.group.commits import OffsetCommits
 from kafkette.broker.group.events import (
@@ -41,20 +45,17 @@ from kafkette.broker.group.events import (
 from kafkette.broker.group.group import Group, GroupState, JoinResult, SyncResult, Ticket
 from kafkette.broker.group.machine import GroupMachine
 from kafkette.broker.group.offsets import CommittedOffset, OffsetStore, TopicPartition, expired_offsets
-from kafkette.broker.group.offsets_log import OffsetsTopicLog
-from kafkette.broker.group.offsets_topic import OffsetsTopic
-from kafkette.broker.group.record_codec import KeyValue
 from kafkette.broker.group.replay import replay_partition
 from kafkette.broker.group.timers import Timers
-from kafkette.broker.group.writes import GroupWrites
 from kafkette.broker.metadata.catalog import TopicCatalog
 from kafkette.broker.metadata.channel import ControllerChannel
 from kafkette.broker.protocol.errors import ErrorCode
 
-__all__ = ["GroupCoordinator", "GroupOverview", "JoinRequest"]
+__all__ = ["OFFSETS_TOPIC", "GroupCoordinator", "GroupOverview", "JoinRequest"]
 
 log = logging.getLogger(__name__)
 
+OFFSETS_TOPIC = "__consumer_offsets"
 MS_PER_MINUTE = 60_000
 
 
@@ -82,8 +83,15 @@ class GroupCoordinator:
     def __init__(self, config: BrokerConfig, topics: TopicCatalog, controller: ControllerChannel) -> None:
         self.config = config
         self.topics = topics
-        self.topic = OffsetsTopic(config, topics, controller)
-        self.log = OffsetsTopicLog(topics, config.offsets_topic_num_partitions)
+        topic = StateTopic(
+            topics,
+            controller,
+            OFFSETS_TOPIC,
+            config.offsets_topic_num_partitions,
+            config.offsets_topic_replication_factor,
+        )
+        self.partitions = StatePartitions(config.node_id, topic, self._load, self._unload)
+        self.log = StateLog(topics, OFFSETS_TOPIC)
         limits = GroupLimits(
             min_session_timeout_ms=config.group_min_session_timeout_ms,
             max_session_timeout_ms=config.group_max_session_timeout_ms,
@@ -92,16 +100,13 @@ class GroupCoordinator:
         )
         self.machine = GroupMachine(limits, new_member_id)
         self.offsets = OffsetStore()
-        self.writes = GroupWrites(self.log, self.partition_of, config.offsets_commit_timeout_ms)
+        self.writes = StateWrites(self.log, self.partition_of, config.offsets_commit_timeout_ms)
         self.commits = OffsetCommits(topics, self.writes, self.offsets, config.offset_metadata_max_bytes)
         self._timers = Timers()
         # The parked JoinGroup and SyncGroup responses, by the tickets the machine knows them by.
         self._tickets = itertools.count()
         self._joins: dict[Ticket, asyncio.Future[JoinResult]] = {}
         self._syncs: dict[Ticket, asyncio.Future[SyncResult]] = {}
-        # Partitions of __consumer_offsets this broker leads and has replayed; and those being replayed.
-        self._loaded: set[int] = set()
-        self._loading: dict[int, asyncio.Task[None]] = {}
         self._tasks: list[asyncio.Task[None]] = []
 
     @property
@@ -114,56 +119,21 @@ class GroupCoordinator:
         self._tasks.append(asyncio.ensure_future(self._expire_offsets_periodically()))
 
     async def stop(self) -> None:
-        for task in [*self._tasks, *self._loading.values()]:
+        for task in self._tasks:
             task.cancel()
-        self.topic.stop()
+        await self.partitions.stop()
         self.writes.stop()
         self._timers.cancel_all()
         self._run(now_ms(), self.machine.stop())
 
     def partition_of(self, group_id: str) -> int:
-        return self.topic.partition_of(group_id)
-
-    def ensure_offsets_topic(self) -> None:
-        self.topic.ensure_created()
-
-    async def wait_for_offsets_topic(self, timeout_s: float) -> None:
-        await self.topic.wait_created(timeout_s)
-
-    def coordinator_of(self, group_id: str) -> int:
-        """The broker leading the group's __consumer_offsets partition (-1: none yet)."""
-        return self.topic.coordinator_of(group_id)
-
-    def availability(self, group_id: str) -> ErrorCode:
-        """NONE when this coordinator can serve the group now."""
-        self.ensure_offsets_topic()
-        if not self.log.exists():
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if self.coordinator_of(group_id) != self.config.node_id:
-            return ErrorCode.NOT_COORDINATOR
-        if self.partition_of(group_id) not in self._loaded:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        return ErrorCode.NONE
+        return self.partitions.partition_of(group_id)
 
     def on_image(self, image: MetadataImage) -> None:
         """Load the partitions this broker now leads, and let go of the groups of those it no longer leads."""
-        led = self.topic.led_by(self.config.node_id)
-        for index in led - self._loaded - set(self._loading):
-            self._loading[index] = asyncio.ensure_future(self._load_led(index))
-        for index in (self._loaded | set(self._loading)) - led:
-            self._unload(index)
-
-    async def _load_led(self, index: int) -> None:
-        try:
-            await self._load(index)
-        finally:
-            self._loading.pop(index, None)
+        self.partitions.on_image()
 
     def _unload(self, index: int) -> None:
-        loading = self._loading.pop(index, None)
-        if loading is not None:
-            loading.cancel()
-        self._loaded.discard(index)
         self._run(now_ms(), self.machine.unload([g for g in self.groups if self.partition_of(g) == index]))
         for group_id in [g for g in self.offsets.groups() if self.partition_of(g) == index]:
             self.offsets.drop(group_id)
@@ -175,13 +145,12 @@ class GroupCoordinator:
         groups = await replay_partition(self.log, index, self.offsets, now, open_txns)
         self.commits.restore_pending(open_txns)
         self._run(now, self.machine.load(now, groups))
-        self._loaded.add(index)
 
     # -- the machine's effects -------------------------------------------------------------
 
     def _refusal(self, group_id: str) -> ErrorCode:
         """NONE when a request naming the group may go to the machine."""
-        return self.availability(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
+        return self.partitions.availability(group_id) if group_id else ErrorCode.INVALID_GROUP_ID
 
     def _run(self, now: int, effects: list[Effect]) -> None:
         """Carry out what the machine decided, in its order."""
@@ -343,15 +312,15 @@ class GroupCoordinator:
     # -- administration --------------------------------------------------------------------
 
     def describe(self, group_id: str) -> tuple[ErrorCode, Group | None]:
-        available = self.availability(group_id)
+        available = self.partitions.availability(group_id)
         if available != ErrorCode.NONE:
             return available, None
         return ErrorCode.NONE, self.groups.get(group_id)
 
     def list_groups(self) -> tuple[ErrorCode, list[GroupOverview]]:
-        self.ensure_offsets_topic()
-        if self._loading:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, []
+        available = self.partitions.listing_availability()
+        if available != ErrorCode.NONE:
+            return available, []
         return ErrorCode.NONE, [
             GroupOverview(group.group_id, group.state, group.protocol_type or "") for group in self.groups.values()
         ]
@@ -387,7 +356,7 @@ class GroupCoordinator:
         """Drop expired offsets of empty groups, then the empty groups left without offsets (Kafka's cleanup)."""
         retention_ms = self.config.offsets_retention_minutes * MS_PER_MINUTE
         for group in list(self.groups.values()):
-            if self.partition_of(group.group_id) not in self._loaded:
+            if not self.partitions.is_loaded(self.partition_of(group.group_id)):
                 continue
             empty_since = group.state_timestamp_ms if group.state is GroupState.EMPTY else None
             expired = expired_offsets(self.offsets.of(group.group_id), now, retention_ms, empty_since)

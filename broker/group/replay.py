@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
-
+from kafkette.broker.coordination.log import KeyValue, StateLog
 from kafkette.broker.group import record_codec
 from kafkette.broker.group.group import Group
 from kafkette.broker.group.offsets import OffsetStore
-from kafkette.broker.group.offsets_log import OffsetsTopicLog
-from kafkette.broker.group.record_codec import GroupRecord, KeyValue, OffsetRecord
+from kafkette.broker.group.record_codec import GroupRecord, OffsetRecord
 from kafkette.broker.group.state_records import group_from_value, offset_from_value
-
-# How many replayed records between yields to the event loop.
-YIELD_EVERY = 1000
 
 
 async def replay_partition(
-    log: OffsetsTopicLog,
+    log: StateLog,
     index: int,
     offsets: OffsetStore,
     now_ms: int,
@@ -24,13 +19,13 @@ async def replay_partition(
 ) -> list[Group]:
     """Put the partition's committed offsets into ``offsets`` and return its groups as last written.
 
-    Records of transactions still open go to ``open_txns`` (see :meth:`OffsetsTopicLog.replay`).
+    Records of transactions still open go to ``open_txns`` (see :meth:`StateLog.replay`).
 
     A group with committed offsets but no metadata record (or a deleted one) only stores offsets: it is Empty.
     """
     groups: dict[str, Group | None] = {}
     committing: dict[str, None] = {}  # groups with offset records, in order of appearance
-    for count, (key, value) in enumerate(log.replay(index, open_txns)):
+    async for key, value in log.replay_yielding(index, open_txns):
         record = record_codec.decode_record(key, value)
         if isinstance(record, OffsetRecord):
             committing.setdefault(record.group)
@@ -43,8 +38,6 @@ async def replay_partition(
             groups[record.group] = (
                 None if record.value is None else group_from_value(record.group, record.value, now_ms)
             )
-        if count % YIELD_EVERY == YIELD_EVERY - 1:
-            await asyncio.sleep(0)
     found = [group for group in groups.values() if group is not None]
     known = {group.group_id for group in found}
     return found + [Group(g, now_ms) for g in committing if g not in known and offsets.of(g)]

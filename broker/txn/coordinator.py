@@ -1,8 +1,8 @@
 """The transaction coordinator's shell: ``__transaction_state`` I/O, markers, timeouts, around :mod:`state`.
 
 A transactional id lives on the ``__transaction_state`` partition ``abs(javaHashCode(id)) % partitions``
-(the group coordinator's placement, topic handling and acks=all writes are reused with that topic's name
-and sizes). Every change is written there before it takes effect; the partition's leader serves its ids,
+(placement, topic handling, loading and acks=all writes are :mod:`kafkette.broker.coordination`'s, as for
+the group coordinator). Every change is written there before it takes effect; the partition's leader serves its ids,
 after replaying the partition (until then: COORDINATOR_LOAD_IN_PROGRESS), and finishes the transactions the
 previous leader left prepared. Finishing one means writing its markers to every partition in it, then the
 Complete state. Open transactions past their timeout are aborted with the epoch bumped, which fences the
@@ -18,9 +18,10 @@ from collections.abc import Iterable
 
 from kafkette.broker.config import BrokerConfig
 from kafkette.broker.controller.image import MetadataImage
-from kafkette.broker.group.offsets_log import OffsetsTopicLog
-from kafkette.broker.group.offsets_topic import OffsetsTopic
-from kafkette.broker.group.writes import GroupWrites
+from kafkette.broker.coordination.log import StateLog
+from kafkette.broker.coordination.partitions import StatePartitions
+from kafkette.broker.coordination.topic import StateTopic
+from kafkette.broker.coordination.writes import StateWrites
 from kafkette.broker.metadata.catalog import TopicCatalog
 from kafkette.broker.metadata.channel import ControllerChannel
 from kafkette.broker.metadata.producer_ids import ProducerIdBlocks
@@ -34,8 +35,6 @@ from kafkette.broker.txn.state import TopicPartition, TransactionMetadata, TxnSt
 log = logging.getLogger(__name__)
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
-# How many replayed records between yields to the event loop.
-YIELD_EVERY = 1000
 
 
 def now_ms() -> int:
@@ -52,24 +51,21 @@ class TransactionCoordinator:
         markers: MarkerSender,
     ) -> None:
         self.config = config
-        partitions = config.transaction_state_log_num_partitions
-        self.topic = OffsetsTopic(
-            config,
+        topic = StateTopic(
             topics,
             controller,
             TRANSACTION_STATE_TOPIC,
-            partitions,
+            config.transaction_state_log_num_partitions,
             config.transaction_state_log_replication_factor,
         )
-        self.log = OffsetsTopicLog(topics, partitions, TRANSACTION_STATE_TOPIC)
-        self.writes = GroupWrites(self.log, self.topic.partition_of, config.offsets_commit_timeout_ms)
+        self.partitions = StatePartitions(config.node_id, topic, self._load, self._unload)
+        self.log = StateLog(topics, TRANSACTION_STATE_TOPIC)
+        self.writes = StateWrites(self.log, self.partition_of, config.offsets_commit_timeout_ms)
         self._producer_ids = producer_ids
         self._markers = markers
         self._txns: dict[str, TransactionMetadata] = {}
         # Ids with a state write or a completion in flight: other requests for them wait (CONCURRENT_TRANSACTIONS).
         self._busy: set[str] = set()
-        self._loaded: set[int] = set()
-        self._loading: dict[int, asyncio.Task[None]] = {}
         # Completions (markers, then the Complete state) in flight, by transactional id.
         self._completions: dict[str, asyncio.Task[None]] = {}
         self._expirer: asyncio.Task[None] | None = None
@@ -80,74 +76,41 @@ class TransactionCoordinator:
         self._expirer = asyncio.ensure_future(self._abort_timed_out_periodically())
 
     async def stop(self) -> None:
-        self.topic.stop()
+        await self.partitions.stop()
         self.writes.stop()
-        await cancel_and_wait(self._expirer, *self._loading.values(), *self._completions.values())
+        await cancel_and_wait(self._expirer, *self._completions.values())
         await self._markers.close()
 
     def partition_of(self, transactional_id: str) -> int:
-        return self.topic.partition_of(transactional_id)
-
-    def coordinator_of(self, transactional_id: str) -> int:
-        return self.topic.coordinator_of(transactional_id)
-
-    def ensure_topic(self) -> None:
-        self.topic.ensure_created()
-
-    async def wait_for_topic(self, timeout_s: float) -> None:
-        await self.topic.wait_created(timeout_s)
+        return self.partitions.partition_of(transactional_id)
 
     def availability(self, transactional_id: str) -> ErrorCode:
         """NONE when this coordinator can serve the transactional id now."""
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST
-        self.topic.ensure_created()
-        if not self.log.exists():
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if self.coordinator_of(transactional_id) != self.config.node_id:
-            return ErrorCode.NOT_COORDINATOR
-        if self.partition_of(transactional_id) not in self._loaded:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        return ErrorCode.NONE
+        return self.partitions.availability(transactional_id)
 
     def on_image(self, image: MetadataImage) -> None:
-        led = self.topic.led_by(self.config.node_id)
-        for index in led - self._loaded - set(self._loading):
-            self._loading[index] = asyncio.ensure_future(self._load_led(index))
-        for index in (self._loaded | set(self._loading)) - led:
-            self._unload(index)
-
-    async def _load_led(self, index: int) -> None:
-        try:
-            await self._load(index)
-        finally:
-            self._loading.pop(index, None)
+        self.partitions.on_image()
 
     async def _load(self, index: int) -> None:
         loaded: dict[str, TransactionMetadata | None] = {}
-        for count, (key, value) in enumerate(self.log.replay(index)):
+        async for key, value in self.log.replay_yielding(index):
             try:
                 record = decode_record(key, value)
             except TxnRecordError as exc:
                 log.warning("%s-%d: skipping a record: %s", TRANSACTION_STATE_TOPIC, index, exc)
                 continue
             loaded[record.transactional_id] = record.metadata
-            if count % YIELD_EVERY == YIELD_EVERY - 1:
-                await asyncio.sleep(0)
         for transactional_id, meta in loaded.items():
             if meta is not None:
                 self._txns[transactional_id] = meta
-        self._loaded.add(index)
         # What the previous coordinator prepared, it may not have finished: markers are idempotent to resend.
         for meta in list(self._txns.values()):
             if meta.state.completing and self.partition_of(meta.transactional_id) == index:
                 self._spawn_completion(meta)
 
     def _unload(self, index: int) -> None:
-        loading = self._loading.pop(index, None)
-        if loading is not None:
-            loading.cancel()
-        self._loaded.discard(index)
         for transactional_id in [t for t in self._txns if self.partition_of(t) == index]:
             del self._txns[transactional_id]
             self._busy.discard(transactional_id)
@@ -283,9 +246,9 @@ class TransactionCoordinator:
     def list_transactions(
         self, states: set[TxnState] | None, producer_ids: set[int] | None, min_duration_ms: int
     ) -> tuple[ErrorCode, list[TransactionMetadata]]:
-        self.topic.ensure_created()
-        if self._loading:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, []
+        available = self.partitions.listing_availability()
+        if available != ErrorCode.NONE:
+            return available, []
         now = now_ms()
         return ErrorCode.NONE, [
             meta

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import pytest
 from cluster_kit import Cluster, MakeCluster, find_coordinator, metadata, next_coordinator, request, wait_for
 
-from kafkette.broker.group.placement import partition_for
+from kafkette.broker.coordination.placement import partition_for
 from kafkette.broker.protocol.errors import ErrorCode
 from kafkette.broker.protocol.messages.heartbeat_request import HeartbeatRequest
 from kafkette.broker.protocol.messages.heartbeat_response import HeartbeatResponse

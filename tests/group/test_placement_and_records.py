@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from kafkette.broker.coordination.placement import java_string_hash, partition_for
 from kafkette.broker.group import record_codec
-from kafkette.broker.group.placement import java_string_hash, partition_for
 from kafkette.broker.group.record_codec import GroupMetadataValue, MemberMetadata, OffsetCommitValue
 
 

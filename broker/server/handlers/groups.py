@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 
+from kafkette.broker.coordination.partitions import StatePartitions
 from kafkette.broker.group.coordinator import JoinRequest
 from kafkette.broker.group.group import Group, GroupState, JoinResult
 from kafkette.broker.protocol.errors import ErrorCode
@@ -41,7 +42,7 @@ SKIP_ASSIGNMENT_FROM_VERSION = 9
 # DescribeGroups' authorized operations when the client did not ask for them.
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 CLASSIC_GROUP_TYPE = "classic"
-# How long the first FindCoordinator waits for __consumer_offsets to be created.
+# How long the first FindCoordinator waits for __consumer_offsets (__transaction_state) to be created.
 OFFSETS_TOPIC_WAIT_S = 10.0
 
 
@@ -59,13 +60,9 @@ def _coordinator(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
     if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE) or not key:
         missing.error_code = ErrorCode.INVALID_REQUEST
         return missing
-    if key_type == TRANSACTION_KEY_TYPE:
-        transactions = ctx.broker.transactions
-        transactions.ensure_topic()
-        coordinator = transactions.coordinator_of(key)
-    else:
-        ctx.broker.groups.ensure_offsets_topic()
-        coordinator = ctx.broker.groups.coordinator_of(key)
+    partitions = _state_partitions(ctx, key_type)
+    partitions.topic.ensure_created()
+    coordinator = partitions.coordinator_of(key)
     broker = ctx.broker.topics.broker(coordinator)
     endpoint = broker.endpoint(ctx.session.listener) if broker is not None else None
     if broker is None or broker.fenced or endpoint is None:
@@ -77,20 +74,21 @@ def _coordinator(ctx: RequestContext, key: str, key_type: int) -> Coordinator:
 def handle_find_coordinator(
     ctx: RequestContext, request: FindCoordinatorRequest
 ) -> FindCoordinatorResponse | Awaitable[FindCoordinatorResponse]:
-    if request.key_type == GROUP_KEY_TYPE and not ctx.broker.groups.log.exists():
-        return _after_offsets_topic(ctx, request)
-    if request.key_type == TRANSACTION_KEY_TYPE and not ctx.broker.transactions.log.exists():
-        return _after_offsets_topic(ctx, request)
+    known_key_type = request.key_type in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE)
+    if known_key_type and not _state_partitions(ctx, request.key_type).topic.exists():
+        return _after_state_topic(ctx, request)
     return _find_coordinator(ctx, request)
 
 
-async def _after_offsets_topic(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
+def _state_partitions(ctx: RequestContext, key_type: int) -> StatePartitions:
+    """Where the keys of ``key_type`` live: __transaction_state's partitions, or __consumer_offsets'."""
+    return ctx.broker.transactions.partitions if key_type == TRANSACTION_KEY_TYPE else ctx.broker.groups.partitions
+
+
+async def _after_state_topic(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
     """The first group (transactional id) lookup creates __consumer_offsets (__transaction_state); answer once
     it exists rather than make clients retry."""
-    if request.key_type == TRANSACTION_KEY_TYPE:
-        await ctx.broker.transactions.wait_for_topic(OFFSETS_TOPIC_WAIT_S)
-    else:
-        await ctx.broker.groups.wait_for_offsets_topic(OFFSETS_TOPIC_WAIT_S)
+    await _state_partitions(ctx, request.key_type).topic.wait_created(OFFSETS_TOPIC_WAIT_S)
     return _find_coordinator(ctx, request)
 
 

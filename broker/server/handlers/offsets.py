@@ -1,10 +1,11 @@
-"""OffsetCommit, OffsetFetch and OffsetDelete against the group coordinator."""
+"""OffsetCommit, OffsetFetch and OffsetDelete against the group coordinator; what OffsetCommit and
+TxnOffsetCommit (in transactions.py) share."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Protocol, TypeVar
 
 from kafkette.broker.group.offsets import CommittedOffset, TopicPartition
 from kafkette.broker.group.subscriptions import subscribed_topics
@@ -42,51 +43,78 @@ NO_LEADER_EPOCH = -1
 T = TypeVar("T", bound=Struct)
 # Per topic: (partition, committed offset or None, partition error).
 FetchedTopics = dict[str, list[tuple[int, CommittedOffset | None, ErrorCode]]]
+CommitResults = dict[TopicPartition, ErrorCode]
+R = TypeVar("R")
 
 
-def _by_topic(results: dict[TopicPartition, ErrorCode]) -> dict[str, list[tuple[int, ErrorCode]]]:
-    topics: dict[str, list[tuple[int, ErrorCode]]] = {}
+class CommittingPartition(Protocol):
+    """A partition of an OffsetCommit or TxnOffsetCommit request."""
+
+    partition_index: int
+    committed_offset: int
+    committed_leader_epoch: int
+    committed_metadata: str | None
+
+
+class CommittingTopic(Protocol):
+    name: str
+
+    @property
+    def partitions(self) -> Sequence[CommittingPartition]: ...
+
+
+def committed_offsets(topics: Iterable[CommittingTopic]) -> dict[TopicPartition, CommittedOffset]:
+    """The offsets an OffsetCommit or TxnOffsetCommit request commits, stamped now."""
+    now = int(time.time() * 1000)
+    return {
+        (topic.name, p.partition_index): CommittedOffset(
+            p.committed_offset, p.committed_leader_epoch, p.committed_metadata or "", now
+        )
+        for topic in topics
+        for p in topic.partitions
+    }
+
+
+def answer_commit(
+    results: CommitResults | Awaitable[CommitResults], respond: Callable[[CommitResults], R]
+) -> R | Awaitable[R]:
+    """The response to a commit, now or, while it waits for the in-sync replicas, once they have it."""
+    if isinstance(results, dict):
+        return respond(results)
+    return _answer_commit_later(results, respond)
+
+
+async def _answer_commit_later(results: Awaitable[CommitResults], respond: Callable[[CommitResults], R]) -> R:
+    return respond(await results)
+
+
+def results_by_topic(
+    results: CommitResults, topic_cls: Callable[..., T], partition_cls: Callable[..., Struct]
+) -> list[T]:
+    """A response's topics of partition errors (OffsetCommit's, TxnOffsetCommit's and OffsetDelete's classes are
+    shaped alike)."""
+    topics: dict[str, list[Struct]] = {}
     for (topic, index), error in results.items():
-        topics.setdefault(topic, []).append((index, error))
-    return topics
+        topics.setdefault(topic, []).append(partition_cls(partition_index=index, error_code=error))
+    return [topic_cls(name=name, partitions=partitions) for name, partitions in topics.items()]
 
 
 def handle_offset_commit(
     ctx: RequestContext, request: OffsetCommitRequest
 ) -> OffsetCommitResponse | Awaitable[OffsetCommitResponse]:
-    now = int(time.time() * 1000)
-    offsets = {
-        (topic.name, p.partition_index): CommittedOffset(
-            p.committed_offset, p.committed_leader_epoch, p.committed_metadata or "", now
-        )
-        for topic in request.topics
-        for p in topic.partitions
-    }
     results = ctx.broker.groups.commit_offsets(
         request.group_id,
         request.generation_id_or_member_epoch,
         request.member_id,
         request.group_instance_id,
-        offsets,
+        committed_offsets(request.topics),
     )
-    if isinstance(results, dict):
-        return _commit_response(results)
-    return _commit_response_later(results)
+    return answer_commit(results, _commit_response)
 
 
-async def _commit_response_later(results: Awaitable[dict[TopicPartition, ErrorCode]]) -> OffsetCommitResponse:
-    return _commit_response(await results)
-
-
-def _commit_response(results: dict[TopicPartition, ErrorCode]) -> OffsetCommitResponse:
+def _commit_response(results: CommitResults) -> OffsetCommitResponse:
     return OffsetCommitResponse(
-        topics=[
-            OffsetCommitResponseTopic(
-                name=name,
-                partitions=[OffsetCommitResponsePartition(partition_index=i, error_code=e) for i, e in partitions],
-            )
-            for name, partitions in _by_topic(results).items()
-        ]
+        topics=results_by_topic(results, OffsetCommitResponseTopic, OffsetCommitResponsePartition)
     )
 
 
@@ -168,11 +196,5 @@ def handle_offset_delete(ctx: RequestContext, request: OffsetDeleteRequest) -> O
     error, results = coordinator.delete_offsets(request.group_id, wanted, subscribed)
     return OffsetDeleteResponse(
         error_code=error,
-        topics=[
-            OffsetDeleteResponseTopic(
-                name=name,
-                partitions=[OffsetDeleteResponsePartition(partition_index=i, error_code=e) for i, e in partitions],
-            )
-            for name, partitions in _by_topic(results).items()
-        ],
+        topics=results_by_topic(results, OffsetDeleteResponseTopic, OffsetDeleteResponsePartition),
     )

@@ -9,12 +9,11 @@ the transaction committed there.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
-from kafkette.broker.group.offsets import CommittedOffset, TopicPartition
-from kafkette.broker.group.placement import OFFSETS_TOPIC
+from kafkette.broker.group.coordinator import OFFSETS_TOPIC
+from kafkette.broker.group.offsets import TopicPartition
 from kafkette.broker.protocol.errors import ErrorCode, KafkaError
 from kafkette.broker.protocol.messages.add_offsets_to_txn_request import AddOffsetsToTxnRequest
 from kafkette.broker.protocol.messages.add_offsets_to_txn_response import AddOffsetsToTxnResponse
@@ -53,6 +52,7 @@ from kafkette.broker.protocol.messages.write_txn_markers_response import (
     WriteTxnMarkersResponse,
 )
 from kafkette.broker.server.context import RequestContext
+from kafkette.broker.server.handlers.offsets import CommitResults, answer_commit, committed_offsets, results_by_topic
 from kafkette.broker.storage.errors import LogStorageError
 from kafkette.broker.txn.state import state_named
 
@@ -123,9 +123,8 @@ def _add_partitions_response(results: dict[TopicPartition, ErrorCode]) -> AddPar
 
 async def handle_add_offsets_to_txn(ctx: RequestContext, request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
     groups = ctx.broker.groups
-    groups.ensure_offsets_topic()
-    if not groups.log.exists():
-        await groups.wait_for_offsets_topic(10.0)
+    if not groups.partitions.topic.exists():
+        await groups.partitions.topic.wait_created(10.0)
     partition = (OFFSETS_TOPIC, groups.partition_of(request.group_id))
     error = await ctx.broker.transactions.add_partitions(
         request.transactional_id, request.producer_id, request.producer_epoch, [partition]
@@ -146,37 +145,20 @@ async def handle_end_txn(ctx: RequestContext, request: EndTxnRequest) -> EndTxnR
 def handle_txn_offset_commit(
     ctx: RequestContext, request: TxnOffsetCommitRequest
 ) -> TxnOffsetCommitResponse | Awaitable[TxnOffsetCommitResponse]:
-    now = int(time.time() * 1000)
-    offsets = {
-        (topic.name, p.partition_index): CommittedOffset(
-            p.committed_offset, p.committed_leader_epoch, p.committed_metadata or "", now
-        )
-        for topic in request.topics
-        for p in topic.partitions
-    }
     results = ctx.broker.groups.txn_commit_offsets(
         request.group_id,
         (request.producer_id, request.producer_epoch),
         request.generation_id,
         request.member_id,
         request.group_instance_id,
-        offsets,
+        committed_offsets(request.topics),
     )
-    if isinstance(results, dict):
-        return _txn_commit_response(results)
-    return _txn_commit_later(results)
+    return answer_commit(results, _txn_commit_response)
 
 
-async def _txn_commit_later(results: Awaitable[dict[TopicPartition, ErrorCode]]) -> TxnOffsetCommitResponse:
-    return _txn_commit_response(await results)
-
-
-def _txn_commit_response(results: dict[TopicPartition, ErrorCode]) -> TxnOffsetCommitResponse:
-    by_topic: dict[str, list[TxnOffsetCommitResponsePartition]] = {}
-    for (topic, index), error in results.items():
-        by_topic.setdefault(topic, []).append(TxnOffsetCommitResponsePartition(partition_index=index, error_code=error))
+def _txn_commit_response(results: CommitResults) -> TxnOffsetCommitResponse:
     return TxnOffsetCommitResponse(
-        topics=[TxnOffsetCommitResponseTopic(name=name, partitions=ps) for name, ps in by_topic.items()]
+        topics=results_by_topic(results, TxnOffsetCommitResponseTopic, TxnOffsetCommitResponsePartition)
     )
 
 

@@ -1,4 +1,4 @@
-"""Reading and writing ``__consumer_offsets`` partitions through the broker's own partitions.
+"""Reading and writing a state topic's partitions through the broker's own partitions.
 
 Writes are one uncompressed batch per coordinator change, appended like a
 producer's; reads replay a partition from its log start, batch by batch, so the
@@ -10,10 +10,8 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 
-from kafkette.broker.group.placement import OFFSETS_TOPIC
-from kafkette.broker.group.record_codec import KeyValue
 from kafkette.broker.metadata.catalog import TopicCatalog
 from kafkette.broker.protocol.errors import ErrorCode
 from kafkette.broker.protocol.records import (
@@ -25,14 +23,19 @@ from kafkette.broker.protocol.records import (
 )
 from kafkette.broker.replication.partition import Partition
 
+# A record as a coordinator writes it: key, and value (None: a tombstone). The group machine's records have
+# this shape too (its own alias: the sans-io machine imports nothing of this I/O package).
+KeyValue = tuple[bytes, bytes | None]
+
 # Bytes read per step of a replay: large enough to be cheap, small enough to keep the loop responsive.
 REPLAY_CHUNK_BYTES = 1 << 20
+# How many replayed records between yields to the event loop.
+YIELD_EVERY = 1000
 
 
-class OffsetsTopicLog:
-    def __init__(self, topics: TopicCatalog, partitions: int, name: str = OFFSETS_TOPIC) -> None:
+class StateLog:
+    def __init__(self, topics: TopicCatalog, name: str) -> None:
         self._topics = topics
-        self.partitions = partitions
         self.name = name
 
     def exists(self) -> bool:
@@ -97,3 +100,12 @@ class OffsetsTopicLog:
                     else:
                         yield from kept
                 offset = batch.last_offset + 1
+
+    async def replay_yielding(
+        self, index: int, open_txns: dict[int, list[KeyValue]] | None = None
+    ) -> AsyncIterator[KeyValue]:
+        """:meth:`replay`, letting the event loop run between every YIELD_EVERY records."""
+        for count, record in enumerate(self.replay(index, open_txns)):
+            yield record
+            if count % YIELD_EVERY == YIELD_EVERY - 1:
+                await asyncio.sleep(0)

@@ -1,8 +1,8 @@
-"""Which ``__consumer_offsets`` partition (and so which coordinator) owns a group: Kafka's own hash."""
+"""Which partition of a state topic (and so which coordinator) owns a key (a group, a transactional id): Kafka's
+own hash."""
 
 from __future__ import annotations
 
-OFFSETS_TOPIC = "__consumer_offsets"
 _INT_MASK = 0xFFFFFFFF
 _INT_MIN = -(2**31)
 
@@ -16,7 +16,7 @@ def java_string_hash(text: str) -> int:
     return value - 2**32 if value & 0x80000000 else value
 
 
-def partition_for(group_id: str, partitions: int) -> int:
-    """Kafka's ``Utils.abs(groupId.hashCode()) % partitions``, where abs(Integer.MIN_VALUE) is 0."""
-    code = java_string_hash(group_id)
+def partition_for(key: str, partitions: int) -> int:
+    """Kafka's ``Utils.abs(key.hashCode()) % partitions``, where abs(Integer.MIN_VALUE) is 0."""
+    code = java_string_hash(key)
     return (0 if code == _INT_MIN else abs(code)) % partitions

@@ -1,6 +1,6 @@
-"""The coordinator's writes to ``__consumer_offsets``: appended as a producer's batch, awaited as acks=all.
+"""A coordinator's writes to its state topic: appended as a producer's batch, awaited as acks=all.
 
-Kafka's coordinator writes group metadata and offsets with acks=all; an outcome
+Kafka's coordinators write their state (group metadata, offsets, transaction states) with acks=all; an outcome
 the replicas did not take reaches the client as a retriable coordinator error.
 """
 
@@ -11,14 +11,13 @@ import logging
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
-from kafkette.broker.group.offsets_log import OffsetsTopicLog
-from kafkette.broker.group.record_codec import KeyValue
+from kafkette.broker.coordination.log import KeyValue, StateLog
 from kafkette.broker.protocol.errors import ErrorCode, KafkaError
 from kafkette.broker.storage import StorageError
 
 log = logging.getLogger(__name__)
 
-# How failed acks=all outcomes reach the client (as Kafka's GroupMetadataManager).
+# How failed acks=all outcomes reach the client (as Kafka's GroupMetadataManager and TransactionStateManager).
 _WRITE_ERRORS = {
     ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
     ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
@@ -27,33 +26,33 @@ _WRITE_ERRORS = {
 }
 
 
-class GroupWrites:
-    def __init__(self, log: OffsetsTopicLog, partition_of: Callable[[str], int], timeout_ms: int) -> None:
+class StateWrites:
+    def __init__(self, log: StateLog, partition_of: Callable[[str], int], timeout_ms: int) -> None:
         self._log = log
         self._partition_of = partition_of
         self._timeout_s = timeout_ms / 1000
         # What answers clients once their writes are replicated.
         self._waiting: set[asyncio.Task[None]] = set()
 
-    def append(self, group_id: str, records: Sequence[KeyValue]) -> ErrorCode:
-        """Write to the group's partition without waiting for the followers (group state, tombstones)."""
-        return self.append_replicated(group_id, records)[0]
+    def append(self, key: str, records: Sequence[KeyValue]) -> ErrorCode:
+        """Write to the key's partition without waiting for the followers (group state, tombstones)."""
+        return self.append_replicated(key, records)[0]
 
     def append_replicated(
-        self, group_id: str, records: Sequence[KeyValue], producer: tuple[int, int] | None = None
+        self, key: str, records: Sequence[KeyValue], producer: tuple[int, int] | None = None
     ) -> tuple[ErrorCode, asyncio.Future[ErrorCode] | None]:
-        """Write (``producer``: inside that producer's transaction); the error, and a future of the followers'
-        acknowledgement when it is still pending."""
+        """Write to the partition of ``key`` (a group, a transactional id; ``producer``: inside that producer's
+        transaction); the error, and a future of the followers' acknowledgement when it is still pending."""
         try:
-            return ErrorCode.NONE, self._log.append(self._partition_of(group_id), records, producer)
+            return ErrorCode.NONE, self._log.append(self._partition_of(key), records, producer)
         except KafkaError as exc:
             if exc.code == ErrorCode.INVALID_PRODUCER_EPOCH:
                 # A fenced producer's TxnOffsetCommit: Kafka answers PRODUCER_FENCED.
                 return ErrorCode.PRODUCER_FENCED, None
-            log.error("cannot write %s to %s: %s", group_id, self._log.name, exc)
+            log.error("cannot write %s to %s: %s", key, self._log.name, exc)
             return ErrorCode.NOT_COORDINATOR, None
         except StorageError as exc:
-            log.error("cannot write %s to %s: %s", group_id, self._log.name, exc)
+            log.error("cannot write %s to %s: %s", key, self._log.name, exc)
             return ErrorCode.NOT_COORDINATOR, None
 
     async def replicated(self, pending: asyncio.Future[ErrorCode]) -> ErrorCode:

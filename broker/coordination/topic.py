@@ -1,8 +1,5 @@
-"""Where groups live: ``__consumer_offsets``, created on first use, and which of its partitions a broker leads.
-
-The transaction coordinator keeps ``__transaction_state`` the same way (its own name, partition count and
-replication factor).
-"""
+"""A coordinator's state topic (``__consumer_offsets``, ``__transaction_state``): created compacted on first
+use, which partition owns a key, and which partitions a broker leads."""
 
 from __future__ import annotations
 
@@ -10,8 +7,7 @@ import asyncio
 import contextlib
 import logging
 
-from kafkette.broker.config import BrokerConfig
-from kafkette.broker.group.placement import OFFSETS_TOPIC, partition_for
+from kafkette.broker.coordination.placement import partition_for
 from kafkette.broker.metadata.catalog import TopicCatalog
 from kafkette.broker.metadata.channel import ControllerChannel
 from kafkette.broker.protocol.errors import KafkaError
@@ -26,35 +22,27 @@ log = logging.getLogger(__name__)
 CREATE_TIMEOUT_MS = 30_000
 
 
-class OffsetsTopic:
+class StateTopic:
     def __init__(
-        self,
-        config: BrokerConfig,
-        topics: TopicCatalog,
-        controller: ControllerChannel,
-        name: str = OFFSETS_TOPIC,
-        partitions: int | None = None,
-        replication_factor: int | None = None,
+        self, topics: TopicCatalog, controller: ControllerChannel, name: str, partitions: int, replication_factor: int
     ) -> None:
         self._topics = topics
         self._controller = controller
         self.name = name
-        self.partitions = config.offsets_topic_num_partitions if partitions is None else partitions
-        self._replication_factor = (
-            config.offsets_topic_replication_factor if replication_factor is None else replication_factor
-        )
+        self.partitions = partitions
+        self._replication_factor = replication_factor
         self._creating: asyncio.Task[None] | None = None
 
     def exists(self) -> bool:
         return self._topics.topic(self.name) is not None
 
-    def partition_of(self, group_id: str) -> int:
-        return partition_for(group_id, self.partitions)
+    def partition_of(self, key: str) -> int:
+        return partition_for(key, self.partitions)
 
-    def coordinator_of(self, group_id: str) -> int:
-        """The broker leading the group's partition (-1: none yet)."""
+    def coordinator_of(self, key: str) -> int:
+        """The broker leading the key's partition (-1: none yet)."""
         topic = self._topics.topic(self.name)
-        state = self._topics.partition_state(topic, self.partition_of(group_id)) if topic is not None else None
+        state = self._topics.partition_state(topic, self.partition_of(key)) if topic is not None else None
         return state.leader if state is not None else -1
 
     def led_by(self, node_id: int) -> set[int]:
