@@ -30,6 +30,8 @@ from kafkette.broker.server.handlers.topics import forward_create_topics
 if TYPE_CHECKING:
     from kafkette.broker.server.app import Broker
 
+# Metadata v10-v11 carry topic ids in their schema, but only v12+ may name a topic by id alone (null name).
+TOPIC_IDS_FROM_VERSION = 12
 # Authorized operations are not computed: Kafka's "not requested" sentinel.
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
@@ -119,6 +121,8 @@ def _response(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse
 
 
 def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse | Awaitable[MetadataResponse]:
+    if ctx.api_version < TOPIC_IDS_FROM_VERSION and any(t.name is None for t in request.topics or []):
+        return _invalid(ctx, request)
     response = _response(ctx, request)
     missing = [
         entry.name
@@ -129,6 +133,17 @@ def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> MetadataRe
         and _may_create(ctx, request, entry.name)
     ]
     return _auto_create(ctx, request, missing) if missing else response
+
+
+def _invalid(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
+    """INVALID_REQUEST for every topic, as Kafka answers a null topic name before v12 (a v10-v11 response
+    cannot carry a null name, so an empty one stands in for it)."""
+    response = _response(ctx, MetadataRequest(topics=[]))
+    response.topics = [
+        MetadataResponseTopic(error_code=ErrorCode.INVALID_REQUEST, name=t.name or "", topic_id=t.topic_id)
+        for t in request.topics or []
+    ]
+    return response
 
 
 def _live_brokers(ctx: RequestContext) -> list[tuple[BrokerImage, tuple[str, int]]]:
