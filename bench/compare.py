@@ -3,6 +3,8 @@
     python bench/compare.py            # full: 5 rounds over the scenario matrix -> bench/results/latest.md
     python bench/compare.py --quick    # about two minutes: one round, one scenario -> bench/results/quick.md
     python bench/compare.py --report   # latest.md again from latest.json (after a change to the report)
+    python bench/compare.py --only "1024 B, 6 part" --client librdkafka --out consume --rounds 5
+                                       # some workloads only -> bench/results/consume.md (no latency runs)
 
 Rounds interleave the brokers (A B C, B C A, …) so that machine drift hits them alike; the report
 gives medians and the ratios Kafkette/Kafka and Kafkette/Tansu per workload, and, as the rounds
@@ -106,7 +108,8 @@ def _confluent_measure(mode: str) -> Callable[[RunningBroker, str, Scenario], Me
     return measure
 
 
-CLIENTS: dict[str, tuple[Callable[..., Measurement], Callable[..., Measurement]]] = {
+Clients = Mapping[str, tuple[Callable[..., Measurement], Callable[..., Measurement]]]
+CLIENTS: Clients = {
     "java": (java_produce, java_consume),
     "librdkafka": (_confluent_measure("produce"), _confluent_measure("consume")),
 }
@@ -118,7 +121,7 @@ def run_scenario(
     scenario: Scenario,
     round_index: int,
     index: int,
-    clients: Mapping[str, tuple[Callable[..., Measurement], Callable[..., Measurement]]] = CLIENTS,
+    clients: Clients = CLIENTS,
 ) -> None:
     for client, (produce, consume) in clients.items():
         topic = f"bench-{round_index}-{index}-{client}"
@@ -153,7 +156,12 @@ def _listed(workloads: list[str]) -> str:
 
 
 def report(
-    results: Results, brokers: Mapping[str, BrokerFacts], scenarios: list[Scenario], rounds: int, finished: str
+    results: Results,
+    brokers: Mapping[str, BrokerFacts],
+    scenarios: list[Scenario],
+    rounds: int,
+    finished: str,
+    clients: Clients = CLIENTS,
 ) -> str:
     lines = [
         "# Kafkette vs Apache Kafka vs Tansu",
@@ -170,7 +178,7 @@ def report(
     lost: dict[str, list[str]] = {peer: [] for peer in ratios}  # the workloads Kafkette lost in every round
     won: Counter[str] = Counter()  # how many it won in every round
     for scenario in scenarios:
-        for client in CLIENTS:
+        for client in clients:
             for operation in ("produce", "consume"):
                 keys = {name: (scenario.label, client, operation, name) for name in BROKERS}
                 rate = {name: median(results.rates.get(key, [])) for name, key in keys.items()}
@@ -201,7 +209,31 @@ def report(
         for peer, values in ratios.items()
         if values
     ]
+    if results.latency or results.java_latency:  # a focused run (--only, --client) measures no latency
+        lines += _latency_tables(results)
+    lines += ["", "| broker | start to first produce (s) | idle RSS (MB) | peak RSS (MB) | notes |"]
+    lines += ["| --- | ---: | ---: | ---: | --- |"]
+    for name in (name for name in BROKERS if name in brokers):
+        facts = brokers[name]
+        notes = "; ".join(facts.notes)
+        lines.append(
+            f"| {name} | {facts.startup_s:.2f} | {facts.idle_rss_mb:.0f} | {facts.peak_rss_mb:.0f} | {notes} |"
+        )
     lines += [
+        "",
+        "Client settings, identical for every broker: producers linger.ms=5, idempotence off for acks=1 "
+        "(on for acks=all); librdkafka consumers fetch.queue.backoff.ms=0, queued.min.messages=100000, "
+        f"fetch.wait.max.ms=100; Java consumer {JAVA_CONSUMER_SETTINGS}. The Java workloads are Kafka's "
+        "ProducerPerformance and ConsumerPerformance; the librdkafka ones are bench/clients/confluent_perf.py. "
+        "MB/s counts record values only. CPU: user + system seconds of the broker process while the workload ran. "
+        "Start-up: process start to the first acknowledged produce (topic auto-created), polling the port every "
+        "5 ms; Kafkette runs from byte-compiled modules, as a pip-installed package does.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _latency_tables(results: Results) -> list[str]:
+    lines = [
         "",
         f"Latency, librdkafka, {LATENCY_RATE} msg/s, 100 B, acks=1, linger.ms=0, ms. End to end: timestamp in the "
         "record to consumer poll; produce: produce() to delivery report.",
@@ -229,25 +261,7 @@ def report(
             continue
         cells = [f"{median([s[q] for s in samples]):.2f}" for q in ("avg_ms", "p50_ms", "p99_ms", "p999_ms")]
         lines.append(f"| {name} | {' | '.join(cells)} |")
-    lines += ["", "| broker | start to first produce (s) | idle RSS (MB) | peak RSS (MB) | notes |"]
-    lines += ["| --- | ---: | ---: | ---: | --- |"]
-    for name in (name for name in BROKERS if name in brokers):
-        facts = brokers[name]
-        notes = "; ".join(facts.notes)
-        lines.append(
-            f"| {name} | {facts.startup_s:.2f} | {facts.idle_rss_mb:.0f} | {facts.peak_rss_mb:.0f} | {notes} |"
-        )
-    lines += [
-        "",
-        "Client settings, identical for every broker: producers linger.ms=5, idempotence off for acks=1 "
-        "(on for acks=all); librdkafka consumers fetch.queue.backoff.ms=0, queued.min.messages=100000, "
-        f"fetch.wait.max.ms=100; Java consumer {JAVA_CONSUMER_SETTINGS}. The Java workloads are Kafka's "
-        "ProducerPerformance and ConsumerPerformance; the librdkafka ones are bench/clients/confluent_perf.py. "
-        "MB/s counts record values only. CPU: user + system seconds of the broker process while the workload ran. "
-        "Start-up: process start to the first acknowledged produce (topic auto-created), polling the port every "
-        "5 ms; Kafkette runs from byte-compiled modules, as a pip-installed package does.",
-    ]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def main() -> None:
@@ -255,23 +269,38 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="one round of one scenario (about two minutes)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--report", action="store_true", help="re-render the Markdown from the last run's JSON")
+    parser.add_argument(
+        "--only", action="append", default=[], help="workloads whose label holds this text (repeatable; no latency)"
+    )
+    parser.add_argument("--client", action="append", choices=sorted(CLIENTS), help="these clients only (repeatable)")
+    parser.add_argument("--out", help="results file stem under bench/results/ (default latest, or quick)")
     args = parser.parse_args()
     scenarios = QUICK if args.quick else FULL
-    stem = BENCH_DIR / "results" / ("quick" if args.quick else "latest")
+    if args.only:
+        scenarios = [s for s in scenarios if any(text in s.label for text in args.only)]
+        if not scenarios:
+            parser.error(f"no workload matches {args.only}: {[s.label for s in FULL]}")
+    clients = {name: CLIENTS[name] for name in args.client} if args.client else CLIENTS
+    focused = bool(args.only or args.client)
+    stem = BENCH_DIR / "results" / (args.out or ("quick" if args.quick else "latest"))
+    if focused and stem.name == "latest":
+        parser.error("a focused run (--only, --client) writes its own file: give --out")
     json_path, markdown_path = stem.with_suffix(".json"), stem.with_suffix(".md")
     if args.report:
         raw = json.loads(json_path.read_text())
     else:
-        raw = measure(scenarios, 1 if args.quick else args.rounds, args.quick)
+        raw = measure(scenarios, 1 if args.quick else args.rounds, args.quick, clients, latency=not focused)
         json_path.parent.mkdir(exist_ok=True)
         json_path.write_text(json.dumps(raw, indent=1))
     facts = {name: BrokerFacts(**fields) for name, fields in raw["brokers"].items()}
-    text = report(Results.from_json(raw), facts, scenarios, raw["rounds"], raw["finished"])
+    text = report(Results.from_json(raw), facts, scenarios, raw["rounds"], raw["finished"], clients)
     markdown_path.write_text(text)
     print(text)
 
 
-def measure(scenarios: list[Scenario], rounds: int, quick: bool) -> dict[str, Any]:
+def measure(
+    scenarios: list[Scenario], rounds: int, quick: bool, clients: Clients = CLIENTS, latency: bool = True
+) -> dict[str, Any]:
     """Every workload against every broker, rounds interleaved; the raw results as JSON data."""
     brokers: dict[str, RunningBroker] = {}
     results = Results()
@@ -285,8 +314,8 @@ def measure(scenarios: list[Scenario], rounds: int, quick: bool) -> dict[str, An
             for index, scenario in enumerate(scenarios):
                 print(f"round {round_index + 1}/{rounds}: {scenario.label}", flush=True)
                 for name in order:
-                    run_scenario(results, brokers[name], scenario, round_index, index)
-            for name in order:
+                    run_scenario(results, brokers[name], scenario, round_index, index, clients)
+            for name in order if latency else ():
                 latency_scenario = Scenario(100, 1, "1", "none", LATENCY_RATE * (3 if quick else 10))
                 topic = f"latency-{round_index}"
                 create_topic(brokers[name].bootstrap, topic, 1)
