@@ -16,14 +16,20 @@ broker's measured total.
 
 from __future__ import annotations
 
-import argparse
-import json
-import platform
 import threading
 import time
 
-from brokers import BENCH_DIR, RunningBroker, free_port, start_kafkette
-from compare import CLIENTS, FULL, Results, median, ratio, run_scenario
+from brokers import RunningBroker, free_port
+from compare import FULL, Results, median
+from side_by_side import (
+    comparison_table,
+    error_lines,
+    parse_rounds,
+    preamble,
+    run_interleaved,
+    start_named,
+    write_results,
+)
 
 from kafkette.broker.metrics.requests import RequestMetrics
 from kafkette.broker.metrics.scrape import Scrape, scrape
@@ -39,12 +45,6 @@ NAMES = ("off", "on")
 # The uncompressed workloads of `make bench`: acks=1 at 100 B and 1 KiB, one and six partitions, and acks=all.
 SCENARIOS = [scenario for scenario in FULL if scenario.compression == "none"]
 SCRAPE_INTERVAL_S = 1.0
-
-
-def start(name: str, metrics_port: int | None) -> RunningBroker:
-    broker = start_kafkette({"metrics.port": str(metrics_port)} if metrics_port else {})
-    broker.name = name
-    return broker
 
 
 def scrape_until(stop: threading.Event, port: int, counts: list[int]) -> None:
@@ -98,34 +98,17 @@ def report(results: Results, rounds: int, scrapes: int, metered: Scrape) -> str:
     lines = [
         "# Kafkette: broker metrics on against off",
         "",
-        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.node()}, {rounds} round(s), medians; "
-        "both brokers run side by side and take turns. Client: bench/clients/confluent_perf.py (librdkafka), "
-        f"settings as in latest.md. The metered broker was scraped {scrapes} times, every {SCRAPE_INTERVAL_S:g} s.",
+        f"{preamble(rounds)} The metered broker was scraped {scrapes} times, every {SCRAPE_INTERVAL_S:g} s.",
         "",
-        "| workload | op | off msg/s | on msg/s | on/off | CPU s per M records (off / on) | CPU on/off |",
-        "| --- | --- | ---: | ---: | ---: | --- | ---: |",
+        *comparison_table(results, SCENARIOS, *NAMES),
     ]
-    for scenario in SCENARIOS:
-        for operation in ("produce", "consume"):
-            keys = {name: (scenario.label, "librdkafka", operation, name) for name in NAMES}
-            rate = {name: median(results.rates.get(key, [])) for name, key in keys.items()}
-            cpu = {name: median(results.cpu.get(key, [])) for name, key in keys.items()}
-            lines.append(
-                f"| {scenario.label} | {operation} | {rate['off']:,.0f} | {rate['on']:,.0f} | "
-                f"{ratio(rate['on'], rate['off'])} | {cpu['off']:.2f} / {cpu['on']:.2f} | "
-                f"{ratio(cpu['on'], cpu['off'])} |"
-            )
     lines += derived_cost(metered, results)
-    if results.errors:
-        lines += ["", "Errors:", ""] + [f"- {' / '.join(k)}: {v}" for k, v in results.errors.items()]
+    lines += error_lines(results)
     return "\n".join(lines) + "\n"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=5)
-    args = parser.parse_args()
-    clients = {"librdkafka": CLIENTS["librdkafka"]}
+    rounds = parse_rounds(__doc__)
     metrics_port = free_port()
     brokers: dict[str, RunningBroker] = {}
     results = Results()
@@ -133,31 +116,16 @@ def main() -> None:
     scrapes = [0]
     scraper = threading.Thread(target=scrape_until, args=(stop, metrics_port, scrapes), daemon=True)
     try:
-        brokers["off"] = start("off", None)
-        brokers["on"] = start("on", metrics_port)
+        brokers["off"] = start_named("off", {})
+        brokers["on"] = start_named("on", {"metrics.port": str(metrics_port)})
         scraper.start()
-        for round_index in range(args.rounds):
-            order = NAMES if round_index % 2 == 0 else NAMES[::-1]
-            for index, scenario in enumerate(SCENARIOS):
-                print(f"round {round_index + 1}/{args.rounds}: {scenario.label}", flush=True)
-                for name in order:
-                    run_scenario(results, brokers[name], scenario, round_index, index, clients)
-        text = report(results, args.rounds, scrapes[0], scrape("127.0.0.1", metrics_port))
+        run_interleaved(results, brokers, SCENARIOS, rounds)
+        text = report(results, rounds, scrapes[0], scrape("127.0.0.1", metrics_port))
     finally:
         stop.set()
         for broker in brokers.values():
             broker.stop()
-    out_dir = BENCH_DIR / "results"
-    out_dir.mkdir(exist_ok=True)
-    (out_dir / "metrics.md").write_text(text)
-    raw = {
-        "rates": {" | ".join(k): v for k, v in results.rates.items()},
-        "cpu_s_per_million": {" | ".join(k): v for k, v in results.cpu.items()},
-        "errors": {" | ".join(k): v for k, v in results.errors.items()},
-        "scrapes": scrapes[0],
-    }
-    (out_dir / "metrics.json").write_text(json.dumps(raw, indent=1))
-    print(text)
+    write_results("metrics", text, results, scrapes=scrapes[0])
 
 
 if __name__ == "__main__":
