@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import signal
 import threading
 import time
@@ -65,6 +66,11 @@ class ChaosReport:
     misplaced: list[tuple[Ack, list[tuple[int, int]]]] = field(default_factory=list)
     reused_offsets: list[tuple[int, int]] = field(default_factory=list)
     divergent_replicas: list[str] = field(default_factory=list)
+    # Offsets that go back or skip, or leader epochs that go back, in a replica's log below the high watermark.
+    offset_problems: list[str] = field(default_factory=list)
+    # Two brokers that each became leader of one partition in the same leader epoch (from their logs).
+    epoch_conflicts: list[str] = field(default_factory=list)
+    leader_claims: int = 0  # (broker, partition, epoch) leaderships found in the logs: 0 means none was read
     faults: list[tuple[float, str, int]] = field(default_factory=list)
     leader_changes: int = 0
     controller_changes: int = 0
@@ -75,14 +81,24 @@ class ChaosReport:
 
     @property
     def ok(self) -> bool:
-        return not (self.lost or self.duplicates or self.misplaced or self.reused_offsets or self.divergent_replicas)
+        return not (
+            self.lost
+            or self.duplicates
+            or self.misplaced
+            or self.reused_offsets
+            or self.divergent_replicas
+            or self.offset_problems
+            or self.epoch_conflicts
+        )
 
     def summary(self) -> str:
         kinds = Counter(action for _, action, _ in self.faults)
         return (
             f"seed={self.seed} acked={self.acked} lost={len(self.lost)} duplicates={len(self.duplicates)} "
             f"misplaced={len(self.misplaced)} reused_offsets={len(self.reused_offsets)} "
-            f"divergent_replicas={len(self.divergent_replicas)} delivery_errors={self.delivery_errors} "
+            f"divergent_replicas={len(self.divergent_replicas)} offset_problems={len(self.offset_problems)} "
+            f"epoch_conflicts={len(self.epoch_conflicts)} leader_claims={self.leader_claims} "
+            f"delivery_errors={self.delivery_errors} "
             f"fatal_producer_errors={self.fatal_producer_errors} faults={dict(kinds)} "
             f"leader_changes={self.leader_changes} controller_changes={self.controller_changes} "
             f"offline_partition_seconds={self.offline_partition_seconds:.1f} "
@@ -161,6 +177,43 @@ def divergence(prefixes: Mapping[int, Sequence[bytes]], high_watermark: int) -> 
         counts = f"{len(batches)} batches below HW {high_watermark}, broker {reference_id} has {len(reference)}"
         return f"broker {node_id} has {counts}"
     return None
+
+
+def offset_problems(batches: Sequence[bytes]) -> str | None:
+    """None when each batch starts right after the one before (no offset reused or skipped: no compaction
+    runs here) and no batch carries a lower leader epoch than one before it."""
+    previous = None
+    for batch in batches:
+        header = parse_header(batch)
+        if previous is not None:
+            if header.base_offset != previous.next_offset:
+                return f"batch at offset {header.base_offset} follows one ending at {previous.last_offset}"
+            if header.partition_leader_epoch < previous.partition_leader_epoch:
+                return (
+                    f"batch at offset {header.base_offset} has leader epoch {header.partition_leader_epoch}, "
+                    f"after epoch {previous.partition_leader_epoch}"
+                )
+        previous = header
+    return None
+
+
+def leader_claims(log_text: str, topic: str) -> set[tuple[int, int]]:
+    """(partition, leader epoch) of each `<topic>-<p>: leader at epoch <e>` line a broker logged."""
+    pattern = re.compile(rf"\b{re.escape(topic)}-(\d+): leader at epoch (\d+)\b")
+    return {(int(m[1]), int(m[2])) for m in pattern.finditer(log_text)}
+
+
+def epoch_conflicts(claims: Mapping[int, Iterable[tuple[int, int]]]) -> list[str]:
+    """Partitions whose leadership in one epoch was taken by more than one broker."""
+    holders: dict[tuple[int, int], set[int]] = defaultdict(set)
+    for node_id, node_claims in claims.items():
+        for claim in node_claims:
+            holders[claim].add(node_id)
+    return [
+        f"partition {partition} epoch {epoch}: leaders {sorted(nodes)}"
+        for (partition, epoch), nodes in sorted(holders.items())
+        if len(nodes) > 1
+    ]
 
 
 def leader_changes(before: Mapping[int, int], after: Mapping[int, int]) -> int:
@@ -427,21 +480,70 @@ def consume_all(bootstrap: str, topic: str, partitions: int, timeout: float = 12
         consumer.close()
 
 
+def replica_prefixes(
+    cluster_dir: Path, state: ClusterState, topic: str, partition: int, high_watermark: int
+) -> dict[int, list[bytes]]:
+    """Each broker's log of the partition below the high watermark, for the brokers holding a replica."""
+    prefixes = {}
+    for node_id in state.ids:
+        partition_dir = cluster_dir / plan.broker_dir_name(node_id) / f"{topic}-{partition}"
+        if partition_dir.is_dir():
+            prefixes[node_id] = log_prefix(partition_dir, high_watermark)
+    return prefixes
+
+
 def compare_replicas(
     cluster_dir: Path, state: ClusterState, topic: str, marks: Mapping[int, int], replicas: int
-) -> list[str]:
-    problems = []
+) -> tuple[list[str], list[str]]:
+    """(replicas missing or differing below the high watermark, replicas whose offsets or epochs go astray)."""
+    problems, order = [], []
     for partition, high_watermark in sorted(marks.items()):
-        prefixes = {}
-        for node_id in state.ids:
-            partition_dir = cluster_dir / plan.broker_dir_name(node_id) / f"{topic}-{partition}"
-            if partition_dir.is_dir():
-                prefixes[node_id] = log_prefix(partition_dir, high_watermark)
+        prefixes = replica_prefixes(cluster_dir, state, topic, partition, high_watermark)
+        order += [
+            f"{topic}-{partition} on broker {node_id}: {problem}"
+            for node_id, batches in sorted(prefixes.items())
+            if (problem := offset_problems(batches))
+        ]
         if len(prefixes) < replicas:
             problems.append(f"{topic}-{partition}: replicas found only on brokers {sorted(prefixes)}")
         elif len(prefixes) > 1 and (problem := divergence(prefixes, high_watermark)):
             problems.append(f"{topic}-{partition}: {problem}")
-    return problems
+    return problems, order
+
+
+def cluster_leader_claims(cluster_dir: Path, state: ClusterState, topic: str) -> dict[int, set[tuple[int, int]]]:
+    return {
+        node_id: leader_claims(runtime.log_path(cluster_dir, node_id).read_text(errors="replace"), topic)
+        for node_id in state.ids
+    }
+
+
+def check_after_healing(
+    cluster_dir: Path, config: ChaosConfig, producers: Producers, monitor: Monitor, report: ChaosReport
+) -> None:
+    """Once the faults are over: wait for a healthy cluster, read every partition back and each replica's log
+    from disk, and fill the report in."""
+    state = runtime.require_state(cluster_dir)
+    report.heal_seconds = wait_healthy(state, cluster_dir, config.topic, config.heal_timeout)
+    bootstrap = plan.bootstrap_servers(state)
+    records, marks = consume_all(bootstrap, config.topic, config.partitions)
+    check = check_acks(producers.acks, records)
+    report.acked = len(producers.acks)
+    report.delivery_errors = producers.errors
+    report.fatal_producer_errors = producers.fatal
+    report.lost, report.duplicates = check.lost, check.duplicates
+    report.misplaced, report.reused_offsets = check.misplaced, check.reused_offsets
+    report.divergent_replicas, report.offset_problems = compare_replicas(
+        cluster_dir, state, config.topic, marks, config.replication_factor
+    )
+    claims = cluster_leader_claims(cluster_dir, state, config.topic)
+    report.leader_claims = sum(map(len, claims.values()))
+    report.epoch_conflicts = epoch_conflicts(claims)
+    report.leader_changes = monitor.leader_changes
+    report.controller_changes = monitor.controller_changes
+    report.offline_partition_seconds = monitor.offline_seconds
+    report.longest_ack_gap_seconds = producers.longest_gap
+    report.high_watermarks = dict(marks)
 
 
 def run_chaos(cluster_dir: Path, config: ChaosConfig) -> ChaosReport:
@@ -464,21 +566,7 @@ def run_chaos(cluster_dir: Path, config: ChaosConfig) -> ChaosReport:
         finally:
             producers.stop()
             monitor.stop()
-        state = runtime.require_state(cluster_dir)
-        report.heal_seconds = wait_healthy(state, cluster_dir, config.topic, config.heal_timeout)
-        records, marks = consume_all(bootstrap, config.topic, config.partitions)
-        check = check_acks(producers.acks, records)
-        report.acked = len(producers.acks)
-        report.delivery_errors = producers.errors
-        report.fatal_producer_errors = producers.fatal
-        report.lost, report.duplicates = check.lost, check.duplicates
-        report.misplaced, report.reused_offsets = check.misplaced, check.reused_offsets
-        report.divergent_replicas = compare_replicas(cluster_dir, state, config.topic, marks, config.replication_factor)
-        report.leader_changes = monitor.leader_changes
-        report.controller_changes = monitor.controller_changes
-        report.offline_partition_seconds = monitor.offline_seconds
-        report.longest_ack_gap_seconds = producers.longest_gap
-        report.high_watermarks = dict(marks)
+        check_after_healing(cluster_dir, config, producers, monitor, report)
         return report
     finally:
         # Leave no paused broker behind, whatever failed.

@@ -5,18 +5,33 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from harness import Ack, ChaosConfig, check_acks, config_from_env, divergence, leader_changes, log_prefix, run_chaos
+from harness import (
+    Ack,
+    ChaosConfig,
+    check_acks,
+    config_from_env,
+    divergence,
+    epoch_conflicts,
+    leader_changes,
+    leader_claims,
+    log_prefix,
+    offset_problems,
+    run_chaos,
+)
 
+from kafkette.broker.protocol.batch import patch_leader_epoch
 from kafkette.broker.protocol.records import Record, encode_batch
 
 CONFIG = config_from_env()
 
 
-def batch(base_offset: int, count: int, tag: bytes = b"v") -> bytes:
+def batch(base_offset: int, count: int, tag: bytes = b"v", epoch: int = 0) -> bytes:
     records = [
         Record(offset=base_offset + i, timestamp=1, key=None, value=tag + bytes([i]), headers=[]) for i in range(count)
     ]
-    return encode_batch(records, base_offset=base_offset)
+    data = bytearray(encode_batch(records, base_offset=base_offset))
+    patch_leader_epoch(data, 0, epoch)
+    return bytes(data)
 
 
 @pytest.mark.timeout(int(CONFIG.seconds) + 420)
@@ -60,6 +75,25 @@ def test_divergence() -> None:
     other = [same[0], batch(2, 2, tag=b"w")]
     assert "broker 2 differs from broker 0 at batch 1 (offset 2)" in str(divergence({0: same, 1: same, 2: other}, 4))
     assert "broker 1 has 1 batches" in str(divergence({0: same, 1: same[:1]}, 4))
+
+
+def test_offset_problems() -> None:
+    assert offset_problems([batch(0, 3), batch(3, 2, epoch=1), batch(5, 1, epoch=1)]) is None
+    assert offset_problems([]) is None
+    assert "offset 4 follows one ending at 2" in str(offset_problems([batch(0, 3), batch(4, 1)]))
+    assert "offset 2 follows one ending at 2" in str(offset_problems([batch(0, 3), batch(2, 1)]))
+    assert "leader epoch 1, after epoch 2" in str(offset_problems([batch(0, 1, epoch=2), batch(1, 1, epoch=1)]))
+
+
+def test_epoch_conflicts_from_broker_logs() -> None:
+    log = (
+        "2026-01-01 INFO kafkette.broker.replication.replica_manager: chaos-3: leader at epoch 5, ISR [0, 1]\n"
+        "... chaos-3: following broker 1 at epoch 6\n... other-3: leader at epoch 7, ISR [0]\n"
+        "... chaos-12: leader at epoch 2, ISR [0, 1, 2]\n"
+    )
+    assert leader_claims(log, "chaos") == {(3, 5), (12, 2)}
+    assert epoch_conflicts({0: {(3, 5), (12, 2)}, 1: {(3, 6)}, 2: {(3, 6)}}) == ["partition 3 epoch 6: leaders [1, 2]"]
+    assert epoch_conflicts({0: {(3, 5)}, 1: {(3, 6)}}) == []
 
 
 def test_leader_changes() -> None:

@@ -1,0 +1,222 @@
+"""The network chaos run: a 3-broker local cluster, each broker in its own network namespace, under an idempotent
+acks=all workload while a seeded schedule of network faults (netns.KINDS) cuts and slows the links between them.
+
+Run as a script (`make chaos-net`, `make chaos-net-quick`; root needed): it sweeps what dead runs left, builds
+the namespaces, moves itself into the hub namespace (where the producers, the monitor and the checker run),
+starts the cluster, runs the schedule for KAFKETTE_CHAOS_NET_SECONDS (at least one fault of each kind), heals,
+checks (harness.check_after_healing), removes everything it made, and ends with one summary line; the exit
+status is 0 only when no acknowledged write was lost or duplicated and the replicas agree.
+KAFKETTE_CHAOS_NET_SEED replays a schedule.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import traceback
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import FrameType
+
+import netns
+from harness import ChaosConfig, ChaosReport, Monitor, Producers, check_after_healing, create_topic, wait_healthy
+from netns import ISOLATE_CONTROLLER, KINDS, ONE_WAY, SPLIT, Fault, Topology
+from waiting import WaitTimeout, wait_for
+
+from kafkette.operator.local import plan, runtime
+from kafkette.operator.local.plan import ClusterState, ClusterView
+
+QUICK_SECONDS = 60.0
+FIRST_PORT = 9092  # each broker has its namespace to itself: no port can be taken
+
+
+@dataclass(frozen=True)
+class Step:
+    kind: str
+    target: int | None  # None: the active controller, known only when the step runs
+    peers: tuple[int, ...]
+    hold: float  # seconds the fault lasts
+    pause: float  # seconds after healing before the next one (once the cluster is healthy again)
+
+
+@dataclass(frozen=True)
+class NetChaosConfig:
+    seconds: float = QUICK_SECONDS
+    seed: int = field(default_factory=lambda: random.SystemRandom().randrange(2**32))
+    brokers: int = 3
+    hold_seconds: tuple[float, float] = (3.0, 10.0)
+    pause_seconds: tuple[float, float] = (0.5, 2.0)
+
+    def workload(self) -> ChaosConfig:
+        return ChaosConfig(seconds=self.seconds, brokers=self.brokers, seed=self.seed, topic="chaos-net")
+
+
+def schedule(seed: int, brokers: int, hold: tuple[float, float], pause: tuple[float, float]) -> Iterator[Step]:
+    """Rounds of every fault kind in a seeded order, each round shuffled again: the same seed, the same steps."""
+    rng = random.Random(seed)
+    while True:
+        kinds = list(KINDS)
+        rng.shuffle(kinds)
+        for kind in kinds:
+            target = None if kind == ISOLATE_CONTROLLER else rng.randrange(brokers)
+            others = tuple(b for b in range(brokers) if b != target)
+            peers = others if kind == SPLIT else (rng.choice(others),) if kind == ONE_WAY else ()
+            yield Step(kind, target, peers, round(rng.uniform(*hold), 2), round(rng.uniform(*pause), 2))
+
+
+def in_namespaces(state: ClusterState, topology: Topology) -> ClusterState:
+    placed = tuple(
+        replace(b, host=topology.address(b.node_id), netns=topology.namespace(b.node_id)) for b in state.brokers
+    )
+    return replace(state, brokers=placed)
+
+
+def controller_view(state: ClusterState) -> ClusterView | None:
+    """A broker's Metadata answer that names the active controller."""
+    for answer in runtime.views(state, state.ids, timeout=1.0).values():
+        if isinstance(answer, ClusterView) and answer.controller_id >= 0:
+            return answer
+    return None
+
+
+def run_schedule(
+    cluster_dir: Path, topology: Topology, config: NetChaosConfig, netem: bool, report: ChaosReport
+) -> None:
+    """Fault, hold, heal, wait for health; until the time is up and every kind has run at least once."""
+    workload = config.workload()
+    state = runtime.require_state(cluster_dir)
+    began = time.monotonic()
+    for count, step in enumerate(schedule(config.seed, config.brokers, config.hold_seconds, config.pause_seconds)):
+        if time.monotonic() - began >= config.seconds and count >= len(KINDS):
+            return
+        wait_healthy(state, cluster_dir, workload.topic, workload.heal_timeout)
+        target = step.target
+        if target is None:  # Metadata names the controller only once a broker has caught up with the quorum
+            view = wait_for(lambda: controller_view(state), "a broker naming the active controller", 30, 0.5)
+            target = view.controller_id
+        fault = Fault(step.kind, target, step.peers)
+        at = round(time.monotonic() - began, 1)
+        report.faults.append((at, step.kind, target))
+        print(f"{at:7.1f} s  {step.kind} broker {target} peers {list(step.peers)} for {step.hold} s", flush=True)
+        try:
+            netns.apply(topology, fault, netem)
+            time.sleep(step.hold)  # the fault's duration is the scenario
+        finally:
+            netns.heal(topology)
+        time.sleep(step.pause)
+
+
+def run_net_chaos(cluster_dir: Path, topology: Topology, config: NetChaosConfig) -> tuple[ChaosReport, bool]:
+    """Start the cluster in the namespaces (the caller is in the hub), run the schedule under load, check."""
+    report = ChaosReport(seed=config.seed)
+    workload = config.workload()
+    netem = netns.netem_available(topology)
+    state = in_namespaces(plan.plan_cluster(config.brokers, FIRST_PORT), topology)
+    cluster_dir.mkdir(parents=True, exist_ok=True)
+    runtime.save_state(cluster_dir, state)
+    state = runtime.up(cluster_dir, brokers=None, first_port=None, timeout=workload.ready_timeout)
+    bootstrap = plan.bootstrap_servers(state)
+    create_topic(bootstrap, workload)
+    wait_healthy(state, cluster_dir, workload.topic, workload.heal_timeout)
+    producers = Producers(bootstrap, workload)
+    monitor = Monitor(state, cluster_dir, workload.topic, workload.partitions)
+    monitor.start()
+    producers.start()
+    try:
+        run_schedule(cluster_dir, topology, config, netem, report)
+    except (TimeoutError, WaitTimeout) as exc:
+        raise TimeoutError(f"{exc} (seed {config.seed}, faults so far {report.faults})") from exc
+    finally:
+        netns.heal(topology)
+        producers.stop()
+        monitor.stop()
+    check_after_healing(cluster_dir, workload, producers, monitor, report)
+    return report, netem
+
+
+def summary(report: ChaosReport, config: NetChaosConfig, elapsed: float, netem: bool, failure: str | None) -> str:
+    kinds = Counter(kind for _, kind, _ in report.faults)
+    listed = ", ".join(f"{kind} {kinds[kind]}" for kind in KINDS)
+    verdict = "OK" if failure is None and report.ok else "FAILED"
+    return (
+        f"chaos-net {verdict}: seed {config.seed}, {elapsed:.0f} s, {len(report.faults)} faults ({listed}; "
+        f"latency by {'netem' if netem else 'tbf'}), acked {report.acked}, lost {len(report.lost)}, "
+        f"duplicated {len(report.duplicates)}, misplaced {len(report.misplaced)}, "
+        f"reused offsets {len(report.reused_offsets)}, divergent replicas {len(report.divergent_replicas)}, "
+        f"offset problems {len(report.offset_problems)}, epoch conflicts {len(report.epoch_conflicts)} "
+        f"(among {report.leader_claims} leaderships logged), "
+        f"delivery errors {report.delivery_errors}, fatal producer errors {report.fatal_producer_errors}, "
+        f"leader changes {report.leader_changes}, controller changes {report.controller_changes}, "
+        f"longest ack gap {report.longest_ack_gap_seconds:.1f} s, heal {report.heal_seconds:.1f} s"
+        + ("" if failure is None else f"; the run failed ({failure}), so nothing was checked")
+    )
+
+
+def details(report: ChaosReport) -> list[str]:
+    return [
+        f"{name}: {items[:10]}"
+        for name, items in (
+            ("lost", report.lost),
+            ("duplicated", report.duplicates),
+            ("misplaced", report.misplaced),
+            ("reused offsets", report.reused_offsets),
+            ("divergent replicas", report.divergent_replicas),
+            ("offset problems", report.offset_problems),
+            ("epoch conflicts", report.epoch_conflicts),
+        )
+        if items
+    ]
+
+
+def config_from_env() -> NetChaosConfig:
+    seconds = float(os.environ.get("KAFKETTE_CHAOS_NET_SECONDS", QUICK_SECONDS))
+    seed = os.environ.get("KAFKETTE_CHAOS_NET_SEED")
+    return NetChaosConfig(seconds=seconds, **({"seed": int(seed)} if seed else {}))
+
+
+def _terminated(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)  # so that the finally blocks remove the namespaces
+
+
+def main() -> int:
+    config = config_from_env()
+    signal.signal(signal.SIGTERM, _terminated)
+    if swept := netns.sweep():
+        print(f"removed namespaces left by dead runs: {swept}", flush=True)
+    topology = Topology(os.getpid(), config.brokers)
+    cluster_dir = Path(tempfile.mkdtemp(prefix=netns.PREFIX)) / "cluster"
+    print(f"chaos-net: seed {config.seed}, {config.seconds:g} s, cluster in {cluster_dir}", flush=True)
+    began = time.monotonic()
+    report, netem, failure = ChaosReport(seed=config.seed), False, None
+    netns.create(topology)
+    try:
+        netns.enter(topology.hub)  # before any thread starts: they all inherit the hub's network
+        report, netem = run_net_chaos(cluster_dir, topology, config)
+    except Exception as exc:  # reported in the summary line, with the traceback above it
+        traceback.print_exc()
+        failure = f"{type(exc).__name__}: {exc}"
+    finally:
+        netns.heal(topology)
+        if runtime.load_state(cluster_dir) is not None:
+            runtime.down(cluster_dir, timeout=20)
+        netns.destroy(topology.namespaces)
+    ok = failure is None and report.ok
+    for line in details(report):
+        print(line)
+    if ok:
+        shutil.rmtree(cluster_dir.parent, ignore_errors=True)
+    else:
+        print(f"broker logs kept in {cluster_dir}")
+    print(summary(report, config, time.monotonic() - began, netem, failure))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
