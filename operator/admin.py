@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import os
+import ssl
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import (
@@ -65,6 +69,34 @@ SCRAM_ITERATIONS = 8192  # Kafka's tools' default; the broker takes 4096 to 1638
 # Kafka's CLUSTER resource type is BROKER in librdkafka's enum; every other name is the same in both.
 _LIBRDKAFKA_RESOURCE = {"CLUSTER": "BROKER"}
 _KAFKA_RESOURCE = {"BROKER": "CLUSTER"}
+
+
+@dataclass(frozen=True)
+class ClientTls:
+    """Mutual TLS for the admin client (a secured cluster's REPLICATION listener): PEM text, as the Secret holds it."""
+
+    ca: str
+    cert: str
+    key: str
+
+    def librdkafka(self) -> dict[str, str]:
+        return {
+            "security.protocol": "SSL",
+            "ssl.ca.pem": self.ca,
+            "ssl.certificate.pem": self.cert,
+            "ssl.key.pem": self.key,
+        }
+
+    def context(self) -> ssl.SSLContext:
+        """The same for the operator's own requests (request_once). Python's ssl loads a key from a file only: a
+        private one that exists while it reads."""
+        context = ssl.create_default_context(cadata=self.ca)
+        with tempfile.TemporaryDirectory(prefix="kafkette-admin-") as scratch:
+            path = Path(scratch) / "client.pem"
+            with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as out:
+                out.write(self.key + self.cert)
+            context.load_cert_chain(path)
+        return context
 
 
 class AdminError(Exception):
@@ -162,13 +194,19 @@ class GroupState:
 class Admin:
     """One AdminClient for one cluster; cheap to keep, safe to share between handlers."""
 
-    def __init__(self, bootstrap: str, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(self, bootstrap: str, timeout: float = DEFAULT_TIMEOUT, tls: ClientTls | None = None) -> None:
         self.bootstrap = bootstrap
         self.timeout = timeout
+        self._tls = tls.context() if tls is not None else None
         # librdkafka logs every failed reconnect (several a second) as an error; the failure reaches
         # the resource's status through the call's exception, so only critical logs are kept.
         self._client = AdminClient(
-            {"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout * 1000), "log_level": 2}
+            {
+                "bootstrap.servers": bootstrap,
+                "socket.timeout.ms": int(timeout * 1000),
+                "log_level": 2,
+                **(tls.librdkafka() if tls is not None else {}),
+            }
         )
 
     async def _await(self, future: concurrent.futures.Future[Any], what: str) -> Any:
@@ -357,6 +395,7 @@ class Admin:
                     reassignment.LOG_DIRS_VERSION,
                     self.timeout,
                     CLIENT_ID,
+                    self._tls,
                 )
             except OSError:
                 continue
@@ -368,7 +407,9 @@ class Admin:
         for server in self.bootstrap.split(","):
             host, port = server.strip().rsplit(":", 1)
             try:
-                return await asyncio.to_thread(request_once, host, int(port), request, version, self.timeout, CLIENT_ID)
+                return await asyncio.to_thread(
+                    request_once, host, int(port), request, version, self.timeout, CLIENT_ID, self._tls
+                )
             except OSError:
                 continue
         raise AdminError(f"{what}: no answer from {self.bootstrap} within {self.timeout:g}s")

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 RACK_ANNOTATION = "kafkette.dev/rack"
 # Stands for the pod's IP in the per-broker properties (`advertise: podIP`); filled in by `start` in the pod.
 POD_IP_PLACEHOLDER = "${POD_IP}"
+# The organization of the brokers' and the operator's certificate subjects; users' certificates have none.
+SUBJECT_ORGANIZATION = "kafkette"
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,60 @@ class ClusterNames:
 
     def bootstrap_servers(self, port: int) -> str:
         return f"{self.bootstrap}.{self.namespace}.svc:{port}"
+
+    # Secrets of a secured cluster, named as Strimzi names them: the CA certificates (public, for clients) apart
+    # from the CA keys (the operator's alone, never mounted in a pod).
+    @property
+    def cluster_ca_cert(self) -> str:
+        return f"{self.cluster}-cluster-ca-cert"
+
+    @property
+    def cluster_ca(self) -> str:
+        return f"{self.cluster}-cluster-ca"
+
+    @property
+    def clients_ca_cert(self) -> str:
+        return f"{self.cluster}-clients-ca-cert"
+
+    @property
+    def clients_ca(self) -> str:
+        return f"{self.cluster}-clients-ca"
+
+    @property
+    def broker_certs(self) -> str:
+        """The brokers' keys and certificates and the trust bundle, mounted in the broker pods."""
+        return f"{self.cluster}-broker-certs"
+
+    @property
+    def operator_certs(self) -> str:
+        """The operator's own client certificate for this cluster (a super user)."""
+        return f"{self.cluster}-operator-certs"
+
+    @property
+    def broker_common_name(self) -> str:
+        return f"{self.cluster}-broker"
+
+    @property
+    def broker_subject(self) -> str:
+        """The subject of every broker's certificate (O=kafkette): their principal on the REPLICATION listener."""
+        return f"CN={self.broker_common_name},O={SUBJECT_ORGANIZATION}"
+
+    @property
+    def operator_common_name(self) -> str:
+        return f"{self.cluster}-operator"
+
+    @property
+    def operator_subject(self) -> str:
+        return f"CN={self.operator_common_name},O={SUBJECT_ORGANIZATION}"
+
+    def broker_dns_names(self, ordinal: int) -> tuple[str, ...]:
+        """The names a broker's certificate holds: its pod's names through the headless Service and the bootstrap
+        Service's, short and fully qualified, so clients verify whichever they were given."""
+        names: list[str] = []
+        for host in (f"{self.pod(ordinal)}.{self.headless}", self.bootstrap):
+            names += [host, f"{host}.{self.namespace}", f"{host}.{self.namespace}.svc"]
+            names.append(f"{host}.{self.namespace}.svc.cluster.local")
+        return tuple(names)
 
 
 def selector_labels(cluster: str) -> dict[str, str]:

@@ -23,12 +23,22 @@ from kafkette.operator.kube.names import (
 )
 from kafkette.operator.planning.dynamic_config import split_config
 from kafkette.operator.planning.voters import voter_count
-from kafkette.operator.resources.kafkacluster import CONTROLLER_LISTENER, CONTROLLER_PORT, KafkaClusterSpec
+from kafkette.operator.resources.kafkacluster import (
+    CONTROLLER_LISTENER,
+    CONTROLLER_PORT,
+    REPLICATION_LISTENER,
+    REPLICATION_PORT,
+    KafkaClusterSpec,
+)
 
 DATA_VOLUME = "/var/lib/kafkette"  # the PVC's mount point
 DATA_DIR = f"{DATA_VOLUME}/data"  # log.dirs: a directory the broker creates on the volume
 TEMPLATES = ("configmap", "services", "pdb", "statefulset")
 POD_INFO_DIR = "/etc/podinfo"
+# A secured cluster's broker pods mount their Secret here (never a CA key: those stay with the operator).
+TLS_DIR = "/etc/kafkette-tls"
+TRUST_BUNDLE = "ca-bundle.crt"  # the cluster CA's and the clients CA's certificates
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 # Where each broker serves Prometheus metrics (`metrics.port`), the port Kafka exporters customarily use;
 # the pod's annotations tell an annotation-driven Prometheus to scrape it.
 METRICS_PORT = 9308
@@ -62,12 +72,50 @@ def _port_name(listener: str) -> str:
     return listener.lower().replace("_", "-")[:15]
 
 
+def broker_key_store(ordinal: int) -> str:
+    """The broker's PEM key store in its Secret: the key, its certificate and the cluster CA's."""
+    return f"broker-{ordinal}.pem"
+
+
 def client_ports(spec: KafkaClusterSpec) -> list[Port]:
-    return [Port(_port_name(listener.name), listener.port) for listener in spec.listeners]
+    """The bootstrap Service's ports: the client listeners, and REPLICATION (the operator's) when secured."""
+    ports = [Port(_port_name(listener.name), listener.port) for listener in spec.listeners]
+    return ports + ([Port(_port_name(REPLICATION_LISTENER), REPLICATION_PORT)] if spec.secured else [])
 
 
 def broker_ports(spec: KafkaClusterSpec) -> list[Port]:
     return [*client_ports(spec), Port(_port_name(CONTROLLER_LISTENER), CONTROLLER_PORT), Port("metrics", METRICS_PORT)]
+
+
+def probe_port(spec: KafkaClusterSpec) -> int:
+    return REPLICATION_PORT if spec.secured else spec.listeners[0].port
+
+
+def security_properties(names: ClusterNames, spec: KafkaClusterSpec, ordinal: int) -> dict[str, str]:
+    """A secured broker's TLS, SASL and authorizer settings, in Kafka's names. Every TLS listener states its own
+    ssl.client.auth; the global `required` is the controller's and REPLICATION's (mutual TLS between brokers and
+    with the operator). The brokers' and the operator's certificate subjects are super users."""
+    if not spec.secured:
+        return {}
+    properties = {
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": f"{TLS_DIR}/{broker_key_store(ordinal)}",
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": f"{TLS_DIR}/{TRUST_BUNDLE}",
+        "ssl.client.auth": "required",
+    }
+    for listener in spec.listeners:
+        if listener.tls:
+            mutual = listener.authentication is not None and listener.authentication.type == "tls"
+            properties[f"listener.name.{listener.name.lower()}.ssl.client.auth"] = "required" if mutual else "none"
+    if any(listener.security_protocol.startswith("SASL") for listener in spec.listeners):
+        properties["sasl.enabled.mechanisms"] = "SCRAM-SHA-512"
+    if spec.authenticated:
+        ours = [f"User:{names.broker_subject}", f"User:{names.operator_subject}"]
+        theirs = [user for user in spec.config.get("super.users", "").split(";") if user.strip()]
+        properties["authorizer.class.name"] = STANDARD_AUTHORIZER
+        properties["super.users"] = ";".join([*ours, *theirs])
+    return properties
 
 
 def broker_properties(names: ClusterNames, spec: KafkaClusterSpec, cluster_id: str, ordinal: int) -> dict[str, str]:
@@ -75,14 +123,22 @@ def broker_properties(names: ClusterNames, spec: KafkaClusterSpec, cluster_id: s
     voters = voter_count(spec.brokers)
     is_voter = ordinal < voters
     listeners = [f"{listener.name}://0.0.0.0:{listener.port}" for listener in spec.listeners]
-    if is_voter:
-        listeners.append(f"{CONTROLLER_LISTENER}://0.0.0.0:{CONTROLLER_PORT}")
     advertised = [
         f"{listener.name}://"
         f"{POD_IP_PLACEHOLDER if listener.advertise == 'podIP' else names.pod_host(ordinal)}:{listener.port}"
         for listener in spec.listeners
     ]
-    protocols = [f"{name}:PLAINTEXT" for name in [listener.name for listener in spec.listeners] + [CONTROLLER_LISTENER]]
+    protocols = [f"{listener.name}:{listener.security_protocol}" for listener in spec.listeners]
+    inter_broker = spec.listeners[0].name
+    if spec.secured:
+        # Brokers replicate, and the operator administers, over mutual TLS with the cluster CA's certificates.
+        listeners.append(f"{REPLICATION_LISTENER}://0.0.0.0:{REPLICATION_PORT}")
+        advertised.append(f"{REPLICATION_LISTENER}://{names.pod_host(ordinal)}:{REPLICATION_PORT}")
+        protocols.append(f"{REPLICATION_LISTENER}:SSL")
+        inter_broker = REPLICATION_LISTENER
+    if is_voter:
+        listeners.append(f"{CONTROLLER_LISTENER}://0.0.0.0:{CONTROLLER_PORT}")
+    protocols.append(f"{CONTROLLER_LISTENER}:{'SSL' if spec.secured else 'PLAINTEXT'}")
     owned = {
         "node.id": str(ordinal),
         "cluster.id": cluster_id,
@@ -94,9 +150,10 @@ def broker_properties(names: ClusterNames, spec: KafkaClusterSpec, cluster_id: s
         "listeners": ",".join(listeners),
         "advertised.listeners": ",".join(advertised),
         "listener.security.protocol.map": ",".join(protocols),
-        "inter.broker.listener.name": spec.listeners[0].name,
+        "inter.broker.listener.name": inter_broker,
         "log.dirs": DATA_DIR,
         "metrics.port": str(METRICS_PORT),
+        **security_properties(names, spec, ordinal),
     }
     return {**dict(sorted(spec.config.items())), **owned}
 
@@ -140,6 +197,9 @@ def render_cluster(name: str, namespace: str, uid: str, spec: KafkaClusterSpec) 
     command = ["python", "-m", "kafkette.operator.kube.start", "--config-dir", "/etc/kafkette", "--data-dir", DATA_DIR]
     if spec.rack is not None:
         command += ["--pod-info", POD_INFO_DIR]
+    probe = ["python", "-m", "kafkette.operator.kube.probe", "--bootstrap", f"127.0.0.1:{probe_port(spec)}"]
+    if spec.secured:
+        probe += ["--tls-dir", TLS_DIR]
     context = {
         "names": names,
         "namespace": namespace,
@@ -151,7 +211,9 @@ def render_cluster(name: str, namespace: str, uid: str, spec: KafkaClusterSpec) 
         "broker_properties": properties,
         "client_ports": client_ports(spec),
         "broker_ports": broker_ports(spec),
-        "probe_port": spec.listeners[0].port,
+        "probe_port": probe_port(spec),
+        "probe_command": probe,
+        "tls_dir": TLS_DIR if spec.secured else None,
         "affinity": _affinity(spec, selector),
         "container_security": CONTAINER_SECURITY,
         "command": command,

@@ -7,6 +7,7 @@ needs the answer of each broker in turn, so this opens a socket to exactly the o
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 from typing import TYPE_CHECKING
 
@@ -29,12 +30,22 @@ def _exactly(sock: socket.socket, n: int) -> bytes:
     return bytes(chunks)
 
 
-def request_once(host: str, port: int, body: Message, version: int, timeout: float, client_id: str) -> Message:
-    """One request on a fresh connection; OSError (refused, timed out, closed) when the broker does not answer."""
+def request_once(
+    host: str,
+    port: int,
+    body: Message,
+    version: int,
+    timeout: float,
+    client_id: str,
+    tls: ssl.SSLContext | None = None,
+) -> Message:
+    """One request on a fresh connection (over TLS with `tls`); OSError (refused, timed out, closed, a failed
+    handshake) when the broker does not answer."""
     # Imported here: the codec loads every message module, which `kafkette stop/kill` do not need.
     from kafkette.broker.protocol.framing import decode_response, encode_request
 
-    with socket.create_connection((host, port), timeout=timeout) as sock:
+    with socket.create_connection((host, port), timeout=timeout) as plain:
+        sock = tls.wrap_socket(plain, server_hostname=host) if tls is not None else plain
         sock.settimeout(timeout)
         sock.sendall(encode_request(body, version, 1, client_id))
         size = _SIZE.unpack(_exactly(sock, 4))[0]

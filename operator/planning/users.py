@@ -14,8 +14,10 @@ CLUSTER_NAME = "kafka-cluster"
 RESOURCE_TYPES = {"topic": "TOPIC", "group": "GROUP", "cluster": "CLUSTER", "transactionalId": "TRANSACTIONAL_ID"}
 
 
-def principal(username: str) -> str:
-    return f"User:{username}"
+def principal(username: str, authentication: str = "scram-sha-512") -> str:
+    """The user's Kafka principal: its SASL username, or for `tls` its certificate's subject as the broker names a
+    client certificate (`User:CN=<name>`, broker/security/tls.py: peer_principal)."""
+    return f"User:CN={username}" if authentication == "tls" else f"User:{username}"
 
 
 def _kafka_operation(name: str) -> str:

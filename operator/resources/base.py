@@ -39,6 +39,20 @@ class Model(BaseModel):
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
+def cluster_ref(held: str) -> Any:
+    """The `clusterRef` field of a resource held by a KafkaCluster (a Topic, a KafkaUser): fixed at creation."""
+    return Field(
+        min_length=1,
+        max_length=253,
+        description=f"The name of the KafkaCluster, in the same namespace, that holds the {held}.",
+        json_schema_extra={"x-kubernetes-validations": [cel("self == oldSelf", "clusterRef cannot change")]},
+    )
+
+
+def cluster_column(held: str) -> PrinterColumn:
+    return PrinterColumn("Cluster", ".spec.clusterRef", description=f"The KafkaCluster holding the {held}")
+
+
 class Condition(Model):
     """A Kubernetes-style condition: one aspect of the resource's state and when it last changed."""
 

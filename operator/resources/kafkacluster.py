@@ -62,34 +62,125 @@ class Rack(Model):
     )
 
 
+# The internal listener of a secured cluster (mutual TLS with the cluster CA's certificates): replication, the
+# operator's admin client and the readiness probe. Like the controller's, its name and port are not free for clients.
+REPLICATION_LISTENER = "REPLICATION"
+REPLICATION_PORT = 9091
+RESERVED_PORTS = (CONTROLLER_PORT, REPLICATION_PORT)
+RESERVED_NAMES = (CONTROLLER_LISTENER, REPLICATION_LISTENER)
+LISTENER_NAME_PATTERN = "^[A-Z][A-Z0-9_]{0,24}$"
+
+
 def _check_listener_port(port: int) -> int:
-    if port == CONTROLLER_PORT:
-        raise ValueError(_CONTROLLER_PORT_MESSAGE)
+    if port in RESERVED_PORTS:
+        raise ValueError(_RESERVED_PORT_MESSAGE)
     return port
 
 
-_CONTROLLER_PORT_MESSAGE = f"port {CONTROLLER_PORT} is the controller quorum's; pick another port"
+def _check_listener_name(name: str) -> str:
+    if name in RESERVED_NAMES:
+        raise ValueError(_RESERVED_NAME_MESSAGE)
+    return name
+
+
+_RESERVED_PORT_MESSAGE = (
+    f"ports {CONTROLLER_PORT} (the controller quorum's) and {REPLICATION_PORT} (replication's) are taken; pick another"
+)
+_RESERVED_NAME_MESSAGE = f"{' and '.join(RESERVED_NAMES)} are the operator's own listeners; pick another name"
+_RENEWAL_MESSAGE = "renewalDays must be less than validityDays"
+_TLS_AUTH_NEEDS_TLS = "authentication type tls needs tls: true"
+_TLS_NEEDS_DNS = "a tls listener advertises DNS names (its certificates name them): advertise podIP is not possible"
+
+
+class ListenerAuthentication(Model):
+    """How clients of a listener authenticate."""
+
+    type: Literal["scram-sha-512", "tls"] = Field(
+        description="scram-sha-512: SASL SCRAM-SHA-512 with a KafkaUser's password; tls: a client certificate "
+        "signed by the clients CA (a KafkaUser with authentication tls), required."
+    )
 
 
 class Listener(Model):
     """A client listener of every broker."""
 
-    # Without a listener.security.protocol.map a Kafka listener is named by its security protocol, and the
-    # broker implements PLAINTEXT alone (no TLS or SASL yet): any other name is unknown and refused.
-    name: Literal["PLAINTEXT"] = Field(
-        description="The listener's name, which is its security protocol: PLAINTEXT (TLS and SASL are not supported)."
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel("!has(self.authentication) || self.authentication.type != 'tls' || self.tls", _TLS_AUTH_NEEDS_TLS),
+                cel("!self.tls || self.advertise == 'dns'", _TLS_NEEDS_DNS),
+            ]
+        }
+    )
+
+    name: Annotated[str, AfterValidator(_check_listener_name)] = Field(
+        pattern=LISTENER_NAME_PATTERN,
+        description="The listener's name (upper case, e.g. PLAINTEXT, TLS, SCRAM); its security protocol follows "
+        "from tls and authentication.",
+        json_schema_extra={
+            "x-kubernetes-validations": [cel(f"!(self in {list(RESERVED_NAMES)})", _RESERVED_NAME_MESSAGE)]
+        },
     )
     port: Annotated[int, AfterValidator(_check_listener_port)] = Field(
         ge=1024,
         le=65535,
         description="Container port the listener binds.",
-        json_schema_extra={"x-kubernetes-validations": [cel(f"self != {CONTROLLER_PORT}", _CONTROLLER_PORT_MESSAGE)]},
+        json_schema_extra={
+            "x-kubernetes-validations": [cel(f"!(self in {list(RESERVED_PORTS)})", _RESERVED_PORT_MESSAGE)]
+        },
+    )
+    tls: bool = Field(
+        False,
+        description="Encrypt with TLS; the brokers' certificates are signed by the cluster CA (Secret "
+        "<cluster>-cluster-ca-cert, key ca.crt).",
+    )
+    authentication: ListenerAuthentication | None = Field(
+        None, description="How clients authenticate; anyone connects when unset."
     )
     advertise: Literal["dns", "podIP"] = Field(
         "dns",
         description="Advertise each pod's stable DNS name through the headless Service (dns: clients inside the "
         "cluster), or its pod IP from the downward API (podIP: clients that reach pod IPs but not cluster DNS).",
     )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if self.authentication is not None and self.authentication.type == "tls" and not self.tls:
+            raise ValueError(_TLS_AUTH_NEEDS_TLS)
+        if self.tls and self.advertise != "dns":
+            raise ValueError(_TLS_NEEDS_DNS)
+        return self
+
+    @property
+    def security_protocol(self) -> str:
+        """Kafka's security protocol of the listener."""
+        sasl = self.authentication is not None and self.authentication.type == "scram-sha-512"
+        if self.tls:
+            return "SASL_SSL" if sasl else "SSL"
+        return "SASL_PLAINTEXT" if sasl else "PLAINTEXT"
+
+    @property
+    def secured(self) -> bool:
+        return self.tls or self.authentication is not None
+
+
+class CertificateAuthority(Model):
+    """A certificate authority the operator keeps, and how long what it signs lasts (Strimzi's clusterCa)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"x-kubernetes-validations": [cel("self.renewalDays < self.validityDays", _RENEWAL_MESSAGE)]}
+    )
+
+    validity_days: int = Field(365, ge=1, le=36500, description="Days the CA's and its certificates' validity lasts.")
+    renewal_days: int = Field(
+        30, ge=0, le=36499, description="Renew a certificate once fewer days than this remain of its validity."
+    )
+
+    @model_validator(mode="after")
+    def _window(self) -> Self:
+        if self.renewal_days >= self.validity_days:
+            raise ValueError(_RENEWAL_MESSAGE)
+        return self
 
 
 # Written as `cpu: 1` or `memory: 512Mi`: int-or-string in the schema, a string in the model.
@@ -131,6 +222,7 @@ class PodTemplate(Model):
     node_selector: dict[str, str] = Field(default_factory=dict, description="Node labels the pods must match.")
 
 
+_PORTS_MESSAGE = "each listener needs its own port"
 _OWNED_KEYS_MESSAGE = (
     "listeners, node ids, log.dirs, the quorum and the cluster id are set by the operator from the cluster's shape;"
     " leave them out of spec.config"
@@ -169,10 +261,24 @@ class KafkaClusterSpec(Model):
         # A plain default (pydantic copies it per instance) so the CRD schema carries it too.
         [Listener(name="PLAINTEXT", port=9092)],
         min_length=1,
-        # A broker binds and advertises one client listener today; a second one would silently go unserved.
-        max_length=1,
-        description="The client listener (one per broker for now): its name, port, and the address advertised.",
-        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+        max_length=8,
+        description="The client listeners of every broker: name, port, TLS, authentication and the address "
+        "advertised. Any tls or authentication makes the cluster secured (docs/security.md).",
+        json_schema_extra={
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["name"],
+            "x-kubernetes-validations": [cel("self.all(a, self.exists_one(b, b.port == a.port))", _PORTS_MESSAGE)],
+        },
+    )
+    cluster_ca: CertificateAuthority = Field(
+        CertificateAuthority(),
+        description="The CA of the brokers' and the operator's certificates (Secrets <cluster>-cluster-ca-cert and "
+        "<cluster>-cluster-ca); used when the cluster is secured.",
+    )
+    clients_ca: CertificateAuthority = Field(
+        CertificateAuthority(),
+        description="The CA of KafkaUsers' client certificates (Secrets <cluster>-clients-ca-cert and "
+        "<cluster>-clients-ca); used when the cluster is secured.",
     )
     config: BrokerConfigMap = Field(
         default_factory=dict,
@@ -195,6 +301,26 @@ class KafkaClusterSpec(Model):
     @property
     def image_ref(self) -> str:
         return self.image or f"{DEFAULT_IMAGE_REPOSITORY}:{self.version}"
+
+    @property
+    def secured(self) -> bool:
+        """Any listener with TLS or authentication: the cluster gets CAs, certificates, the REPLICATION listener
+        and (with authentication) the authorizer."""
+        return any(listener.secured for listener in self.listeners)
+
+    @property
+    def authenticated(self) -> bool:
+        return any(listener.authentication is not None for listener in self.listeners)
+
+    @model_validator(mode="after")
+    def _ports_unique(self) -> Self:
+        ports = [listener.port for listener in self.listeners]
+        if len(set(ports)) != len(ports):
+            raise ValueError(_PORTS_MESSAGE)
+        names = [listener.name for listener in self.listeners]
+        if len(set(names)) != len(names):
+            raise ValueError("each listener name may appear only once")
+        return self
 
     @model_validator(mode="after")
     def _replicas_fit(self) -> Self:

@@ -1,15 +1,17 @@
-"""The KafkaUser custom resource: a Kafka principal with a SCRAM-SHA-512 credential and its ACLs.
+"""The KafkaUser custom resource: a Kafka principal with a SCRAM-SHA-512 credential or a client certificate, and
+its ACLs.
 
-Shaped like Strimzi's KafkaUser: the username is metadata.name, the operator keeps the password in a Secret of
-the same name, and `authorization.acls` lists Kafka ACLs (resource, pattern, operations, host, allow or deny)
-that become exactly the broker's ACLs for `User:<name>`.
+Shaped like Strimzi's KafkaUser: the username is metadata.name, the operator keeps the password (or the certificate
+and its key) in a Secret of the same name, and `authorization.acls` lists Kafka ACLs (resource, pattern,
+operations, host, allow or deny) that become exactly the broker's ACLs for `User:<name>` (SCRAM) or
+`User:CN=<name>` (tls).
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from kafkette.operator.resources.base import (
     AGE_COLUMN,
@@ -19,6 +21,8 @@ from kafkette.operator.resources.base import (
     PrinterColumn,
     Status,
     cel,
+    cluster_column,
+    cluster_ref,
 )
 
 # Kafka's AclOperation names, as Strimzi spells them.
@@ -36,29 +40,18 @@ Operation = Literal[
     "All",
 ]
 ResourceType = Literal["topic", "group", "cluster", "transactionalId"]
-TLS_NOT_SUPPORTED = "authentication type tls is not supported yet: use scram-sha-512"
 NAME_REQUIRED = "name is required for topic, group and transactionalId"
 
 
 class Authentication(Model):
     """How the user logs in."""
 
-    model_config = ConfigDict(
-        json_schema_extra={"x-kubernetes-validations": [cel("self.type == 'scram-sha-512'", TLS_NOT_SUPPORTED)]}
-    )
-
-    # tls is listed so that the refusal names it; the CEL rule above (and the operator) refuse it for now.
     type: Literal["scram-sha-512", "tls"] = Field(
         description="scram-sha-512: the operator generates a password into a Secret named after the user "
-        "and sets the user's SCRAM-SHA-512 credential. tls (client certificates) is not supported yet.",
+        "and sets the user's SCRAM-SHA-512 credential. tls: the operator issues a client certificate signed by "
+        "the cluster's clients CA into that Secret (ca.crt, user.crt, user.key, user.p12, user.password); the "
+        "principal is User:CN=<name>.",
     )
-
-    @field_validator("type")
-    @classmethod
-    def _supported(cls, value: str) -> str:
-        if value != "scram-sha-512":
-            raise ValueError(TLS_NOT_SUPPORTED)
-        return value
 
 
 class AclResource(Model):
@@ -113,12 +106,7 @@ class Authorization(Model):
 class KafkaUserSpec(Model):
     """The desired user."""
 
-    cluster_ref: str = Field(
-        min_length=1,
-        max_length=253,
-        description="The name of the KafkaCluster, in the same namespace, that holds the user.",
-        json_schema_extra={"x-kubernetes-validations": [cel("self == oldSelf", "clusterRef cannot change")]},
-    )
+    cluster_ref: str = cluster_ref("user")
     authentication: Authentication = Field(description="How the user logs in.")
     authorization: Authorization = Field(
         default_factory=Authorization, description="What the user may do; without ACLs, nothing."
@@ -128,19 +116,21 @@ class KafkaUserSpec(Model):
 class KafkaUserStatus(Status):
     """The user as the operator last set it up."""
 
-    username: str | None = Field(None, description="The SASL username (the principal is User:<username>).")
-    secret: str | None = Field(None, description="The Secret holding the password and the sasl.jaas.config line.")
+    username: str | None = Field(
+        None, description="The principal's name: the SASL username, or CN=<name> for tls (the principal is User:<it>)."
+    )
+    secret: str | None = Field(None, description="The Secret holding the password or the certificate and its key.")
 
 
 KAFKA_USER = Kind(
     kind="KafkaUser",
     plural="kafkausers",
     short_names=("ku",),
-    description="A Kafka user (SCRAM-SHA-512 credential and ACLs) managed by the Kafkette operator.",
+    description="A Kafka user (a SCRAM-SHA-512 credential or a client certificate, and ACLs) managed by Kafkette.",
     spec=KafkaUserSpec,
     status=KafkaUserStatus,
     columns=(
-        PrinterColumn("Cluster", ".spec.clusterRef", description="The KafkaCluster holding the user"),
+        cluster_column("user"),
         PrinterColumn("Authentication", ".spec.authentication.type"),
         PrinterColumn("Secret", ".status.secret", description="The Secret with the credentials"),
         READY_COLUMN,

@@ -14,6 +14,8 @@ from kafkette.operator.resources.base import (
     PrinterColumn,
     Status,
     cel,
+    cluster_column,
+    cluster_ref,
 )
 from kafkette.operator.resources.config import TopicConfigMap
 
@@ -38,12 +40,7 @@ class TopicSpec(Model):
         }
     )
 
-    cluster_ref: str = Field(
-        min_length=1,
-        max_length=253,
-        description="The name of the KafkaCluster, in the same namespace, that holds the topic.",
-        json_schema_extra={"x-kubernetes-validations": [cel("self == oldSelf", "clusterRef cannot change")]},
-    )
+    cluster_ref: str = cluster_ref("topic")
     topic_name: str | None = Field(
         None,
         pattern=TOPIC_NAME_PATTERN,
@@ -93,7 +90,7 @@ TOPIC = Kind(
     spec=TopicSpec,
     status=TopicStatus,
     columns=(
-        PrinterColumn("Cluster", ".spec.clusterRef", description="The KafkaCluster holding the topic"),
+        cluster_column("topic"),
         PrinterColumn("Topic", ".status.topicName", description="The Kafka topic name"),
         PrinterColumn("Partitions", ".spec.partitions", "integer"),
         PrinterColumn("Replicas", ".status.replicas", "integer"),

@@ -30,7 +30,8 @@ def test_defaults_are_applied(custom: Custom) -> None:
     assert topic["spec"]["deletionPolicy"] == "delete"
     cluster = custom.create("kafkaclusters", "main", {})
     assert cluster["spec"]["brokers"] == 3
-    assert cluster["spec"]["listeners"] == [{"name": "PLAINTEXT", "port": 9092, "advertise": "dns"}]
+    assert cluster["spec"]["listeners"] == [{"name": "PLAINTEXT", "port": 9092, "tls": False, "advertise": "dns"}]
+    assert cluster["spec"]["clusterCa"] == {"validityDays": 365, "renewalDays": 30}
     assert cluster["spec"]["resources"] == {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"memory": "1Gi"}}
     assert cluster["spec"]["storage"] == {"size": "10Gi", "deleteClaim": False}
 
@@ -57,19 +58,21 @@ def test_invalid_topic_is_rejected_with_a_readable_message(custom: Custom, spec:
     [
         ({"brokers": 0}, "spec.brokers in body should be greater than or equal to 1"),
         ({"storage": {"size": "lots"}}, "spec.storage.size in body should match"),
-        (
-            {"listeners": [{"name": "NOT_A_LISTENER", "port": 9092}]},
-            'spec.listeners[0].name: Unsupported value: "NOT_A_LISTENER": supported values: "PLAINTEXT"',
-        ),
-        ({"listeners": [{"name": "SASL_SSL", "port": 9092}]}, 'supported values: "PLAINTEXT"'),
-        ({"listeners": [{"name": "PLAINTEXT", "port": 9093}]}, "port 9093 is the controller quorum's"),
+        ({"listeners": [{"name": "plain", "port": 9092}]}, "spec.listeners[0].name in body should match"),
+        ({"listeners": [{"name": "CONTROLLER", "port": 9092}]}, "are the operator's own listeners"),
+        ({"listeners": [{"name": "PLAINTEXT", "port": 9093}]}, "ports 9093 (the controller quorum's)"),
+        ({"listeners": [{"name": "PLAINTEXT", "port": 9091}]}, "9091 (replication's) are taken"),
+        ({"listeners": [{"name": "A", "port": 9092}, {"name": "B", "port": 9092}]}, "each listener needs its own port"),
+        ({"listeners": [{"name": "M", "port": 9092, "authentication": {"type": "tls"}}]}, "needs tls: true"),
+        ({"listeners": [{"name": "T", "port": 9092, "tls": True, "advertise": "podIP"}]}, "podIP is not possible"),
+        ({"clientsCa": {"validityDays": 10, "renewalDays": 10}}, "renewalDays must be less than validityDays"),
         (
             {"listeners": [{"name": "PLAINTEXT", "port": 9092, "advertise": "nodeIP"}]},
             'supported values: "dns", "podIP"',
         ),
         (
             {"listeners": [{"name": "PLAINTEXT", "port": 9092}, {"name": "PLAINTEXT", "port": 9094}]},
-            "must have at most 1 item",
+            "Duplicate value",
         ),
         ({"listeners": []}, "should have at least 1 items"),
         ({"brokers": 1, "config": {"min.insync.replicas": 2}}, "min.insync.replicas cannot exceed brokers"),

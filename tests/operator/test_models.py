@@ -96,10 +96,15 @@ def test_kstatus_conditions_name_one_phase_and_the_generation() -> None:
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ({"listeners": [{"name": "NOT_A_LISTENER", "port": 9092}]}, "Input should be 'PLAINTEXT'"),
-        ({"listeners": [{"name": "SASL_SSL", "port": 9092}]}, "Input should be 'PLAINTEXT'"),
+        ({"listeners": [{"name": "not-a-listener", "port": 9092}]}, "should match pattern"),
+        ({"listeners": [{"name": "REPLICATION", "port": 9092}]}, "the operator's own listeners"),
         ({"listeners": [{"name": "PLAINTEXT", "port": 9093}]}, "controller quorum"),
-        ({"listeners": [{"name": "PLAINTEXT", "port": 9092}, {"name": "PLAINTEXT", "port": 9094}]}, "at most 1 item"),
+        ({"listeners": [{"name": "PLAINTEXT", "port": 9091}]}, "replication's"),
+        ({"listeners": [{"name": "PLAINTEXT", "port": 9092}, {"name": "PLAINTEXT", "port": 9094}]}, "only once"),
+        ({"listeners": [{"name": "A", "port": 9092}, {"name": "B", "port": 9092}]}, "its own port"),
+        ({"listeners": [{"name": "MTLS", "port": 9092, "authentication": {"type": "tls"}}]}, "needs tls: true"),
+        ({"listeners": [{"name": "TLS", "port": 9092, "tls": True, "advertise": "podIP"}]}, "podIP is not possible"),
+        ({"clusterCa": {"validityDays": 30, "renewalDays": 30}}, "renewalDays must be less than validityDays"),
         ({"brokers": 1, "config": {"min.insync.replicas": 2}}, r"min.insync.replicas \(2\) cannot exceed brokers"),
         ({"resources": {"requests": {"cpu": "lots"}}}, "should match pattern"),
     ],

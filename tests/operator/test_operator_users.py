@@ -220,7 +220,6 @@ def test_user_logs_in_with_its_secret_gets_its_acls_and_loses_both_on_delete(
 @pytest.mark.parametrize(
     ("spec", "expected"),
     [
-        ({"authentication": {"type": "tls"}}, "authentication type tls is not supported yet"),
         ({"authentication": {"type": "oauth"}}, 'supported values: "scram-sha-512", "tls"'),
         ({}, "spec.authentication: Required value"),
         (

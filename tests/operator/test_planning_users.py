@@ -106,7 +106,7 @@ def test_jaas_config_is_the_scram_login_module_line() -> None:
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ({"authentication": {"type": "tls"}}, "tls is not supported yet"),
+        ({"authentication": {"type": "oauth"}}, "'scram-sha-512' or 'tls'"),
         (
             {
                 "authentication": {"type": "scram-sha-512"},

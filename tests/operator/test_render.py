@@ -10,7 +10,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from kafkette.broker.config import parse_properties
+from kafkette.broker.config import BrokerConfig, parse_properties
 from kafkette.operator.kube.names import kafka_cluster_id
 from kafkette.operator.kube.render import render_cluster
 from kafkette.operator.kube.start import annotation, ordinal, server_properties
@@ -38,6 +38,14 @@ SPECS = {
             "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "kafka", "effect": "NoSchedule"}],
             "nodeSelector": {"pool": "kafka"},
         },
+    },
+    "secured": {
+        "listeners": [
+            {"name": "PLAIN", "port": 9092},
+            {"name": "SCRAM", "port": 9094, "tls": True, "authentication": {"type": "scram-sha-512"}},
+            {"name": "MTLS", "port": 9095, "tls": True, "authentication": {"type": "tls"}},
+        ],
+        "config": {"super.users": "User:admin"},
     },
 }
 
@@ -203,3 +211,51 @@ def test_adding_brokers_or_a_dynamic_config_restarts_none_but_a_static_config_or
     for broker in range(3):
         properties = parse_properties(render(dynamic)["ConfigMap/demo-config"]["data"][f"broker-{broker}.properties"])
         assert (properties["log.retention.ms"], properties["min.insync.replicas"]) == ("1000", "2")
+
+
+def test_a_secured_cluster_renders_kafkas_security_settings_the_broker_accepts() -> None:
+    objects = render(SPECS["secured"])
+    config = broker_config(objects, 0)
+    assert config["listeners"] == (
+        "PLAIN://0.0.0.0:9092,SCRAM://0.0.0.0:9094,MTLS://0.0.0.0:9095,REPLICATION://0.0.0.0:9091,CONTROLLER://0.0.0.0:9093"
+    )
+    assert config["advertised.listeners"].endswith(",REPLICATION://demo-broker-0.demo-brokers.data.svc:9091")
+    assert config["listener.security.protocol.map"] == (
+        "PLAIN:PLAINTEXT,SCRAM:SASL_SSL,MTLS:SSL,REPLICATION:SSL,CONTROLLER:SSL"
+    )
+    assert config["inter.broker.listener.name"] == "REPLICATION"
+    assert config["ssl.keystore.type"] == config["ssl.truststore.type"] == "PEM"
+    assert config["ssl.keystore.location"] == "/etc/kafkette-tls/broker-0.pem"
+    assert config["ssl.truststore.location"] == "/etc/kafkette-tls/ca-bundle.crt"
+    # Mutual TLS between brokers (controller, REPLICATION) and on the tls-authenticated listener; SCRAM's TLS
+    # asks for no certificate.
+    assert config["ssl.client.auth"] == "required"
+    assert config["listener.name.mtls.ssl.client.auth"] == "required"
+    assert config["listener.name.scram.ssl.client.auth"] == "none"
+    assert config["sasl.enabled.mechanisms"] == "SCRAM-SHA-512"
+    assert config["authorizer.class.name"] == "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+    assert config["super.users"] == "User:CN=demo-broker,O=kafkette;User:CN=demo-operator,O=kafkette;User:admin"
+    parsed = BrokerConfig.from_properties(config)  # the broker's own rules accept all of it
+    assert parsed.security_protocol("MTLS") == "SSL" and parsed.ssl_client_auth_on("SCRAM") == "none"
+    assert broker_config(objects, 1)["ssl.keystore.location"] == "/etc/kafkette-tls/broker-1.pem"
+
+
+def test_a_secured_clusters_pods_mount_their_certificates_and_probe_over_mutual_tls() -> None:
+    objects = render(SPECS["secured"])
+    pod = objects["StatefulSet/demo-broker"]["spec"]["template"]["spec"]
+    volumes = {volume["name"]: volume for volume in pod["volumes"]}
+    # Only the brokers' Secret: the CA keys (demo-cluster-ca, demo-clients-ca) are never mounted.
+    assert volumes["tls"]["secret"]["secretName"] == "demo-broker-certs"
+    assert [v.get("secret", {}).get("secretName") for v in pod["volumes"] if "secret" in v] == ["demo-broker-certs"]
+    container = pod["containers"][0]
+    assert {"name": "tls", "mountPath": "/etc/kafkette-tls", "readOnly": True} in container["volumeMounts"]
+    assert container["readinessProbe"]["exec"]["command"][-4:] == [
+        "--bootstrap",
+        "127.0.0.1:9091",
+        "--tls-dir",
+        "/etc/kafkette-tls",
+    ]
+    assert {port["port"] for port in objects["Service/demo-bootstrap"]["spec"]["ports"]} == {9091, 9092, 9094, 9095}
+    plain = render(SPECS["defaults"])["StatefulSet/demo-broker"]["spec"]["template"]["spec"]
+    assert "tls" not in {volume["name"] for volume in plain["volumes"]}
+    assert "ssl.keystore.location" not in broker_config(render(SPECS["defaults"]), 0)

@@ -64,8 +64,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - apiGroups: [""]
   resources: [pods, serviceaccounts, persistentvolumeclaims]
   verbs: [get, list, watch, create, patch, delete]
-# A KafkaUser's Secret (its password), applied server-side once (a create) and read on each reconcile; the garbage
-# collector deletes it with its owner.
+# Secrets: a KafkaUser's (its password or client certificate) and a secured KafkaCluster's (its CAs, the brokers'
+# and the operator's certificates), applied server-side and read back by name, never listed; the garbage collector
+# deletes them with their owner.
 - apiGroups: [kafkette.dev]
   resources: [kafkausers/finalizers]
   verbs: [update]

@@ -12,14 +12,13 @@ from kubernetes.client import ApiException
 from kafkette.operator import metrics
 from kafkette.operator.admin import Admin, AdminError, ClusterState
 from kafkette.operator.kube import apply
-from kafkette.operator.kube.handlers import roll, scale
+from kafkette.operator.kube.handlers import certs, roll, scale
 from kafkette.operator.kube.handlers.common import (
-    InvalidSpec,
     admin_for,
     cluster_bootstrap,
     namespace_of,
     observe_seconds,
-    parse_spec,
+    parse_or_stall,
     report,
     resync_seconds,
     stalled,
@@ -43,6 +42,9 @@ async def _apply_children(
             apply.get, "apps/v1", "StatefulSet", ClusterNames(name, namespace).statefulset, namespace
         )
         brokers = scale.held(body.get("status"), statefulset, spec.brokers)
+    if spec.secured:
+        # Before the pods: a broker starts with its certificate mounted.
+        await certs.reconcile(name, namespace, spec, body, brokers)
     children = render_cluster(name, namespace, uid, spec.model_copy(update={"brokers": brokers}))
     # Owner references let the garbage collector delete the children with the cluster; PVCs follow the
     # StatefulSet's retention policy (spec.storage.deleteClaim).
@@ -104,7 +106,7 @@ async def _observe(
     rack_problem = await _label_racks(pod_objects, spec.rack.topology_key) if spec.rack is not None else None
     pods = [BrokerPod.from_api(pod) for pod in pod_objects]
     bootstrap = cluster_bootstrap(dict(body))
-    admin = admin_for(bootstrap)
+    admin = admin_for(bootstrap, await certs.operator_tls(names) if spec.secured else None)
     try:
         kafka: ClusterState | None = await admin.cluster()
     except AdminError:
@@ -158,12 +160,7 @@ async def _observe(
 
 
 def _parse(spec: Any, body: Any, status: Any, patch: Any) -> KafkaClusterSpec | None:
-    """The spec, or None after recording Stalled: a spec only a person can fix is not retried."""
-    try:
-        return parse_spec(KafkaClusterSpec, spec)
-    except InvalidSpec as exc:
-        patch.status.update(report(status, body["metadata"].get("generation", 0), stalled("InvalidSpec", str(exc))))
-        return None
+    return parse_or_stall(KafkaClusterSpec, spec, status, body["metadata"].get("generation", 0), patch)
 
 
 @kopf.on.resume(GROUP, VERSION, PLURAL)

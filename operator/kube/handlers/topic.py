@@ -11,17 +11,18 @@ from kafkette.operator import metrics
 from kafkette.operator.admin import Admin, AdminError
 from kafkette.operator.kube import apply
 from kafkette.operator.kube.handlers.common import (
-    ClusterMissing,
     InvalidSpec,
     admin_for_cluster,
+    admin_for_deletion,
     forget_reconciling,
     namespace_of,
     one_at_a_time,
+    parse_or_stall,
     parse_spec,
     ready,
-    reconciling,
     report,
     resync_seconds,
+    retried_when_kafka_fails,
     stalled,
 )
 from kafkette.operator.planning.topics import Claim, TopicPlan, owner_of, plan_topic
@@ -65,10 +66,8 @@ async def _carry_out(admin: Admin, name: str, spec: TopicSpec, plan: TopicPlan, 
 
 async def reconcile(raw_spec: Any, name: str, namespace: str, body: Any, status: Any, patch: Any) -> None:
     generation = body["metadata"].get("generation", 0)
-    try:
-        spec = parse_spec(TopicSpec, raw_spec)
-    except InvalidSpec as exc:
-        patch.status.update(report(status, generation, stalled("InvalidSpec", str(exc))))
+    spec = parse_or_stall(TopicSpec, raw_spec, status, generation, patch)
+    if spec is None:
         return
     kafka_name = spec.name_in_kafka(name)
     winner = await _owns_name(spec, name, namespace, body["metadata"]["creationTimestamp"])
@@ -84,7 +83,7 @@ async def reconcile(raw_spec: Any, name: str, namespace: str, body: Any, status:
             ),
         )
         return
-    try:
+    with retried_when_kafka_fails(status, generation, patch):
         admin = await admin_for_cluster(spec.cluster_ref, namespace)
         actual = await admin.describe_topic(kafka_name)
         overrides = await admin.topic_overrides(kafka_name) if actual else {}
@@ -102,14 +101,6 @@ async def reconcile(raw_spec: Any, name: str, namespace: str, body: Any, status:
         if plan.changes:
             await _carry_out(admin, kafka_name, spec, plan, body)
             actual = await admin.describe_topic(kafka_name)
-    except ClusterMissing as exc:
-        # A dangling clusterRef (a typo, a deleted cluster) needs a person: Stalled. Still retried, so a cluster
-        # created later is found; one that exists but is still starting is KafkaError below, Reconciling.
-        patch.status.update(report(status, generation, stalled("ClusterNotFound", str(exc))))
-        raise kopf.TemporaryError(str(exc), delay=resync_seconds()) from None
-    except AdminError as exc:
-        patch.status.update(report(status, generation, reconciling("KafkaError", str(exc))))
-        raise kopf.TemporaryError(str(exc), delay=min(10.0, resync_seconds())) from None
     if actual is None:
         # Created, but this broker's metadata does not show it yet: look again shortly.
         raise kopf.TemporaryError(f"topic {kafka_name} not visible yet", delay=min(10.0, resync_seconds()))
@@ -163,10 +154,9 @@ async def topic_deleted(spec: Any, name: str, namespace: str | None, body: Any, 
         # Another resource names the topic too and takes it over; deleting this one must not take it away.
         kopf.info(body, reason="TopicHandedOver", message=f"topic {kafka_name} stays: {owner_of(others).name} has it")
         return
-    try:
-        admin = await admin_for_cluster(parsed.cluster_ref, namespace)
-    except ClusterMissing:
-        return  # the cluster, and the topic with it, is gone
+    admin = await admin_for_deletion(parsed.cluster_ref, namespace)
+    if admin is None:
+        return
     try:
         await admin.delete_topic(kafka_name)
     except AdminError as exc:
