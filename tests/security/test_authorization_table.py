@@ -203,3 +203,185 @@ def test_delete_topics_by_id_is_checked_against_the_topic_name() -> None:
         ("mine", mine, ErrorCode.NONE),
         ("theirs", theirs, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
     }
+
+
+# -- every API that trims refused topics, and every API that trims refused groups or transactional ids ---------
+
+MINE_AND_THEIRS = ("mine", "theirs")
+
+
+def _asking(topic: Any, partition: Any, name: str = "name", index: str = "partition_index") -> list[Any]:
+    """Topics mine and theirs with partitions 0 and 1, in one API's request classes."""
+    return [topic(**{name: n, "partitions": [partition(**{index: i}) for i in (0, 1)]}) for n in MINE_AND_THEIRS]
+
+
+def _partitioned_requests() -> list[Any]:
+    """(api key, version, request naming topics mine and theirs with partitions 0 and 1, the ACLs it needs besides
+    the topic's, the topic operation, and the answer's field names: topics, topic name, partitions, index)."""
+    from kafkette.broker.protocol.messages import delete_records_request as dr
+    from kafkette.broker.protocol.messages import fetch_request as fr
+    from kafkette.broker.protocol.messages import list_offsets_request as lo
+    from kafkette.broker.protocol.messages import offset_commit_request as oc
+    from kafkette.broker.protocol.messages import offset_delete_request as od
+    from kafkette.broker.protocol.messages import offset_for_leader_epoch_request as fle
+    from kafkette.broker.protocol.messages import txn_offset_commit_request as tc
+
+    group_read = allow(ResourceType.GROUP, "g", AclOperation.READ)
+    txn_write = allow(ResourceType.TRANSACTIONAL_ID, "tx", AclOperation.WRITE)
+    usual = ("topics", "name", "partitions", "partition_index")
+    op = AclOperation
+    return [
+        (
+            1, 12,
+            fr.FetchRequest(replica_id=-1, topics=_asking(fr.FetchTopic, fr.FetchPartition, "topic", "partition")),
+            [], op.READ, ("responses", "topic", "partitions", "partition_index"),
+        ),
+        (
+            2, 7, lo.ListOffsetsRequest(topics=_asking(lo.ListOffsetsTopic, lo.ListOffsetsPartition)),
+            [], op.DESCRIBE, usual,
+        ),
+        (
+            8, 8,
+            oc.OffsetCommitRequest(
+                group_id="g", topics=_asking(oc.OffsetCommitRequestTopic, oc.OffsetCommitRequestPartition)
+            ),
+            [group_read], op.READ, usual,
+        ),
+        (
+            21, 2, dr.DeleteRecordsRequest(topics=_asking(dr.DeleteRecordsTopic, dr.DeleteRecordsPartition)),
+            [], op.DELETE, usual,
+        ),
+        (
+            23, 4,
+            fle.OffsetForLeaderEpochRequest(
+                replica_id=-1,
+                topics=_asking(fle.OffsetForLeaderTopic, fle.OffsetForLeaderPartition, "topic", "partition"),
+            ),
+            [], op.DESCRIBE, ("topics", "topic", "partitions", "partition"),
+        ),
+        (
+            28, 3,
+            tc.TxnOffsetCommitRequest(
+                transactional_id="tx",
+                group_id="g",
+                topics=_asking(tc.TxnOffsetCommitRequestTopic, tc.TxnOffsetCommitRequestPartition),
+            ),
+            [txn_write, group_read], op.READ, usual,
+        ),
+        (
+            47, 0,
+            od.OffsetDeleteRequest(
+                group_id="g", topics=_asking(od.OffsetDeleteRequestTopic, od.OffsetDeleteRequestPartition)
+            ),
+            [allow(ResourceType.GROUP, "g", AclOperation.DELETE)], op.READ, usual,
+        ),
+    ]  # fmt: skip
+
+
+def _codes(response: Any, fields: tuple[str, str, str, str]) -> dict[str, dict[int, int]]:
+    topics, name, partitions, index = fields
+    return {
+        getattr(t, name): {getattr(p, index): p.error_code for p in getattr(t, partitions)}
+        for t in getattr(response, topics)
+    }
+
+
+@pytest.mark.parametrize(("api_key", "version", "request_", "acls", "operation", "fields"), _partitioned_requests())
+def test_each_partitioned_api_serves_the_allowed_topics_and_refuses_the_others_per_partition(
+    api_key: int, version: int, request_: Any, acls: list[AclBinding], operation: AclOperation, fields: Any
+) -> None:
+    from kafkette.broker.protocol.messages import RESPONSES
+
+    seen: list[int] = []
+
+    def handler(_ctx: RequestContext, request: Any) -> Any:
+        seen.append(len(request.topics))
+        return RESPONSES[api_key]()  # the allowed topic's answer is the handler's business, not the guard's
+
+    granted = authorizer(*acls, allow(ResourceType.TOPIC, "mine", operation))
+    response = guard(granted, handler, context(api_key, version), request_)
+    assert seen == [1] and [t.topic if api_key in (1, 23) else t.name for t in request_.topics] == ["mine"]
+    refused = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    assert _codes(response, fields) == {"theirs": {0: refused, 1: refused}}
+
+
+@pytest.mark.parametrize(
+    ("api_key", "acls", "code"),
+    [
+        (8, [], ErrorCode.GROUP_AUTHORIZATION_FAILED),
+        (28, [], ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+        (28, [allow(ResourceType.TRANSACTIONAL_ID, "tx", AclOperation.WRITE)], ErrorCode.GROUP_AUTHORIZATION_FAILED),
+    ],
+)
+def test_a_refused_group_or_transactional_id_refuses_every_partition(
+    api_key: int, acls: list[AclBinding], code: ErrorCode
+) -> None:
+    (_, version, request, _, operation, fields) = next(c for c in _partitioned_requests() if c[0] == api_key)
+    granted = authorizer(*acls, allow(ResourceType.TOPIC, "mine", operation))
+    response = guard(granted, lambda _c, _r: pytest.fail("handler called"), context(api_key, version), request)
+    assert _codes(response, fields) == {name: {0: code, 1: code} for name in MINE_AND_THEIRS}
+
+
+def test_a_follower_asking_for_epochs_needs_cluster_action_for_every_partition() -> None:
+    (_, version, request, _, _, fields) = next(c for c in _partitioned_requests() if c[0] == 23)
+    request.replica_id = 1
+    response = guard(authorizer(), lambda _c, _r: pytest.fail("handler called"), context(23, version), request)
+    code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert _codes(response, fields) == {name: {0: code, 1: code} for name in MINE_AND_THEIRS}
+
+
+def test_a_transactional_produce_without_write_on_its_id_is_refused_per_partition() -> None:
+    request = ProduceRequest(
+        transactional_id="tx",
+        acks=-1,
+        topic_data=[
+            TopicProduceData(name=n, partition_data=[PartitionProduceData(index=i) for i in (0, 1)])
+            for n in MINE_AND_THEIRS
+        ],
+    )
+    granted = authorizer(allow(ResourceType.TOPIC, "mine", AclOperation.WRITE))
+    response = guard(granted, lambda _c, _r: pytest.fail("handler called"), context(0), request)
+    code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    fields = ("responses", "name", "partition_responses", "index")
+    assert _codes(response, fields) == {name: {0: code, 1: code} for name in MINE_AND_THEIRS}
+
+
+@pytest.mark.parametrize(
+    ("api_key", "resource_type", "operation", "request_field", "response_field", "key_field", "code"),
+    [
+        (15, ResourceType.GROUP, AclOperation.DESCRIBE, "groups", "groups", "group_id", "GROUP_AUTHORIZATION_FAILED"),
+        (
+            42, ResourceType.GROUP, AclOperation.DELETE, "groups_names", "results", "group_id",
+            "GROUP_AUTHORIZATION_FAILED",
+        ),
+        (
+            65, ResourceType.TRANSACTIONAL_ID, AclOperation.DESCRIBE, "transactional_ids", "transaction_states",
+            "transactional_id", "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+        ),
+    ],
+)  # fmt: skip
+def test_groups_and_transactional_ids_listed_in_a_request_are_refused_one_by_one(
+    api_key: int,
+    resource_type: ResourceType,
+    operation: AclOperation,
+    request_field: str,
+    response_field: str,
+    key_field: str,
+    code: str,
+) -> None:
+    from kafkette.broker.protocol.messages import REQUESTS, RESPONSES
+
+    request = REQUESTS[api_key](**{request_field: list(MINE_AND_THEIRS)})
+    seen: list[list[str]] = []
+
+    def handler(_ctx: RequestContext, asked: Any) -> Any:
+        seen.append(list(getattr(asked, request_field)))
+        return RESPONSES[api_key]()
+
+    response = guard(authorizer(allow(resource_type, "mine", operation)), handler, context(api_key, 0), request)
+    assert seen == [["mine"]]
+    assert [(getattr(r, key_field), r.error_code) for r in getattr(response, response_field)] == [
+        ("theirs", ErrorCode[code])
+    ]
+    nothing = REQUESTS[api_key](**{request_field: []})  # nothing to refuse: the handler's answer, untouched
+    assert guard(authorizer(), lambda _c, asked: asked, context(api_key, 0), nothing) is nothing
