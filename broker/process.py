@@ -126,8 +126,9 @@ class BrokerProcess:
 
     def _launch(self, port: int) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        command = [sys.executable, "-m", "kafkette.broker", "--data-dir", str(self.data_dir)]
-        command += ["--listen", f"{HOST}:{port}"]
+        command = [sys.executable, "-m", "kafkette.broker", "--listen", f"{HOST}:{port}"]
+        if not {"log.dirs", "log.dir"} & self.config.keys():
+            command += ["--data-dir", str(self.data_dir)]  # else the logs go where the config says
         if self.config_file is not None:
             command += ["--config", str(self.config_file)]
         for key, value in self.config.items():

@@ -25,18 +25,24 @@ def _read(path: Path) -> dict[str, str]:
     return entries
 
 
-def load_or_create(directory: Path, node_id: int, configured_cluster_id: str | None) -> str:
-    """The directory's cluster id, written on first start; a mismatch with the configuration stops start-up."""
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / META_PROPERTIES
-    if path.exists():
-        stored = _read(path)
-        cluster_id = stored.get("cluster.id", "")
-        if configured_cluster_id is not None and configured_cluster_id != cluster_id:
-            raise ValueError(f"cluster.id {configured_cluster_id} does not match {cluster_id} stored in {directory}")
-        if stored.get("node.id") not in (None, str(node_id)):
-            raise ValueError(f"{directory} belongs to node {stored['node.id']}, not {node_id}")
-        return cluster_id
-    cluster_id = configured_cluster_id or new_cluster_id()
-    atomic_write(path, f"version=1\ncluster.id={cluster_id}\nnode.id={node_id}\n".encode())
+def load_or_create(directories: list[Path], node_id: int, configured_cluster_id: str | None) -> str:
+    """The cluster id the log directories share, written into those without a ``meta.properties`` (a new
+    directory, or every one on first start) with a ``directory.id`` of its own, as Kafka writes them.
+    A directory of another cluster or node stops start-up (ValueError)."""
+    stored = {d: _read(d / META_PROPERTIES) for d in directories if (d / META_PROPERTIES).exists()}
+    for directory, entries in stored.items():
+        if entries.get("node.id") not in (None, str(node_id)):
+            raise ValueError(f"{directory} belongs to node {entries['node.id']}, not {node_id}")
+    ids = {entries.get("cluster.id", "") for entries in stored.values()}
+    if len(ids) > 1:
+        found = ", ".join(f"{d}: {e.get('cluster.id', '')}" for d, e in stored.items())
+        raise ValueError(f"the log directories belong to different clusters ({found})")
+    cluster_id = ids.pop() if ids else configured_cluster_id or new_cluster_id()
+    if configured_cluster_id is not None and configured_cluster_id != cluster_id:
+        raise ValueError(f"cluster.id {configured_cluster_id} does not match {cluster_id} stored in {list(stored)}")
+    for directory in directories:
+        if directory not in stored:
+            directory.mkdir(parents=True, exist_ok=True)
+            text = f"version=1\ncluster.id={cluster_id}\nnode.id={node_id}\ndirectory.id={new_cluster_id()}\n"
+            atomic_write(directory / META_PROPERTIES, text.encode())
     return cluster_id

@@ -26,10 +26,11 @@ from kafkette.broker.protocol.messages.alter_partition_request import (
 )
 from kafkette.broker.protocol.messages.alter_partition_response import AlterPartitionResponse
 from kafkette.broker.replication.fetcher import ReplicaFetcher
+from kafkette.broker.replication.log_dir_mover import LogDirMover
 from kafkette.broker.replication.partition import Partition, PartitionSettings, monotonic_ms
 from kafkette.broker.replication.throttle import ReplicationQuota, ThrottledReplicas, throttled_on
 from kafkette.broker.replication.topic_settings import log_config_of, partition_settings_of
-from kafkette.broker.storage import LogConfig, LogManager
+from kafkette.broker.storage import Log, LogConfig, LogManager, TopicPartition
 from kafkette.broker.tasks import cancel_and_wait
 
 logger = logging.getLogger(__name__)
@@ -73,6 +74,7 @@ class ReplicaManager:
         # Replication throttles: what this broker sends as a leader, and fetches as a follower.
         self.leader_throttle = ReplicationQuota()
         self.follower_throttle = ReplicationQuota()
+        self.log_dir_mover = LogDirMover(logs, self._log_swapped)
         self._isr_checker: asyncio.Task[None] | None = None
         self._requests: set[asyncio.Task[None]] = set()
         self._stopped = False
@@ -131,6 +133,9 @@ class ReplicaManager:
         follower_rate = rate("follower.replication.throttled.rate", self.config.follower_replication_throttled_rate)
         self.leader_throttle.configure(leader_rate, lists["leader"])
         self.follower_throttle.configure(follower_rate, lists["follower"])
+        self.log_dir_mover.quota.bytes_per_second = rate(
+            "replica.alter.log.dirs.io.max.bytes.per.second", self.config.replica_alter_log_dirs_io_max_bytes_per_second
+        )
 
     def _settings_of(self, image: MetadataImage, topic: str) -> _TopicSettings:
         overrides = dict(image.topic_configs(topic))
@@ -194,6 +199,49 @@ class ReplicaManager:
             self._fetchers[state.leader] = fetcher
         fetcher.add(partition)
         logger.info("%s: following broker %d at epoch %d", partition, state.leader, state.leader_epoch)
+
+    # -- moves between log directories ---------------------------------------------------------------
+
+    def alter_log_dir(self, topic: str, index: int, path: str) -> ErrorCode:
+        """AlterReplicaLogDirs for one replica, with Kafka's answers: LOG_DIR_NOT_FOUND for a directory not in
+        log.dirs, KAFKA_STORAGE_ERROR for an offline one (or any offline while a copy would start, so that no
+        partition gets copies in two dirs), REPLICA_NOT_AVAILABLE when the replica is not here yet (it will be
+        created in that directory when it comes). A move elsewhere in flight is replaced; moving to where the
+        replica already is cancels one."""
+        log_dir = self._logs.configured_dir(path)
+        if log_dir is None:
+            return ErrorCode.LOG_DIR_NOT_FOUND
+        if log_dir in self._logs.offline_dirs:
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        partition = self._partitions.get((topic, index))
+        if partition is None:
+            self._logs.prefer(topic, index, log_dir)
+            return ErrorCode.REPLICA_NOT_AVAILABLE
+        if partition.log.offline_reason is not None:
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        future = self._logs.future(topic, index)
+        if future is not None and future.directory.parent != log_dir:
+            self._logs.cancel_future(topic, index)  # its copy task ends, or picks up the new future, next step
+            future = None
+        if future is not None or partition.log.directory.parent == log_dir:
+            return ErrorCode.NONE
+        if self._logs.offline_dirs:
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        self._logs.create_future(topic, index, log_dir)
+        self.log_dir_mover.start(TopicPartition(topic, index))
+        return ErrorCode.NONE
+
+    def resume_moves(self) -> None:
+        """Carry on the moves between log dirs found at start-up, once caught up with the metadata log: the
+        replicas are all known then, and so is the throttle (a dynamic config) that bounds the copies."""
+        for tp in self._logs.all_futures():
+            if (tp.topic, tp.partition) in self._partitions:
+                self.log_dir_mover.start(tp)
+
+    def _log_swapped(self, tp: TopicPartition, log: Log) -> None:
+        partition = self._partitions.get((tp.topic, tp.partition))
+        if partition is not None:
+            partition.log = log
 
     def _address_of(self, broker_id: int) -> tuple[str, int] | None:
         """The leader's address in the newest image: a broker that re-registered is found at its new one."""
@@ -309,6 +357,7 @@ class ReplicaManager:
         """Stop fetching and ISR upkeep; produces still waiting get NOT_LEADER_OR_FOLLOWER."""
         self._stopped = True
         await cancel_and_wait(self._isr_checker, *self._requests)
+        await self.log_dir_mover.stop()
         self._isr_checker = None
         for fetcher in self._fetchers.values():
             await fetcher.stop()

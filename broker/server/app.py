@@ -183,7 +183,7 @@ class Broker:
         config = self.config
         log_dirs = list(config.log_dirs)
         self._logs = LogManager.open(log_dirs, LogConfig())
-        self._cluster_id = load_or_create(log_dirs[0], self.node_id, config.cluster_id)
+        self._cluster_id = load_or_create(self._logs.online_dirs(), self.node_id, config.cluster_id)
         voters = quorum_voters(config)
         controller_server_tls, controller_client_tls = controller_tls(config)
         self._quorum = QuorumController(
@@ -231,6 +231,7 @@ class Broker:
         await self._lifecycle.start()
         await self._lifecycle.wait_unfenced()
         _started(self._replicas, "the replica manager").delete_stray_logs()
+        self._replicas.resume_moves()
         await self._groups.start()
         await self._transactions.start()
         for server in self._servers:
