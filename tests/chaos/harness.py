@@ -71,6 +71,8 @@ class ChaosReport:
     # Two brokers that each became leader of one partition in the same leader epoch (from their logs).
     epoch_conflicts: list[str] = field(default_factory=list)
     leader_claims: int = 0  # (broker, partition, epoch) leaderships found in the logs: 0 means none was read
+    # Follower truncations of the topic's partitions the brokers logged: tails a deposed leader had appended.
+    truncations: int = 0
     faults: list[tuple[float, str, int]] = field(default_factory=list)
     leader_changes: int = 0
     controller_changes: int = 0
@@ -98,6 +100,7 @@ class ChaosReport:
             f"misplaced={len(self.misplaced)} reused_offsets={len(self.reused_offsets)} "
             f"divergent_replicas={len(self.divergent_replicas)} offset_problems={len(self.offset_problems)} "
             f"epoch_conflicts={len(self.epoch_conflicts)} leader_claims={self.leader_claims} "
+            f"truncations={self.truncations} "
             f"delivery_errors={self.delivery_errors} "
             f"fatal_producer_errors={self.fatal_producer_errors} faults={dict(kinds)} "
             f"leader_changes={self.leader_changes} controller_changes={self.controller_changes} "
@@ -511,11 +514,8 @@ def compare_replicas(
     return problems, order
 
 
-def cluster_leader_claims(cluster_dir: Path, state: ClusterState, topic: str) -> dict[int, set[tuple[int, int]]]:
-    return {
-        node_id: leader_claims(runtime.log_path(cluster_dir, node_id).read_text(errors="replace"), topic)
-        for node_id in state.ids
-    }
+def truncations(log_text: str, topic: str) -> int:
+    return len(re.findall(rf"\b{re.escape(topic)}-\d+: truncating from \d+ to \d+", log_text))
 
 
 def check_after_healing(
@@ -536,7 +536,9 @@ def check_after_healing(
     report.divergent_replicas, report.offset_problems = compare_replicas(
         cluster_dir, state, config.topic, marks, config.replication_factor
     )
-    claims = cluster_leader_claims(cluster_dir, state, config.topic)
+    logs = {node_id: runtime.log_path(cluster_dir, node_id).read_text(errors="replace") for node_id in state.ids}
+    claims = {node_id: leader_claims(text, config.topic) for node_id, text in logs.items()}
+    report.truncations = sum(truncations(text, config.topic) for text in logs.values())
     report.leader_claims = sum(map(len, claims.values()))
     report.epoch_conflicts = epoch_conflicts(claims)
     report.leader_changes = monitor.leader_changes

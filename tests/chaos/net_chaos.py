@@ -43,7 +43,10 @@ class Step:
     target: int | None  # None: the active controller, known only when the step runs
     peers: tuple[int, ...]
     hold: float  # seconds the fault lasts
-    pause: float  # seconds after healing before the next one (once the cluster is healthy again)
+    pause: float  # seconds after healing before the next one
+    # Whether the step starts right after the pause, without waiting for the cluster to be healthy again:
+    # a broker may still be fenced or catching up, ISRs short, when the next link goes.
+    rushed: bool
 
 
 @dataclass(frozen=True)
@@ -53,12 +56,15 @@ class NetChaosConfig:
     brokers: int = 3
     hold_seconds: tuple[float, float] = (3.0, 10.0)
     pause_seconds: tuple[float, float] = (0.5, 2.0)
+    rushed_share: float = 1 / 3
 
     def workload(self) -> ChaosConfig:
         return ChaosConfig(seconds=self.seconds, brokers=self.brokers, seed=self.seed, topic="chaos-net")
 
 
-def schedule(seed: int, brokers: int, hold: tuple[float, float], pause: tuple[float, float]) -> Iterator[Step]:
+def schedule(
+    seed: int, brokers: int, hold: tuple[float, float], pause: tuple[float, float], rushed_share: float
+) -> Iterator[Step]:
     """Rounds of every fault kind in a seeded order, each round shuffled again: the same seed, the same steps."""
     rng = random.Random(seed)
     while True:
@@ -68,7 +74,8 @@ def schedule(seed: int, brokers: int, hold: tuple[float, float], pause: tuple[fl
             target = None if kind == ISOLATE_CONTROLLER else rng.randrange(brokers)
             others = tuple(b for b in range(brokers) if b != target)
             peers = others if kind == SPLIT else (rng.choice(others),) if kind == ONE_WAY else ()
-            yield Step(kind, target, peers, round(rng.uniform(*hold), 2), round(rng.uniform(*pause), 2))
+            rushed = rng.random() < rushed_share
+            yield Step(kind, target, peers, round(rng.uniform(*hold), 2), round(rng.uniform(*pause), 2), rushed)
 
 
 def in_namespaces(state: ClusterState, topology: Topology) -> ClusterState:
@@ -88,15 +95,19 @@ def controller_view(state: ClusterState) -> ClusterView | None:
 
 def run_schedule(
     cluster_dir: Path, topology: Topology, config: NetChaosConfig, netem: bool, report: ChaosReport
-) -> None:
-    """Fault, hold, heal, wait for health; until the time is up and every kind has run at least once."""
+) -> int:
+    """Fault, hold, heal, wait for health (unless the next step is rushed); until the time is up and every kind
+    has run at least once. Returns how many steps were rushed."""
     workload = config.workload()
     state = runtime.require_state(cluster_dir)
     began = time.monotonic()
-    for count, step in enumerate(schedule(config.seed, config.brokers, config.hold_seconds, config.pause_seconds)):
+    steps = schedule(config.seed, config.brokers, config.hold_seconds, config.pause_seconds, config.rushed_share)
+    rushed = 0
+    for count, step in enumerate(steps):
         if time.monotonic() - began >= config.seconds and count >= len(KINDS):
-            return
-        wait_healthy(state, cluster_dir, workload.topic, workload.heal_timeout)
+            return rushed
+        if not step.rushed:
+            wait_healthy(state, cluster_dir, workload.topic, workload.heal_timeout)
         target = step.target
         if target is None:  # Metadata names the controller only once a broker has caught up with the quorum
             view = wait_for(lambda: controller_view(state), "a broker naming the active controller", 30, 0.5)
@@ -104,18 +115,27 @@ def run_schedule(
         fault = Fault(step.kind, target, step.peers)
         at = round(time.monotonic() - began, 1)
         report.faults.append((at, step.kind, target))
-        print(f"{at:7.1f} s  {step.kind} broker {target} peers {list(step.peers)} for {step.hold} s", flush=True)
+        rushed += step.rushed
+        print(
+            f"{at:7.1f} s  {step.kind} broker {target} peers {list(step.peers)} for {step.hold} s"
+            + (" (rushed)" if step.rushed else ""),
+            flush=True,
+        )
         try:
             netns.apply(topology, fault, netem)
             time.sleep(step.hold)  # the fault's duration is the scenario
         finally:
             netns.heal(topology)
         time.sleep(step.pause)
+    raise AssertionError("the schedule never ends")
 
 
-def run_net_chaos(cluster_dir: Path, topology: Topology, config: NetChaosConfig) -> tuple[ChaosReport, bool]:
-    """Start the cluster in the namespaces (the caller is in the hub), run the schedule under load, check."""
-    report = ChaosReport(seed=config.seed)
+def run_net_chaos(
+    cluster_dir: Path, topology: Topology, config: NetChaosConfig, report: ChaosReport
+) -> tuple[bool, int]:
+    """Start the cluster in the namespaces (the caller is in the hub), run the schedule under load, check.
+    Fills `report` in (the faults as they start, so a failed run still lists them); returns whether latency
+    came from netem and how many steps were rushed."""
     workload = config.workload()
     netem = netns.netem_available(topology)
     state = in_namespaces(plan.plan_cluster(config.brokers, FIRST_PORT), topology)
@@ -130,7 +150,7 @@ def run_net_chaos(cluster_dir: Path, topology: Topology, config: NetChaosConfig)
     monitor.start()
     producers.start()
     try:
-        run_schedule(cluster_dir, topology, config, netem, report)
+        rushed = run_schedule(cluster_dir, topology, config, netem, report)
     except (TimeoutError, WaitTimeout) as exc:
         raise TimeoutError(f"{exc} (seed {config.seed}, faults so far {report.faults})") from exc
     finally:
@@ -138,20 +158,23 @@ def run_net_chaos(cluster_dir: Path, topology: Topology, config: NetChaosConfig)
         producers.stop()
         monitor.stop()
     check_after_healing(cluster_dir, workload, producers, monitor, report)
-    return report, netem
+    return netem, rushed
 
 
-def summary(report: ChaosReport, config: NetChaosConfig, elapsed: float, netem: bool, failure: str | None) -> str:
+def summary(
+    report: ChaosReport, config: NetChaosConfig, elapsed: float, netem: bool, rushed: int, failure: str | None
+) -> str:
     kinds = Counter(kind for _, kind, _ in report.faults)
     listed = ", ".join(f"{kind} {kinds[kind]}" for kind in KINDS)
     verdict = "OK" if failure is None and report.ok else "FAILED"
     return (
-        f"chaos-net {verdict}: seed {config.seed}, {elapsed:.0f} s, {len(report.faults)} faults ({listed}; "
-        f"latency by {'netem' if netem else 'tbf'}), acked {report.acked}, lost {len(report.lost)}, "
+        f"chaos-net {verdict}: seed {config.seed}, {elapsed:.0f} s, {len(report.faults)} faults "
+        f"({listed}; {rushed} rushed; latency by {'netem' if netem else 'tbf'}), acked {report.acked}, "
+        f"lost {len(report.lost)}, "
         f"duplicated {len(report.duplicates)}, misplaced {len(report.misplaced)}, "
         f"reused offsets {len(report.reused_offsets)}, divergent replicas {len(report.divergent_replicas)}, "
         f"offset problems {len(report.offset_problems)}, epoch conflicts {len(report.epoch_conflicts)} "
-        f"(among {report.leader_claims} leaderships logged), "
+        f"(among {report.leader_claims} leaderships logged), follower truncations {report.truncations}, "
         f"delivery errors {report.delivery_errors}, fatal producer errors {report.fatal_producer_errors}, "
         f"leader changes {report.leader_changes}, controller changes {report.controller_changes}, "
         f"longest ack gap {report.longest_ack_gap_seconds:.1f} s, heal {report.heal_seconds:.1f} s"
@@ -194,11 +217,11 @@ def main() -> int:
     cluster_dir = Path(tempfile.mkdtemp(prefix=netns.PREFIX)) / "cluster"
     print(f"chaos-net: seed {config.seed}, {config.seconds:g} s, cluster in {cluster_dir}", flush=True)
     began = time.monotonic()
-    report, netem, failure = ChaosReport(seed=config.seed), False, None
+    report, netem, rushed, failure = ChaosReport(seed=config.seed), False, 0, None
     netns.create(topology)
     try:
         netns.enter(topology.hub)  # before any thread starts: they all inherit the hub's network
-        report, netem = run_net_chaos(cluster_dir, topology, config)
+        netem, rushed = run_net_chaos(cluster_dir, topology, config, report)
     except Exception as exc:  # reported in the summary line, with the traceback above it
         traceback.print_exc()
         failure = f"{type(exc).__name__}: {exc}"
@@ -214,7 +237,7 @@ def main() -> int:
         shutil.rmtree(cluster_dir.parent, ignore_errors=True)
     else:
         print(f"broker logs kept in {cluster_dir}")
-    print(summary(report, config, time.monotonic() - began, netem, failure))
+    print(summary(report, config, time.monotonic() - began, netem, rushed, failure))
     return 0 if ok else 1
 
 

@@ -17,6 +17,7 @@ from harness import (
     log_prefix,
     offset_problems,
     run_chaos,
+    truncations,
 )
 
 from kafkette.broker.protocol.batch import patch_leader_epoch
@@ -92,6 +93,9 @@ def test_epoch_conflicts_from_broker_logs() -> None:
         "... chaos-12: leader at epoch 2, ISR [0, 1, 2]\n"
     )
     assert leader_claims(log, "chaos") == {(3, 5), (12, 2)}
+    assert (
+        truncations(log + "... chaos-3: truncating from 10 to 7\n... other-3: truncating from 9 to 8\n", "chaos") == 1
+    )
     assert epoch_conflicts({0: {(3, 5), (12, 2)}, 1: {(3, 6)}, 2: {(3, 6)}}) == ["partition 3 epoch 6: leaders [1, 2]"]
     assert epoch_conflicts({0: {(3, 5)}, 1: {(3, 6)}}) == []
 

@@ -21,10 +21,11 @@ TOPOLOGY = Topology(owner=4242, brokers=3)
 
 def test_schedule_is_replayable_and_each_round_has_every_kind() -> None:
     def first(seed: int) -> list[Step]:
-        return list(itertools.islice(schedule(seed, 3, (3.0, 10.0), (0.5, 2.0)), 2 * len(KINDS)))
+        return list(itertools.islice(schedule(seed, 3, (3.0, 10.0), (0.5, 2.0), 0.5), 2 * len(KINDS)))
 
     steps = first(7)
     assert steps == first(7) != first(8)
+    assert {step.rushed for step in steps} == {True, False}
     for round_ in (steps[: len(KINDS)], steps[len(KINDS) :]):
         assert sorted(step.kind for step in round_) == sorted(KINDS)
     for step in steps:
