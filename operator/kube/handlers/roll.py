@@ -20,6 +20,7 @@ import kopf
 from kafkette.operator import metrics
 from kafkette.operator.admin import Admin, AdminError, ClusterState
 from kafkette.operator.kube import apply
+from kafkette.operator.kube.handlers.progress import announce, outcome, recorded, reported
 from kafkette.operator.planning.cluster import ROLL_ANNOTATION, BrokerPod, RollMemory, roll_snapshot
 from kafkette.operator.planning.roll import Done, Restart, Restarted, RollSnapshot, Stalled, Wait, next_action
 from kafkette.operator.resources import Outcome, RestartedBroker, RollStatus
@@ -31,17 +32,12 @@ def rejoin_budget_seconds() -> float:
 
 
 def previous_roll(status: Any) -> RollStatus | None:
-    roll = (status or {}).get("roll")
-    return RollStatus.model_validate(roll) if roll else None
+    return recorded(status, "roll", RollStatus)
 
 
 def roll_outcome(roll: RollStatus | None) -> Outcome | None:
     """The kstatus phase a roll in progress imposes on the cluster; None when no roll runs."""
-    if roll is None or roll.state == "Done":
-        return None
-    if roll.state == "Stalled":
-        return Outcome("Stalled", "RollStalled", roll.reason)
-    return Outcome("Reconciling", "RollingRestart", roll.reason)
+    return outcome(roll.state, roll.reason, "RollingRestart", "RollStalled") if roll is not None else None
 
 
 def memory(previous: RollStatus | None, manual: bool, now: float) -> RollMemory:
@@ -62,6 +58,16 @@ class Step:
     outcome: Outcome | None
 
 
+def _report(body: kopf.Body, taken: Step) -> None:
+    roll = taken.roll
+    where = body["metadata"]["namespace"], body["metadata"]["name"]
+    if roll is None:
+        metrics.roll_progress(*where, None, (), ())
+    else:
+        metrics.roll_progress(*where, roll.state, roll.brokers_restarted, roll.brokers_pending)
+
+
+@reported(_report)
 async def step(
     body: kopf.Body,
     brokers: int,
@@ -71,24 +77,6 @@ async def step(
     admin: Admin,
 ) -> Step:
     """Ask the planner what the roll does now and do it; the roll's progress goes to the operator's metrics."""
-    taken = await _step(body, brokers, statefulset, pods, kafka, admin)
-    roll = taken.roll
-    where = body["metadata"]["namespace"], body["metadata"]["name"]
-    if roll is None:
-        metrics.roll_progress(*where, None, (), ())
-    else:
-        metrics.roll_progress(*where, roll.state, roll.brokers_restarted, roll.brokers_pending)
-    return taken
-
-
-async def _step(
-    body: kopf.Body,
-    brokers: int,
-    statefulset: Mapping[str, Any],
-    pods: Sequence[BrokerPod],
-    kafka: ClusterState | None,
-    admin: Admin,
-) -> Step:
     metadata = body["metadata"]
     previous = previous_roll(body.get("status"))
     if kafka is None:  # without the cluster's metadata nothing is safe to decide
@@ -133,9 +121,7 @@ async def _step(
         return Step(roll, roll_outcome(roll))
     if isinstance(action, Wait | Stalled):
         state = "Waiting" if isinstance(action, Wait) else "Stalled"
-        if action.why != said:
-            event = kopf.info if isinstance(action, Wait) else kopf.warn
-            event(body, reason=f"Roll{state}", message=action.why)
+        announce(body, said, state, f"Roll{state}", action.why)
         roll = status(state, action.why, last, remembered.restarted)
         return Step(roll, roll_outcome(roll))
     assert isinstance(action, Done)

@@ -16,6 +16,7 @@ import kopf
 
 from kafkette.operator import metrics
 from kafkette.operator.admin import Admin, AdminError, ClusterState
+from kafkette.operator.kube.handlers.progress import announce, outcome, recorded, reported
 from kafkette.operator.kube.names import RACK_ANNOTATION
 from kafkette.operator.local.reassign import remaining_bytes, throttle_changes, unthrottle_changes
 from kafkette.operator.planning.cluster import BrokerPod
@@ -34,8 +35,7 @@ from kafkette.operator.resources import Outcome, ScaleStatus
 
 
 def previous_scale(status: Any) -> ScaleStatus | None:
-    scale = (status or {}).get("scale")
-    return ScaleStatus.model_validate(scale) if scale else None
+    return recorded(status, "scale", ScaleStatus)
 
 
 def held(status: Any, statefulset: Mapping[str, Any] | None, brokers: int) -> int:
@@ -65,11 +65,7 @@ def _replicas(statefulset: Mapping[str, Any] | None) -> int | None:
 
 def scale_outcome(scale: ScaleStatus | None) -> Outcome | None:
     """The kstatus phase a scale in progress imposes on the cluster; None when none runs."""
-    if scale is None or scale.state == "Done":
-        return None
-    if scale.state == "Stalled":
-        return Outcome("Stalled", "ScaleRefused", scale.reason)
-    return Outcome("Reconciling", "Scaling", scale.reason)
+    return outcome(scale.state, scale.reason, "Scaling", "ScaleRefused") if scale is not None else None
 
 
 @dataclass(frozen=True)
@@ -79,6 +75,13 @@ class Step:
     brokers: int  # pods the StatefulSet keeps after this step (the children are applied again when it changed)
 
 
+def _report(body: kopf.Body, taken: Step) -> None:
+    going = taken.scale.state != "Done"
+    pending = taken.scale.moves_in_flight + taken.scale.moves_remaining if going else 0
+    metrics.moves_pending(body["metadata"]["namespace"], body["metadata"]["name"], pending)
+
+
+@reported(_report)
 async def step(
     body: kopf.Body,
     brokers: int,
@@ -92,23 +95,6 @@ async def step(
     """Ask the planner what the scale does now and do it; the moves still to finish go to the operator's metrics.
     `throttle` (spec.replicationThrottle) holds each batch's copies to that many bytes a second per side, as
     Kafka's --throttle does."""
-    taken = await _step(body, brokers, statefulset, pod_objects, pods, kafka, admin, throttle)
-    going = taken.scale.state != "Done"
-    pending = taken.scale.moves_in_flight + taken.scale.moves_remaining if going else 0
-    metrics.moves_pending(body["metadata"]["namespace"], body["metadata"]["name"], pending)
-    return taken
-
-
-async def _step(
-    body: kopf.Body,
-    brokers: int,
-    statefulset: Mapping[str, Any] | None,
-    pod_objects: Sequence[Mapping[str, Any]],
-    pods: Sequence[BrokerPod],
-    kafka: ClusterState | None,
-    admin: Admin,
-    throttle: int | None,
-) -> Step:
     previous = previous_scale(body.get("status")) or first_scale(statefulset, brokers)
     keep = previous.brokers  # what the planner compares spec.brokers with: a scale-up is not yet grown
     balancing = previous.state == "Balancing"
@@ -127,8 +113,7 @@ async def _step(
 
     def said(state: str, reason: str, event: str, kept: int, **progress: Any) -> Step:
         """Report an action or a wait: an Event when the reason is new."""
-        if previous.reason != reason:
-            (kopf.warn if state == "Stalled" else kopf.info)(body, reason=event, message=reason)
+        announce(body, previous.reason, state, event, reason)
         scale = status(state, reason, kept, **progress)
         return Step(scale, scale_outcome(scale), kept)
 
