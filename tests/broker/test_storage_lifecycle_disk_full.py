@@ -1,4 +1,4 @@
-"""Disk full: a partition on a full log dir goes offline with KAFKA_STORAGE_ERROR; the rest keeps working.
+"""Disk full: the full log dir goes offline (its partitions answer KAFKA_STORAGE_ERROR); the rest keeps working.
 
 The full disk is a small tmpfs the test mounts, so it needs root; elsewhere it skips.
 """
@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaAdminClient
+from kafka.errors import KafkaStorageError
 
 from kafkette.broker.testing import in_process_broker
 
@@ -79,6 +81,15 @@ def read(bootstrap: str, partition: int) -> dict[int, bytes]:
         consumer.close()
 
 
+def log_dir_errors(bootstrap: str) -> dict[str, int]:
+    """Each log dir's error code in DescribeLogDirs, through kafka-python's admin client."""
+    client = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        return {d["log_dir"]: d["error_code"] for answer in client.describe_log_dirs() for d in answer["log_dirs"]}
+    finally:
+        client.close()
+
+
 def test_full_log_dir_takes_only_its_partitions_offline(tmp_path: Path, small_disk: Path) -> None:
     roomy = tmp_path / "roomy"
     settings = {"log.dirs": f"{roomy},{small_disk}"}
@@ -97,6 +108,10 @@ def test_full_log_dir_takes_only_its_partitions_offline(tmp_path: Path, small_di
         healthy, healthy_errors = produce(broker.bootstrap, 0, 500)
         assert not healthy_errors and len(healthy) == 500
         assert read(broker.bootstrap, 0) == healthy
+        # The whole log dir is offline, as Kafka takes it: DescribeLogDirs says so, new partitions go elsewhere.
+        assert log_dir_errors(broker.bootstrap) == {str(roomy): 0, str(small_disk): KafkaStorageError.errno}
+        admin.create_topics([NewTopic("later", 2, 1)])["later"].result(10)
+        assert (roomy / "later-0").is_dir() and (roomy / "later-1").is_dir()
 
     # Space is freed, the broker restarts and recovers every acknowledged record.
     filler.unlink()

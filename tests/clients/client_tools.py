@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
@@ -33,3 +35,16 @@ def run_tool(command: Sequence[str], timeout_s: float, stdin: bytes | None = Non
         stderr = result.stderr.decode(errors="replace")[-4000:]
         raise AssertionError(f"{list(command)} exited with {result.returncode}; stderr:\n{stderr}")
     return result.stdout.decode()
+
+
+KAFKA_TOOLS_DIR = Path(__file__).resolve().parents[2] / ".cache" / "kafka-tools"
+
+
+def kafka_tool(main_class: str, bootstrap: str, *args: str) -> str:
+    """Run one of Kafka's command-line tools (its class in the kafka-tools jars from Maven Central, as the
+    kafka-*.sh scripts do) against `bootstrap`; its output without the SLF4J notices."""
+    jars = KAFKA_TOOLS_DIR if any(KAFKA_TOOLS_DIR.glob("kafka-tools-*.jar")) else None
+    require_tool(str(jars) if jars else None, "Kafka's tools", "make java-client")
+    java = require_tool(shutil.which("java"), "java", "install a JDK")
+    output = run_tool([java, "-cp", f"{KAFKA_TOOLS_DIR}/*", main_class, "--bootstrap-server", bootstrap, *args], 120)
+    return "\n".join(line for line in output.splitlines() if not line.startswith("SLF4J"))

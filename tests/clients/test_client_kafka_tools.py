@@ -5,19 +5,17 @@ completed (and clears the throttles it would have set), and --cancel puts back a
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from client_tools import require_tool, run_tool
+from client_tools import kafka_tool
 from waiting import wait_for
 
 from kafkette.operator.local import plan, runtime
 
 pytestmark = [pytest.mark.java, pytest.mark.timeout(300)]
 
-TOOLS_DIR = Path(__file__).resolve().parents[2] / ".cache" / "kafka-tools"
 REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 TOPIC = "tooled"
 
@@ -33,11 +31,7 @@ def cluster(tmp_path: Path) -> Iterator[Path]:
 
 
 def reassign_tool(bootstrap: str, *args: str) -> str:
-    jars = TOOLS_DIR if any(TOOLS_DIR.glob("kafka-tools-*.jar")) else None
-    require_tool(str(jars) if jars else None, "Kafka's tools", "make java-client")
-    java = require_tool(shutil.which("java"), "java", "install a JDK")
-    output = run_tool([java, "-cp", f"{TOOLS_DIR}/*", REASSIGN, "--bootstrap-server", bootstrap, *args], 120)
-    return "\n".join(line for line in output.splitlines() if not line.startswith("SLF4J"))
+    return kafka_tool(REASSIGN, bootstrap, *args)
 
 
 def replicas(directory: Path) -> dict[int, tuple[int, ...]]:
