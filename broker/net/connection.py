@@ -4,9 +4,10 @@ Clients pipeline several requests per connection and expect the responses in
 the same order. Each request takes a slot in a queue; a handler fills its slot
 at once or later (fetch long-poll), and the head of the queue is written as
 soon as it is filled. File regions in a response go to the socket with sendfile
-while the transport has nothing buffered; once the socket is full, the next piece
-is read with pread and written through the transport, which waits for the socket
-to drain.
+while the transport has nothing buffered, waiting for room whenever the socket is
+full; only where sendfile cannot be used (TLS, or bytes already buffered in the
+transport) is a piece read with pread and written through the transport, which
+waits for the socket to drain.
 """
 
 from __future__ import annotations
@@ -31,9 +32,9 @@ log = logging.getLogger(__name__)
 
 # Requests read ahead of the one being answered before the connection stops reading.
 MAX_PENDING = 64
-# Where sendfile cannot go on (the socket is full), a file region continues in pieces of this size, read with pread
-# and written through the transport, which then pauses us until it has drained: a connection holds at most about
-# one piece of a fetch response in memory however large the response.
+# Where sendfile cannot be used, a file region goes out in pieces of this size, read with pread and written through
+# the transport, which then pauses us until it has drained: a connection holds at most about one piece of a fetch
+# response in memory however large the response.
 REGION_CHUNK_BYTES = 128 << 10
 # The transport pauses writing above this many buffered bytes and resumes once it holds none, so that the next
 # piece of a region goes out with sendfile again.
@@ -83,6 +84,10 @@ class Connection(asyncio.BufferedProtocol):
         self._tasks: set[asyncio.Future[Any]] = set()
         self._drain_waiter: asyncio.Future[None] | None = None
         self._sendfile_to = -1  # the socket's descriptor where file regions may bypass the transport
+        # A duplicate of that descriptor, watched for room in the socket while a region waits: asyncio lets only the
+        # transport watch the socket's own descriptor. Made on the first full socket, closed with the connection.
+        self._watched_fd = -1
+        self._room_waiter: asyncio.Future[None] | None = None
         self.peer = "?"
         self.read_at = 0.0  # time.perf_counter() of the last read: where a request's queue time starts
 
@@ -107,6 +112,7 @@ class Connection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
         self._wake_drain_waiter()
+        self._stop_watching()
         for task in list(self._tasks):
             task.cancel()
         self._pending.clear()
@@ -222,11 +228,16 @@ class Connection(asyncio.BufferedProtocol):
             if transport.is_closing():
                 return False
             if socket_fd >= 0 and transport.get_write_buffer_size() == 0:
-                offset += sendfile_until_full(socket_fd, fileno, offset, end - offset)
+                sent, full = sendfile_until_full(socket_fd, fileno, offset, end - offset)
+                offset += sent
                 if offset >= end:
                     break
-            # The socket is full (or the transport holds bytes): one piece through the transport, which watches
-            # for the socket to become writable again.
+                if full:
+                    # Wait for room and go on with sendfile: the bytes never pass through Python's memory.
+                    await self._room_in_socket()
+                    continue
+            # The transport holds bytes (or sendfile cannot be used): one piece through the transport, which
+            # watches for the socket to become writable again.
             count = min(REGION_CHUNK_BYTES, end - offset)
             transport.write(os.pread(fileno, count, offset))
             offset += count
@@ -239,6 +250,28 @@ class Connection(asyncio.BufferedProtocol):
         if self._drain_waiter is None or self._drain_waiter.done():
             self._drain_waiter = asyncio.get_running_loop().create_future()
         return self._drain_waiter
+
+    def _room_in_socket(self) -> asyncio.Future[None]:
+        """Resolved when the socket can take more bytes (or the connection is lost)."""
+        loop = asyncio.get_running_loop()
+        if self._watched_fd < 0:
+            self._watched_fd = os.dup(self._sendfile_to)
+        self._room_waiter = loop.create_future()
+        loop.add_writer(self._watched_fd, self._room_made)
+        return self._room_waiter
+
+    def _room_made(self) -> None:
+        asyncio.get_running_loop().remove_writer(self._watched_fd)
+        if self._room_waiter is not None and not self._room_waiter.done():
+            self._room_waiter.set_result(None)
+
+    def _stop_watching(self) -> None:
+        if self._watched_fd >= 0:
+            asyncio.get_running_loop().remove_writer(self._watched_fd)
+            os.close(self._watched_fd)  # the duplicate keeps the socket open until it is closed too
+            self._watched_fd = -1
+        if self._room_waiter is not None and not self._room_waiter.done():
+            self._room_waiter.set_result(None)
 
     def _wake_drain_waiter(self) -> None:
         if self._drain_waiter is not None and not self._drain_waiter.done():
@@ -269,15 +302,16 @@ def _sendfile_fd(transport: asyncio.BaseTransport) -> int:
     return sock.fileno() if sock is not None else -1
 
 
-def sendfile_until_full(socket_fd: int, file_fd: int, offset: int, count: int) -> int:
-    """Bytes the kernel copied from the file to the non-blocking socket before its buffer filled up."""
+def sendfile_until_full(socket_fd: int, file_fd: int, offset: int, count: int) -> tuple[int, bool]:
+    """Bytes the kernel copied from the file to the non-blocking socket, and whether it stopped on a full socket
+    (rather than at ``count`` or at the end of the file)."""
     sent = 0
     while sent < count:
         try:
             n = os.sendfile(socket_fd, file_fd, offset + sent, count - sent)
-        except (BlockingIOError, InterruptedError):
-            break
+        except BlockingIOError:
+            return sent, True
         if n == 0:
             break  # end of file: the pread path, which always moves on, takes the rest
         sent += n
-    return sent
+    return sent, False

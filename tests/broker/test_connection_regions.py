@@ -128,3 +128,20 @@ def test_regions_go_out_with_sendfile_while_the_socket_takes_them(tmp_path: Path
         frame, _ = asyncio.run(asyncio.wait_for(one_response({b"r": Region(file, 0, size)}, b"r"), 60))
     assert frame[len(HEAD) : len(HEAD) + size] == (tmp_path / "segment").read_bytes()
     assert sum(sent) > 0
+
+
+def test_a_region_larger_than_the_socket_buffers_never_passes_through_python(tmp_path: Path, monkeypatch: Any) -> None:
+    # The reader stalls, so the socket fills: the rest still goes out with sendfile once the socket has room again.
+    preads: list[int] = []
+    pread = os.pread
+
+    def counting(fd: int, count: int, offset: int) -> bytes:
+        preads.append(count)
+        return pread(fd, count, offset)
+
+    monkeypatch.setattr(os, "pread", counting)
+    size = 64 * REGION_CHUNK_BYTES  # 8 MiB: more than loopback's socket buffers take while nobody reads
+    with data_file(tmp_path / "segment", size) as file:
+        frame, buffered = asyncio.run(asyncio.wait_for(one_response({b"r": Region(file, 0, size)}, b"r", 0.5), 60))
+    assert frame[len(HEAD) : len(HEAD) + size] == (tmp_path / "segment").read_bytes()
+    assert (preads, buffered) == ([], 0)
