@@ -18,6 +18,7 @@ from kafkette.operator.kube.handlers.common import (
     cluster_bootstrap,
     namespace_of,
     observe_seconds,
+    one_at_a_time,
     parse_or_stall,
     report,
     resync_seconds,
@@ -43,8 +44,10 @@ async def _apply_children(
         )
         brokers = scale.held(body.get("status"), statefulset, spec.brokers)
     if spec.secured:
-        # Before the pods: a broker starts with its certificate mounted.
-        await certs.reconcile(name, namespace, spec, body, brokers)
+        # Before the pods: a broker starts with its certificate mounted. One at a time: the change handler, the
+        # resync timer and the scale step all get here, and two renewals at once would issue twice.
+        async with one_at_a_time("KafkaCluster", namespace, name):
+            await certs.reconcile(name, namespace, spec, body, brokers)
     children = render_cluster(name, namespace, uid, spec.model_copy(update={"brokers": brokers}))
     # Owner references let the garbage collector delete the children with the cluster; PVCs follow the
     # StatefulSet's retention policy (spec.storage.deleteClaim).
