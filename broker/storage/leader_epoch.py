@@ -42,8 +42,8 @@ def _start_of(entry: EpochEntry) -> int:
     return entry.start_offset
 
 
-def write_leader_epoch_checkpoint(path: Path, entries: Iterable[EpochEntry]) -> None:
-    write_checkpoint(path, [f"{entry.epoch} {entry.start_offset}" for entry in entries])
+def write_leader_epoch_checkpoint(path: Path, entries: Iterable[EpochEntry], durable: bool = True) -> None:
+    write_checkpoint(path, [f"{entry.epoch} {entry.start_offset}" for entry in entries], durable)
 
 
 def _entries(rows: list[str]) -> list[EpochEntry]:
@@ -73,6 +73,8 @@ class LeaderEpochCache:
     def __init__(self, path: Path, entries: Iterable[EpochEntry] = ()) -> None:
         self.path = path
         self._entries: list[EpochEntry] = list(entries)
+        # False while the log's new directory is not durable itself (see Log.flush): writes skip the fsyncs.
+        self.durable = True
 
     @property
     def entries(self) -> tuple[EpochEntry, ...]:
@@ -84,7 +86,7 @@ class LeaderEpochCache:
 
     def flush(self) -> None:
         """Write the file; callers normally rely on the mutators, which write when something changed."""
-        write_leader_epoch_checkpoint(self.path, self._entries)
+        write_leader_epoch_checkpoint(self.path, self._entries, self.durable)
 
     # --- mutators: each writes the file when, and only when, it changed the entries -----------
 
