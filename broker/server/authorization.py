@@ -17,7 +17,7 @@ top-level error code, else the connection closes), so a newly served API is neve
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,12 +26,16 @@ from kafkette.broker.protocol.errors import ErrorCode
 from kafkette.broker.protocol.messages import RESPONSES
 from kafkette.broker.protocol.messages.create_partitions_response import CreatePartitionsTopicResult
 from kafkette.broker.protocol.messages.create_topics_response import CreatableTopicResult
+from kafkette.broker.protocol.messages.delete_groups_response import DeletableGroupResult
 from kafkette.broker.protocol.messages.delete_records_response import (
     DeleteRecordsPartitionResult,
     DeleteRecordsTopicResult,
 )
 from kafkette.broker.protocol.messages.delete_topics_response import DeletableTopicResult
 from kafkette.broker.protocol.messages.describe_groups_response import DescribedGroup
+from kafkette.broker.protocol.messages.describe_transactions_response import (
+    TransactionState as DescribedTransaction,
+)
 from kafkette.broker.protocol.messages.fetch_response import FetchableTopicResponse, PartitionData
 from kafkette.broker.protocol.messages.find_coordinator_response import Coordinator, FindCoordinatorResponse
 from kafkette.broker.protocol.messages.list_offsets_response import (
@@ -62,6 +66,7 @@ from kafkette.broker.security.acl import CLUSTER_NAME, AclOperation, ResourceTyp
 from kafkette.broker.security.authorizer import Authorizer
 from kafkette.broker.server.context import RequestContext
 from kafkette.broker.server.handlers.fetch import REPLICA_STATE_FROM_VERSION
+from kafkette.broker.server.handlers.log_dirs import refuse_alter_replica_log_dirs
 
 Op = AclOperation
 Type = ResourceType
@@ -122,8 +127,8 @@ def _whole(
     return rule
 
 
-def _cluster(operation: AclOperation) -> Rule:
-    return _whole(Type.CLUSTER, operation, lambda _r: CLUSTER_NAME, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+def _cluster(operation: AclOperation, answer: Callable[[Any, ErrorCode], Message | None] | None = None) -> Rule:
+    return _whole(Type.CLUSTER, operation, lambda _r: CLUSTER_NAME, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, answer)
 
 
 def _group(operation: AclOperation) -> Rule:
@@ -139,18 +144,29 @@ def _none(_check: Check, _request: Any) -> None:
 
 @dataclass(frozen=True, slots=True)
 class _Partitioned:
-    """Where topics and partitions sit in one API's request and answer (the generated names differ)."""
+    """Where topics and partitions sit in one API's request and answer: the answer's topic and partition classes,
+    and the field names where they differ from the usual ones."""
 
-    request_topics: str
-    request_name: str
-    request_partitions: str
-    request_index: str
-    response_topics: str
     topic: type[Any]
-    response_name: str
-    response_partitions: str
     partition: type[Any]
-    response_index: str
+    request_topics: str = "topics"
+    request_name: str = "name"
+    request_partitions: str = "partitions"
+    request_index: str = "partition_index"
+    response_topics: str = "topics"
+    response_name: str = "name"
+    response_partitions: str = "partitions"
+    response_index: str = "partition_index"
+
+    def refused(self, topic: Any, name: str | None, code: ErrorCode) -> Any:
+        """The answer's entry for a request's topic, every partition refused with `code`."""
+        entry = self.topic(**{self.response_name: name})
+        partitions = [
+            self.partition(**{self.response_index: getattr(p, self.request_index), "error_code": code})
+            for p in getattr(topic, self.request_partitions) or []
+        ]
+        setattr(entry, self.response_partitions, partitions)
+        return entry
 
 
 def _per_partition(operation: AclOperation, shape: _Partitioned) -> Rule:
@@ -165,42 +181,32 @@ def _per_partition(operation: AclOperation, shape: _Partitioned) -> Rule:
         setattr(request, shape.request_topics, [topic for topic, _ in kept])
 
         def patch(response: Any) -> None:
-            answered = getattr(response, shape.response_topics) or []
-            for topic, name in refused:
-                entry = shape.topic(**{shape.response_name: name})
-                if hasattr(entry, "topic_id") and hasattr(topic, "topic_id"):
-                    entry.topic_id = topic.topic_id
-                partitions = [
-                    shape.partition(
-                        **{
-                            shape.response_index: getattr(p, shape.request_index),
-                            "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                        }
-                    )
-                    for p in getattr(topic, shape.request_partitions) or []
-                ]
-                setattr(entry, shape.response_partitions, partitions)
-                answered.append(entry)
-            setattr(response, shape.response_topics, answered)
+            code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            entries = [_same_topic_id(shape.refused(topic, name, code), topic) for topic, name in refused]
+            _answer_also(response, shape.response_topics, entries)
 
         return patch
 
     return rule
 
 
+def _answer_also(response: Any, field: str, refused: Iterable[Any]) -> None:
+    """Put the refused part of the request back into the handler's answer, after what the handler answered."""
+    setattr(response, field, [*(getattr(response, field) or []), *refused])
+
+
+def _same_topic_id(entry: Any, asked: Any) -> Any:
+    """The answer's `entry`, carrying the topic id of the request's entry it answers where both have one."""
+    if hasattr(entry, "topic_id") and hasattr(asked, "topic_id"):
+        entry.topic_id = asked.topic_id
+    return entry
+
+
 def _refuse_all(shape: _Partitioned, request: Any, code: ErrorCode) -> Refused:
     """The API's answer with every partition of the request refused with `code`."""
     response = RESPONSES[_API_OF_SHAPE[shape]]()
-    entries = []
-    for topic in getattr(request, shape.request_topics) or []:
-        entry = shape.topic(**{shape.response_name: getattr(topic, shape.request_name)})
-        partitions = [
-            shape.partition(**{shape.response_index: getattr(p, shape.request_index), "error_code": code})
-            for p in getattr(topic, shape.request_partitions) or []
-        ]
-        setattr(entry, shape.response_partitions, partitions)
-        entries.append(entry)
-    setattr(response, shape.response_topics, entries)
+    topics = getattr(request, shape.request_topics) or []
+    setattr(response, shape.response_topics, [shape.refused(t, getattr(t, shape.request_name), code) for t in topics])
     return Refused(response)
 
 
@@ -233,16 +239,14 @@ def _per_topic(allowed: Callable[[Check, str], bool], shape: _PerTopic) -> Rule:
             return None
         setattr(request, shape.request_topics, [item for item, name in named if (item, name) not in refused])
 
+        def refused_result(item: Any, name: str) -> Any:
+            result = shape.result(name=name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            if shape.error_message:
+                result.error_message = "Authorization failed."
+            return _same_topic_id(result, item)
+
         def patch(response: Any) -> None:
-            answered = getattr(response, shape.response_topics) or []
-            for item, name in refused:
-                result = shape.result(name=name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                if shape.error_message:
-                    result.error_message = "Authorization failed."
-                if hasattr(result, "topic_id") and hasattr(item, "topic_id"):
-                    result.topic_id = item.topic_id
-                answered.append(result)
-            setattr(response, shape.response_topics, answered)
+            _answer_also(response, shape.response_topics, [refused_result(item, name) for item, name in refused])
 
         return patch
 
@@ -381,19 +385,34 @@ def _find_coordinator(check: Check, request: Any) -> Refused | None:
     )
 
 
-def _describe_groups(check: Check, request: Any) -> Patch | None:
-    refused = [g for g in request.groups or [] if not check(Op.DESCRIBE, Type.GROUP, g)]
-    if not refused:
-        return None
-    request.groups = [g for g in request.groups or [] if g not in refused]
+def _per_key(
+    resource_type: ResourceType, operation: AclOperation, keys: str, results: str, refused_result: Callable[[str], Any]
+) -> Rule:
+    """APIs naming groups or transactional ids in a list (request field `keys`), one result each (response field
+    `results`): the refused ones are taken out of the request and answered with `refused_result`."""
 
-    def patch(response: Any) -> None:
-        response.groups = [
-            *(response.groups or []),
-            *(DescribedGroup(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=g) for g in refused),
-        ]
+    def rule(check: Check, request: Any) -> Patch | None:
+        named = getattr(request, keys) or []
+        refused = [key for key in named if not check(operation, resource_type, key)]
+        if not refused:
+            return None
+        setattr(request, keys, [key for key in named if key not in refused])
 
-    return patch
+        def patch(response: Any) -> None:
+            _answer_also(response, results, map(refused_result, refused))
+
+        return patch
+
+    return rule
+
+
+_describe_groups = _per_key(
+    Type.GROUP,
+    Op.DESCRIBE,
+    "groups",
+    "groups",
+    lambda g: DescribedGroup(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=g),
+)
 
 
 def _list_groups(check: Check, _request: Any) -> Patch | None:
@@ -406,21 +425,13 @@ def _list_groups(check: Check, _request: Any) -> Patch | None:
     return patch
 
 
-def _delete_groups(check: Check, request: Any) -> Patch | None:
-    from kafkette.broker.protocol.messages.delete_groups_response import DeletableGroupResult
-
-    refused = [g for g in request.groups_names or [] if not check(Op.DELETE, Type.GROUP, g)]
-    if not refused:
-        return None
-    request.groups_names = [g for g in request.groups_names or [] if g not in refused]
-
-    def patch(response: Any) -> None:
-        response.results = [
-            *(response.results or []),
-            *(DeletableGroupResult(group_id=g, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED) for g in refused),
-        ]
-
-    return patch
+_delete_groups = _per_key(
+    Type.GROUP,
+    Op.DELETE,
+    "groups_names",
+    "results",
+    lambda g: DeletableGroupResult(group_id=g, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED),
+)
 
 
 def _init_producer_id(check: Check, request: Any) -> Refused | None:
@@ -498,41 +509,31 @@ def _result_classes() -> dict[str, type[Any]]:
 _RESULT_CLASSES = _result_classes()
 
 _PRODUCE = _Partitioned(
-    "topic_data", "name", "partition_data", "index",
-    "responses", TopicProduceResponse, "name", "partition_responses", PartitionProduceResponse, "index",
-)  # fmt: skip
+    TopicProduceResponse,
+    PartitionProduceResponse,
+    request_topics="topic_data",
+    request_partitions="partition_data",
+    request_index="index",
+    response_topics="responses",
+    response_partitions="partition_responses",
+    response_index="index",
+)
 _FETCH = _per_partition(
     Op.READ,
     _Partitioned(
-        "topics", "topic", "partitions", "partition",
-        "responses", FetchableTopicResponse, "topic", "partitions", PartitionData, "partition_index",
+        FetchableTopicResponse, PartitionData, request_name="topic", request_index="partition",
+        response_topics="responses", response_name="topic",
     ),
 )  # fmt: skip
-_LIST_OFFSETS = _Partitioned(
-    "topics", "name", "partitions", "partition_index",
-    "topics", ListOffsetsTopicResponse, "name", "partitions", ListOffsetsPartitionResponse, "partition_index",
-)  # fmt: skip
-_COMMITS = _Partitioned(
-    "topics", "name", "partitions", "partition_index",
-    "topics", OffsetCommitResponseTopic, "name", "partitions", OffsetCommitResponsePartition, "partition_index",
-)  # fmt: skip
+_LIST_OFFSETS = _Partitioned(ListOffsetsTopicResponse, ListOffsetsPartitionResponse)
+_COMMITS = _Partitioned(OffsetCommitResponseTopic, OffsetCommitResponsePartition)
 _EPOCHS = _Partitioned(
-    "topics", "topic", "partitions", "partition",
-    "topics", OffsetForLeaderTopicResult, "topic", "partitions", EpochEndOffset, "partition",
+    OffsetForLeaderTopicResult, EpochEndOffset, request_name="topic", request_index="partition",
+    response_name="topic", response_index="partition",
 )  # fmt: skip
-_DELETE_RECORDS = _Partitioned(
-    "topics", "name", "partitions", "partition_index",
-    "topics", DeleteRecordsTopicResult, "name", "partitions", DeleteRecordsPartitionResult, "partition_index",
-)  # fmt: skip
-_OFFSET_DELETE = _Partitioned(
-    "topics", "name", "partitions", "partition_index",
-    "topics", OffsetDeleteResponseTopic, "name", "partitions", OffsetDeleteResponsePartition, "partition_index",
-)  # fmt: skip
-
-_TXN_COMMITS = _Partitioned(
-    "topics", "name", "partitions", "partition_index",
-    "topics", TxnOffsetCommitResponseTopic, "name", "partitions", TxnOffsetCommitResponsePartition, "partition_index",
-)  # fmt: skip
+_DELETE_RECORDS = _Partitioned(DeleteRecordsTopicResult, DeleteRecordsPartitionResult)
+_OFFSET_DELETE = _Partitioned(OffsetDeleteResponseTopic, OffsetDeleteResponsePartition)
+_TXN_COMMITS = _Partitioned(TxnOffsetCommitResponseTopic, TxnOffsetCommitResponsePartition)
 _API_OF_SHAPE = {_PRODUCE: 0, _COMMITS: 8, _EPOCHS: 23, _TXN_COMMITS: 28}
 
 
@@ -609,27 +610,15 @@ def _write_txn_markers(check: Check, _request: Any) -> Refused | None:
     return None if check.cluster(Op.CLUSTER_ACTION) else Refused(None)
 
 
-def _describe_transactions(check: Check, request: Any) -> Patch | None:
-    from kafkette.broker.protocol.messages.describe_transactions_response import TransactionState
-
-    ids = request.transactional_ids or []
-    refused = [t for t in ids if not check(Op.DESCRIBE, Type.TRANSACTIONAL_ID, t)]
-    if not refused:
-        return None
-    request.transactional_ids = [t for t in ids if t not in refused]
-
-    def patch(response: Any) -> None:
-        response.transaction_states = [
-            *(response.transaction_states or []),
-            *(
-                TransactionState(
-                    error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, transactional_id=t, topics=[]
-                )
-                for t in refused
-            ),
-        ]
-
-    return patch
+_describe_transactions = _per_key(
+    Type.TRANSACTIONAL_ID,
+    Op.DESCRIBE,
+    "transactional_ids",
+    "transaction_states",
+    lambda t: DescribedTransaction(
+        error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, transactional_id=t, topics=[]
+    ),
+)
 
 
 def _list_transactions(check: Check, _request: Any) -> Patch:
@@ -675,6 +664,7 @@ RULES: dict[int, Rule] = {
     31: _cluster(Op.ALTER),  # DeleteAcls
     32: _configs(Op.DESCRIBE_CONFIGS),
     33: _configs(Op.ALTER_CONFIGS),
+    34: _cluster(Op.ALTER, refuse_alter_replica_log_dirs),  # AlterReplicaLogDirs: each partition says refused
     35: _cluster(Op.DESCRIBE),  # DescribeLogDirs
     36: _none,  # SaslAuthenticate
     37: _per_topic(
