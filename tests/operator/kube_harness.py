@@ -46,6 +46,11 @@ class Custom:
             GROUP, VERSION, self.namespace, plural, name, {"spec": spec}, field_validation="Strict"
         )
 
+    def annotate(self, plural: str, name: str, annotations: dict[str, str]) -> dict[str, Any]:
+        return self.api.patch_namespaced_custom_object(
+            GROUP, VERSION, self.namespace, plural, name, {"metadata": {"annotations": annotations}}
+        )
+
     def delete(self, plural: str, name: str) -> None:
         self.api.delete_namespaced_custom_object(GROUP, VERSION, self.namespace, plural, name)
 

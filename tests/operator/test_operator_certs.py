@@ -111,14 +111,7 @@ def test_secured_cluster_certificates_user_certificate_and_renewal(
     # Pods made before the renewal: the StatefulSet controller creates them (no kubelet runs them).
     eventually(lambda: len(_pods(kube, namespace)) == 2 or None, TIMEOUT, "two broker pods")
     before = {pod.metadata.name: pod.metadata.uid for pod in _pods(kube, namespace)}
-    custom.api.patch_namespaced_custom_object(
-        "kafkette.dev",
-        "v1alpha1",
-        namespace,
-        "kafkaclusters",
-        "main",
-        {"metadata": {"annotations": {RENEW_ANNOTATION: "1"}}},
-    )
+    custom.annotate("kafkaclusters", "main", {RENEW_ANNOTATION: "1"})
 
     def renewed() -> dict[str, bytes] | None:
         data = secret_data(kube, namespace, names.broker_certs)

@@ -210,14 +210,7 @@ def test_roll_annotation_restarts_every_broker_once_and_is_removed(
 ) -> None:
     custom = ready_cluster(kube, namespace, kafka)
     controller = controller_of(kafka)
-    custom.api.patch_namespaced_custom_object(
-        "kafkette.dev",
-        "v1alpha1",
-        namespace,
-        "kafkaclusters",
-        "main",
-        {"metadata": {"annotations": {ROLL_ANNOTATION: "now"}}},
-    )
+    custom.annotate("kafkaclusters", "main", {ROLL_ANNOTATION: "now"})
     order = follow_roll(kube, namespace, 3, hold=0.0)
     assert order == [*sorted({0, 1, 2} - {controller}), controller]
 

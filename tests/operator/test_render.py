@@ -11,6 +11,7 @@ import kubernetes_validate
 import pytest
 
 from kafkette.broker.config import BrokerConfig, parse_properties
+from kafkette.operator.kube.handlers.common import BOOTSTRAP_ANNOTATION, cluster_bootstrap
 from kafkette.operator.kube.names import kafka_cluster_id
 from kafkette.operator.kube.render import render_cluster
 from kafkette.operator.kube.start import annotation, ordinal, server_properties
@@ -259,3 +260,14 @@ def test_a_secured_clusters_pods_mount_their_certificates_and_probe_over_mutual_
     plain = render(SPECS["defaults"])["StatefulSet/demo-broker"]["spec"]["template"]["spec"]
     assert "tls" not in {volume["name"] for volume in plain["volumes"]}
     assert "ssl.keystore.location" not in broker_config(render(SPECS["defaults"]), 0)
+
+
+def test_the_operator_bootstraps_from_replication_on_a_secured_cluster_and_clients_from_their_listener() -> None:
+    def cluster(spec: dict[str, Any], **annotations: str) -> dict[str, Any]:
+        return {"metadata": {"name": "demo", "namespace": "data", "annotations": annotations}, "spec": spec}
+
+    secured = cluster(SPECS["secured"])
+    assert cluster_bootstrap(secured) == "demo-bootstrap.data.svc:9091"
+    assert cluster_bootstrap(secured, clients=True) == "demo-bootstrap.data.svc:9092"
+    assert cluster_bootstrap(cluster(SPECS["defaults"])) == "demo-bootstrap.data.svc:9092"
+    assert cluster_bootstrap(cluster({}, **{BOOTSTRAP_ANNOTATION: "127.0.0.1:1"}), clients=True) == "127.0.0.1:1"

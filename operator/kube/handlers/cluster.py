@@ -145,7 +145,7 @@ async def _observe(
         "replicas": sts_status.get("replicas", 0),
         "readyBrokers": sum(pod.ready for pod in pods),
         "selector": selector,
-        "bootstrapServers": bootstrap,
+        "bootstrapServers": cluster_bootstrap(dict(body), clients=True),
     }
     if step.roll is not None:
         # Every key written, nulls too: a merge patch would keep a stale `current` or `startedAt` otherwise.

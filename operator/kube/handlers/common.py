@@ -81,15 +81,16 @@ def admin_for(bootstrap: str, tls: ClientTls | None = None) -> Admin:
     return _admins[bootstrap, tls]
 
 
-def cluster_bootstrap(cluster: dict[str, Any]) -> str:
+def cluster_bootstrap(cluster: dict[str, Any], clients: bool = False) -> str:
     """Where the operator reaches the brokers: a secured cluster's REPLICATION listener (mutual TLS), else the
-    first client listener, through the bootstrap Service (or the bootstrap annotation)."""
+    first client listener; with `clients`, where clients bootstrap: the first client listener. Through the
+    bootstrap Service, or the bootstrap annotation when set."""
     annotations = cluster["metadata"].get("annotations") or {}
     if BOOTSTRAP_ANNOTATION in annotations:
         return annotations[BOOTSTRAP_ANNOTATION]
     spec = KafkaClusterSpec.model_validate(cluster["spec"])
     names = ClusterNames(cluster["metadata"]["name"], cluster["metadata"]["namespace"])
-    return names.bootstrap_servers(REPLICATION_PORT if spec.secured else spec.listeners[0].port)
+    return names.bootstrap_servers(REPLICATION_PORT if spec.secured and not clients else spec.listeners[0].port)
 
 
 async def admin_for_cluster(cluster_ref: str, namespace: str) -> Admin:

@@ -131,11 +131,24 @@ async def _certificate(name: str, namespace: str, cluster_ref: str, body: Any) -
     kopf.info(body, reason="CertificateIssued", message=f"issued the client certificate of user {name} ({reason})")
 
 
+OTHER_TYPE = {"tls": "scram-sha-512", "scram-sha-512": "tls"}
+
+
+async def _forget(admin: Admin, name: str, authentication: str) -> None:
+    """Remove what the user has in Kafka as `authentication`: its SCRAM credential, its principal's ACLs. A user whose
+    authentication type changed keeps no way in, nor rights, from the old one."""
+    who = principal(name, authentication)
+    if authentication == "scram-sha-512" and await admin.has_scram_sha_512(name):
+        await admin.delete_scram_sha_512(name)
+    await admin.delete_acls(who, await admin.acls_of(who))
+
+
 async def _carry_out(admin: Admin, name: str, namespace: str, spec: KafkaUserSpec, body: Any) -> None:
     if spec.authentication.type == "tls":
         await _certificate(name, namespace, spec.cluster_ref, body)
     else:
         await _scram(admin, name, namespace, body)
+    await _forget(admin, name, OTHER_TYPE[spec.authentication.type])
     who = principal(name, spec.authentication.type)
     plan = plan_acls(desired_acls(spec.authorization), await admin.acls_of(who))
     # Create first: an ACL changed in place is never missing in between.
@@ -191,11 +204,10 @@ async def user_deleted(spec: Any, name: str, namespace: str | None, body: Any, *
     admin = await admin_for_deletion(parsed.cluster_ref, namespace_of(namespace))
     if admin is None:
         return
-    who = principal(name, parsed.authentication.type)
     try:
-        if parsed.authentication.type == "scram-sha-512":
-            await admin.delete_scram_sha_512(name)
-        await admin.delete_acls(who, await admin.acls_of(who))
+        for authentication in OTHER_TYPE:
+            await _forget(admin, name, authentication)
     except AdminError as exc:
         raise kopf.TemporaryError(str(exc), delay=10) from None
+    who = principal(name, parsed.authentication.type)
     kopf.info(body, reason="UserDeleted", message=f"removed the credential and the ACLs of {who}")
