@@ -34,7 +34,7 @@ from kafkette.broker.server.handlers.groups import (
     handle_sync_group,
 )
 from kafkette.broker.server.handlers.list_offsets import handle_list_offsets
-from kafkette.broker.server.handlers.log_dirs import handle_describe_log_dirs
+from kafkette.broker.server.handlers.log_dirs import handle_alter_replica_log_dirs, handle_describe_log_dirs
 from kafkette.broker.server.handlers.metadata import handle_describe_cluster, handle_metadata
 from kafkette.broker.server.handlers.offset_for_leader_epoch import handle_offset_for_leader_epoch
 from kafkette.broker.server.handlers.offsets import handle_offset_commit, handle_offset_delete, handle_offset_fetch
@@ -143,6 +143,8 @@ APIS: dict[int, Api] = {
         _api(31, 1, handle_delete_acls),
         _api(32, 1, handle_describe_configs),
         _api(33, 0, handle_alter_configs),
+        # v0 of both was removed in Kafka 4.0 (KIP-896).
+        _api(34, 1, handle_alter_replica_log_dirs),
         _api(35, 1, handle_describe_log_dirs),
         _api(36, 0, handle_sasl_authenticate),
         _api(37, 0, handle_create_partitions),
