@@ -34,6 +34,12 @@ from kafkette.broker.protocol.types import Message
 if TYPE_CHECKING:
     from kafkette.broker.controller.control import ControllerSettings
 
+# As Kafka's controller: a CreateTopics request adds at most this many partitions in all, and a user operation
+# writes at most this many records. Four bytes of a request (a partition count) must not make a metadata batch of
+# two billion records: beyond these, the whole request is refused with POLICY_VIOLATION.
+MAX_PARTITIONS_PER_REQUEST = 10_000
+MAX_RECORDS_PER_USER_OP = 10_000
+
 
 def live_set(image: MetadataImage, live_brokers: Collection[int] | None) -> set[int]:
     """Brokers that may take new replicas: eligible in the image and, if given, in ``live_brokers``."""
@@ -123,6 +129,13 @@ def create_topics(
     Replicas go only to live brokers (``live_set``); leaders count those the image already has, and
     those of topics earlier in the same request, so leadership stays balanced.
     """
+    if _requested_partitions(request, settings) > MAX_PARTITIONS_PER_REQUEST:
+        message = "Excessively large number of partitions per request."
+        refused = [
+            CreatableTopicResult(name=t.name, error_code=ErrorCode.POLICY_VIOLATION, error_message=message)
+            for t in request.topics
+        ]
+        return [], CreateTopicsResponse(topics=refused)
     names = Counter(t.name for t in request.topics)
     live = live_set(image, live_brokers)
     load: Counter[int] = Counter(image.leader_counts())
@@ -150,6 +163,19 @@ def create_topics(
             load.update(r.leader for r in created if isinstance(r, PartitionRecord) and r.leader >= 0)
             records += created
     return records, CreateTopicsResponse(topics=results)
+
+
+def _requested_partitions(request: CreateTopicsRequest, settings: ControllerSettings) -> int:
+    """The partitions a CreateTopics request asks for in all, counted as Kafka counts them."""
+    total = 0
+    for topic in request.topics:
+        if topic.assignments:
+            total += len(topic.assignments)
+        elif topic.num_partitions == -1:
+            total += settings.num_partitions
+        else:
+            total += max(topic.num_partitions, 0)
+    return total
 
 
 def _topic_to_delete(image: MetadataImage, name: str | None, topic_id: UUID) -> UUID:
@@ -233,6 +259,16 @@ def _new_partitions(
     return existing.topic_id, [list(a.broker_ids) for a in explicit]
 
 
+def _added_partitions(image: MetadataImage, request: CreatePartitionsRequest) -> int:
+    """The partitions (one record each) a CreatePartitions request would add to the topics that exist."""
+    total = 0
+    for topic in request.topics:
+        existing = image.topic_by_name(topic.name)
+        if existing is not None:
+            total += max(topic.count - len(existing.partitions), 0)
+    return total
+
+
 def create_partitions(
     image: MetadataImage,
     request: CreatePartitionsRequest,
@@ -240,6 +276,13 @@ def create_partitions(
     live_brokers: Collection[int] | None = None,
 ) -> tuple[list[Message], CreatePartitionsResponse]:
     """PartitionRecords for the partitions each topic gains; explicit assignments are validated and kept."""
+    if _added_partitions(image, request) > MAX_RECORDS_PER_USER_OP:
+        message = "Unable to perform excessively large batch operation."
+        refused = [
+            CreatePartitionsTopicResult(name=t.name, error_code=ErrorCode.POLICY_VIOLATION, error_message=message)
+            for t in request.topics
+        ]
+        return [], CreatePartitionsResponse(results=refused)
     names = Counter(t.name for t in request.topics)
     live = live_set(image, live_brokers)
     load: Counter[int] = Counter(image.leader_counts())

@@ -235,3 +235,33 @@ def test_refused_partition_additions(topic: CreatePartitionsTopic, code: ErrorCo
     cluster.create("t", partitions=2, replication_factor=2)
     records, response = create_partitions(cluster.image, CreatePartitionsRequest(topics=[topic]), SETTINGS)
     assert records == [] and response.results[0].error_code == code
+
+
+def test_a_request_for_more_than_ten_thousand_partitions_is_refused_whole() -> None:
+    # Found by the request fuzz: a random partition count built a metadata batch too large for the log (or, at
+    # 2**31 - 1, never finished building it). Kafka's controller caps a request at 10,000 partitions.
+    cluster = Cluster(1)
+    topics = [
+        CreatableTopic(name="small", num_partitions=1, replication_factor=1),
+        CreatableTopic(name="huge", num_partitions=2**31 - 1, replication_factor=1),
+    ]
+    records, response = create_topics(cluster.image, CreateTopicsRequest(topics=topics), SETTINGS)
+    assert records == []
+    assert [(r.name, r.error_code) for r in response.topics] == [
+        ("small", ErrorCode.POLICY_VIOLATION),
+        ("huge", ErrorCode.POLICY_VIOLATION),
+    ]
+    at_the_cap = CreatableTopic(name="t", num_partitions=10_000, replication_factor=1)
+    records, response = create_topics(cluster.image, CreateTopicsRequest(topics=[at_the_cap]), SETTINGS)
+    assert response.topics[0].error_code == ErrorCode.NONE and len(records) == 1 + 10_000
+
+
+def test_adding_more_than_ten_thousand_partitions_is_refused_whole() -> None:
+    cluster = Cluster(1)
+    cluster.create("t", partitions=1)
+    request = CreatePartitionsRequest(topics=[CreatePartitionsTopic(name="t", count=2**31 - 1)])
+    records, response = create_partitions(cluster.image, request, SETTINGS)
+    assert records == [] and [r.error_code for r in response.results] == [ErrorCode.POLICY_VIOLATION]
+    request = CreatePartitionsRequest(topics=[CreatePartitionsTopic(name="t", count=10_001)])
+    records, response = create_partitions(cluster.image, request, SETTINGS)
+    assert response.results[0].error_code == ErrorCode.NONE and len(records) == 10_000
