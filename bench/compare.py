@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import time
@@ -58,6 +59,7 @@ class Results:
     errors: dict[tuple[str, str, str, str], str] = field(default_factory=dict)
     latency: dict[str, list[dict[str, float]]] = field(default_factory=lambda: defaultdict(list))
     java_latency: dict[str, list[dict[str, float]]] = field(default_factory=lambda: defaultdict(list))
+    load: list[float] = field(default_factory=list)  # the machine's 1-minute load average after each round
 
     def add(self, key: tuple[str, str, str, str], measurement: Measurement, cpu_seconds: float) -> None:
         self.rates[key].append(measurement.rate)
@@ -70,6 +72,7 @@ class Results:
             "errors": {" | ".join(k): v for k, v in self.errors.items()},
             "latency": self.latency,
             "java_latency": self.java_latency,
+            "load": self.load,
         }
 
     @classmethod
@@ -83,6 +86,7 @@ class Results:
         results.errors.update(keyed(raw["errors"]))
         results.latency.update(raw["latency"])
         results.java_latency.update(raw["java_latency"])
+        results.load.extend(raw.get("load", []))
         return results
 
 
@@ -167,7 +171,13 @@ def report(
         "# Kafkette vs Apache Kafka vs Tansu",
         "",
         f"{finished}, {rounds} round(s), medians; brokers run side by side on 127.0.0.1, rounds interleave their "
-        "order.",
+        "order."
+        + (
+            f" Load average (1 min) after each round: {', '.join(f'{x:.1f}' for x in results.load)} "
+            f"({os.cpu_count()} cores)."
+            if results.load
+            else ""
+        ),
         "",
         "| workload | client | op | Kafka msg/s (MB/s) | Tansu msg/s (MB/s) | Kafkette msg/s (MB/s) | Kafkette/Kafka "
         "| Kafkette/Tansu "
@@ -331,6 +341,7 @@ def measure(
                     results.java_latency[name].append(java_latency(brokers[name], f"java-{topic}", records, 100))
                 except Exception as exc:  # reported, not fatal: Tansu's consumer never sees the record
                     results.errors[failed] = error_summary(exc, 120)
+            results.load.append(os.getloadavg()[0])
         facts = {name: asdict(BrokerFacts.of(broker)) for name, broker in brokers.items()}
     finally:
         for broker in brokers.values():
