@@ -4,7 +4,7 @@ SIGKILL in the middle of the copy; DescribeLogDirs shows the future replica and 
 
 from __future__ import annotations
 
-import time
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ from kafka.admin import NewTopic
 from kafka.errors import KafkaStorageError, LogDirNotFoundError, NoError, ReplicaNotAvailableError
 from waiting import wait_for
 
+from kafkette.broker.config import LONG_MAX
 from kafkette.broker.process import BrokerProcess
 
 pytestmark = pytest.mark.timeout(180)
@@ -75,6 +76,14 @@ def set_throttle(broker: BrokerProcess, rate: int | None) -> None:
     resource = ConfigResource(ConfigResource.Type.BROKER, str(broker.node_id), incremental_configs=[entry])
     confluent = AdminClient({"bootstrap.servers": broker.bootstrap})  # kept alive until the answer is in
     confluent.incremental_alter_configs([resource])[resource].result(10)
+    # The broker applies the committed config a moment later; DescribeConfigs answers from the same image.
+    described = ConfigResource(ConfigResource.Type.BROKER, str(broker.node_id))
+
+    def applied() -> bool:
+        entries = confluent.describe_configs([described])[described].result(10)
+        return entries[THROTTLE].value == str(rate if rate is not None else LONG_MAX)
+
+    wait_for(applied, f"{THROTTLE} applied on the broker", 10, 0.05)
 
 
 def produce(broker: BrokerProcess, count: int, start: int) -> dict[int, bytes]:
@@ -202,21 +211,42 @@ def placement_of(client: KafkaAdminClient, offline: Path) -> dict[tuple[int, boo
 
 
 def test_a_move_keeps_up_with_a_steady_producer(broker: BrokerProcess, dirs: list[Path]) -> None:
-    """No throttle, records arriving all the time: the copy still catches up and swaps, losing none."""
+    """Records arriving all the time (acks=all, from another thread) while the replica moves: the copy still
+    catches up and swaps, and every acknowledged record is there afterwards."""
     client = admin(broker)
     client.create_topics([NewTopic(TOPIC, 1, 1)])
     wait_for(lambda: (0, False) in placement(client), "the partition listed", 20, 0.2)
     source = Path(placement(client)[(0, False)][0])
     target = next(d for d in dirs if d != source)
-    acked = produce(broker, 5_000, 0)
-    replica = TopicPartitionReplica(TOPIC, 0, broker.node_id)
-    assert client.alter_replica_log_dirs({replica: str(target)}) == {replica: NoError}
-    deadline = time.monotonic() + 30
-    batch = 0
-    while placement(client)[(0, False)][0] != str(target):
-        assert time.monotonic() < deadline, "the move never completed under traffic"
-        batch += 1
-        acked |= produce(broker, 500, 5_000 + 500 * batch)
-    acked |= produce(broker, 500, 1_000_000)
+    acked = produce(broker, 10_000, 0)
+    stop = threading.Event()
+    during: list[dict[int, bytes]] = []
+
+    def keep_producing() -> None:
+        batch = 0
+        while not stop.is_set():
+            batch += 1
+            during.append(produce(broker, 200, 1_000_000 * batch))
+
+    producer = threading.Thread(target=keep_producing, daemon=True)
+    producer.start()
+    try:
+        wait_for(lambda: len(during) >= 2, "records flowing", 20, 0.05)
+        set_throttle(broker, 100_000)  # held back after the first ~1 MB: appends land during the copy
+        replica = TopicPartitionReplica(TOPIC, 0, broker.node_id)
+        assert client.alter_replica_log_dirs({replica: str(target)}) == {replica: NoError}
+        wait_for(lambda: (0, True) in placement(client), "the copy under way", 20, 0.05)
+        copying = len(during)
+        wait_for(lambda: len(during) >= copying + 2, "records appended during the copy", 20, 0.05)
+        assert (0, True) in placement(client)
+        set_throttle(broker, None)  # now the copy catches up with the producer and swaps
+        wait_for(lambda: placement(client)[(0, False)][0] == str(target), "the move under traffic", 60, 0.1)
+        moved_at = len(during)
+        wait_for(lambda: len(during) >= moved_at + 2, "records after the swap", 20, 0.05)
+    finally:
+        stop.set()
+        producer.join(30)
+    for batch in during:
+        acked |= batch
     assert read_partition(broker) == acked
     client.close()
