@@ -258,3 +258,12 @@ chaos-net-quick: bytecode net-tools
 net-tools:
 	@command -v ip >/dev/null && command -v iptables >/dev/null && command -v tc >/dev/null || \
 		apt-get install -y -qq --no-install-recommends iproute2 iptables
+
+# How costs grow with partitions (100/1,000/10,000), connections and consumer groups (1/100/1,000), beside Apache
+# Kafka, one fresh broker per point (about 30 minutes) -> bench/results/growth.md. The quick one: smaller points.
+.PHONY: bench-growth bench-growth-quick
+bench-growth: bytecode
+	$(BIN)/python bench/growth.py
+
+bench-growth-quick: bytecode
+	$(BIN)/python bench/growth.py --quick

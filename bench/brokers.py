@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -90,6 +90,7 @@ class RunningBroker:
     process: subprocess.Popen[bytes]
     bootstrap: str
     data_dir: Path
+    env: dict[str, str] | None = None
     startup_s: float = 0.0
     idle_rss_mb: float = 0.0
     notes: list[str] = field(default_factory=list)
@@ -114,7 +115,7 @@ class RunningBroker:
         shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
-def _wait_for_port(bootstrap: str, deadline: float, process: subprocess.Popen[bytes]) -> None:
+def wait_for_port(bootstrap: str, deadline: float, process: subprocess.Popen[bytes]) -> None:
     """Poll the listener every 5 ms, so librdkafka's growing reconnect backoff is not part of start-up time."""
     host, port = bootstrap.split(",")[0].rsplit(":", 1)
     while time.monotonic() < deadline:
@@ -129,7 +130,7 @@ def _wait_for_port(bootstrap: str, deadline: float, process: subprocess.Popen[by
 def _first_produce(bootstrap: str, started: float, process: subprocess.Popen[bytes]) -> float:
     """Seconds from process start until a record (to a topic auto-created on the way) is acknowledged."""
     deadline = started + READY_TIMEOUT_S
-    _wait_for_port(bootstrap, deadline, process)
+    wait_for_port(bootstrap, deadline, process)
     delivered: list[bool] = []
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -147,17 +148,45 @@ def _first_produce(bootstrap: str, started: float, process: subprocess.Popen[byt
     raise RuntimeError(f"no produce was acknowledged within {READY_TIMEOUT_S} s")
 
 
+# How a launch decides the broker is ready: (bootstrap, monotonic start time, process) -> seconds since start.
+Ready = Callable[[str, float, "subprocess.Popen[bytes]"], float]
+
+
 def _launch(
-    name: str, command: list[str], bootstrap: str, data_dir: Path, env: dict[str, str] | None = None
+    name: str,
+    command: list[str],
+    bootstrap: str,
+    data_dir: Path,
+    env: dict[str, str] | None = None,
+    ready: Ready = _first_produce,
 ) -> RunningBroker:
-    log = (data_dir / "broker.log").open("wb")
+    log = (data_dir / "broker.log").open("ab")  # appended: a restarted broker keeps its earlier lines
     started = time.monotonic()
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=data_dir, env=env)
-    broker = RunningBroker(name, process, bootstrap, data_dir)
-    broker.startup_s = _first_produce(bootstrap, started, process)
+    broker = RunningBroker(name, process, bootstrap, data_dir, env)
+    try:
+        broker.startup_s = ready(bootstrap, started, process)
+    except BaseException:
+        process.kill()  # not left running behind a failed start
+        process.wait()
+        raise
     time.sleep(1)
     broker.idle_rss_mb = broker.rss_mb()
     return broker
+
+
+def restart(broker: RunningBroker, kill: bool, ready: Ready = _first_produce) -> RunningBroker:
+    """The same broker again on its data: stopped with SIGKILL (``kill``) or SIGTERM, then launched with the same
+    command; its ``startup_s`` is what ``ready`` measured from the new launch."""
+    if kill:
+        broker.process.kill()
+    else:
+        broker.process.terminate()
+    broker.process.wait(180)
+    command = [str(arg) for arg in broker.process.args]  # type: ignore[union-attr]
+    again = _launch(broker.name, command, broker.bootstrap, broker.data_dir, broker.env, ready)
+    again.notes = broker.notes
+    return again
 
 
 def start_kafkette(extra: dict[str, str] | None = None) -> RunningBroker:

@@ -1,0 +1,366 @@
+"""How a broker's costs grow with partitions, client connections and consumer groups: Kafkette beside Apache Kafka.
+
+    python bench/growth.py            # 100/1,000/10,000 partitions, 1/100/1,000 connections and groups
+    python bench/growth.py --quick    # under three minutes: smaller points, shorter windows
+    python bench/growth.py --report   # growth.md again from growth.json
+
+Every point (one broker, one size of one dimension) starts a fresh single broker (KRaft combined mode for
+Kafka), measures, and removes its data. Both brokers get small segments (log.segment.bytes 1 MiB,
+log.index.size.max.bytes 64 KiB) so that 10,000 partitions stay small on disk, and
+group.initial.rebalance.delay.ms=0.
+
+- partitions: CreateTopics to every partition led in this broker's Metadata (one broker: "metadata
+  propagation" is to the broker that serves it), librdkafka producing 100 B records round-robin over all
+  partitions (acks=1, linger.ms=5), RSS and idle CPU afterwards, then a restart after SIGTERM and one after
+  SIGKILL, each timed from launch to a record acknowledged on every partition.
+- connections: N connections open (each past ApiVersions); RSS and idle CPU with them open, then produce
+  requests (one 100 B record, acks=1) at a fixed rate spread over the N in turn: latency p50/p99 and the
+  broker's CPU per request.
+- groups: G consumer groups of one member each, over 10 shared connections: join (JoinGroup + SyncGroup)
+  latency, then a steady state of heartbeats every 3 s and commits every 5 s per group (librdkafka's
+  defaults): commit latency p50/p99, the coordinator's CPU, RSS.
+
+The report gives each metric per size for both brokers and its growth (largest point / smallest): the goal is
+costs flat within 1.5x. Numbers, no pass/fail.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import os
+import platform
+import resource
+import subprocess
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from brokers import BENCH_DIR, Ready, RunningBroker, restart, start_kafka, start_kafkette, wait_for_port
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from growth_load import client_for, close_clients, open_clients, partitions_led, produce_at_rate, run_groups
+from workloads import Scenario, confluent
+
+from kafkette.broker.net.client import BrokerClient
+
+BROKERS = ("kafka", "kafkette")
+COMMON = {"log.segment.bytes": "1048576", "log.index.size.max.bytes": "65536"}
+# Kafka's properties from bench/brokers.py already set group.initial.rebalance.delay.ms=0.
+SETTINGS: dict[str, dict[str, str]] = {"kafka": COMMON, "kafkette": {**COMMON, "group.initial.rebalance.delay.ms": "0"}}
+TOPIC = "growth"
+RESTART_TIMEOUT_S = 300.0
+GROUP_CONNECTIONS = 10
+
+
+@dataclass(frozen=True)
+class Plan:
+    partitions: Sequence[int]
+    connections: Sequence[int]
+    groups: Sequence[int]
+    records: int  # produced per partitions point
+    idle_s: float
+    request_rate: int
+    request_s: float
+    steady_s: float
+
+
+FULL = Plan((100, 1_000, 10_000), (1, 100, 1_000), (1, 100, 1_000), 200_000, 5.0, 200, 10.0, 15.0)
+QUICK = Plan((10, 100), (1, 10, 100), (1, 10, 100), 20_000, 2.0, 100, 3.0, 6.0)
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str
+    label: str
+    digits: int = 1
+
+
+def latency(key: str, what: str) -> list[Metric]:
+    """The p50 and p99 of one latency, in ms."""
+    return [Metric(f"{key}_p{q}_ms", f"{what} p{q} (ms)", 2) for q in (50, 99)]
+
+
+RSS = Metric("rss_mb", "RSS (MB)", 0)
+IDLE_CPU = Metric("idle_cpu_pct", "idle CPU (%)", 1)
+CPU_PER_REQUEST = Metric("cpu_us_per_request", "broker CPU per request (µs)", 0)
+# Per dimension, what is measured at each size. RSS is taken after the load (partitions: after produce;
+# connections: with N open; groups: after the steady state).
+DIMENSIONS: dict[str, list[Metric]] = {
+    "partitions": [
+        Metric("create_s", "create -> all led in Metadata (s)", 2),
+        Metric("produce_rate", "produce, records/s", 0),
+        Metric("produce_cpu", "produce, broker CPU s per M records", 2),
+        RSS,
+        IDLE_CPU,
+        Metric("disk_mb", "data on disk (MB)", 0),
+        Metric("restart_s", "SIGTERM restart -> every partition written (s)", 2),
+        Metric("recovery_s", "SIGKILL restart -> every partition written (s)", 2),
+    ],
+    "connections": [RSS, IDLE_CPU, *latency("produce", "produce request"), CPU_PER_REQUEST],
+    "groups": [
+        *latency("join", "join + sync"),
+        *latency("commit", "steady commit"),
+        Metric("steady_cpu_pct", "coordinator CPU, steady (%)", 1),
+        CPU_PER_REQUEST,
+        RSS,
+    ],
+}
+
+
+def start(name: str) -> RunningBroker:
+    if name == "kafka":
+        return start_kafka(settings=SETTINGS["kafka"])
+    return start_kafkette(SETTINGS["kafkette"])
+
+
+def create_topic(broker: RunningBroker, topic: str, partitions: int) -> float:
+    """Seconds from CreateTopics to every partition having a leader in the broker's Metadata."""
+
+    async def led() -> None:
+        client = client_for(broker.bootstrap)
+        try:
+            while not await partitions_led(client, topic, partitions):
+                await asyncio.sleep(0.01)
+        finally:
+            await client.close()
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap, "socket.timeout.ms": int(RESTART_TIMEOUT_S * 1000)})
+    started = time.monotonic()
+    future = admin.create_topics([NewTopic(topic, partitions, 1)], request_timeout=RESTART_TIMEOUT_S)[topic]
+    future.result(RESTART_TIMEOUT_S)
+    asyncio.run(asyncio.wait_for(led(), RESTART_TIMEOUT_S))
+    return time.monotonic() - started
+
+
+def every_partition_written(topic: str, partitions: int) -> Ready:
+    """Readiness after a restart: a record acknowledged on every partition of ``topic``."""
+
+    def ready(bootstrap: str, started: float, process: subprocess.Popen[bytes]) -> float:
+        deadline = started + RESTART_TIMEOUT_S
+        wait_for_port(bootstrap, deadline, process)
+        producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "linger.ms": 5,
+                "message.timeout.ms": int(RESTART_TIMEOUT_S * 1000),
+                "retry.backoff.ms": 10,
+                "retry.backoff.max.ms": 100,
+                "reconnect.backoff.ms": 10,
+                "reconnect.backoff.max.ms": 100,
+                "log_level": 0,
+            }
+        )
+        outcomes: list[object] = []
+        for partition in range(partitions):
+            producer.produce(topic, b"r", partition=partition, on_delivery=lambda error, _m: outcomes.append(error))
+        while len(outcomes) < partitions:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{len(outcomes)} of {partitions} partitions written before the broker stopped")
+            producer.poll(0.01)
+        if failed := [error for error in outcomes if error is not None]:
+            raise RuntimeError(f"{len(failed)} partitions not written after a restart: {failed[0]}")
+        return time.monotonic() - started
+
+    return ready
+
+
+def idle_cpu_pct(broker: RunningBroker, seconds: float) -> float:
+    before = broker.cpu_seconds()
+    time.sleep(seconds)
+    return (broker.cpu_seconds() - before) / seconds * 100
+
+
+def disk_mb(path: Path) -> float:
+    """Blocks in use under ``path`` (sparse index files count what they hold, not their length)."""
+    return int(subprocess.run(["du", "-sk", str(path)], capture_output=True, text=True).stdout.split()[0]) / 1024
+
+
+def partitions_point(name: str, count: int, plan: Plan) -> dict[str, float]:
+    broker = start(name)
+    try:
+        point = {"create_s": create_topic(broker, TOPIC, count)}
+        before = broker.cpu_seconds()
+        produced = confluent("produce", broker, TOPIC, Scenario(100, count, "1", "none", plan.records))
+        point["produce_rate"] = produced["records"] / produced["seconds"]
+        point["produce_cpu"] = (broker.cpu_seconds() - before) / produced["records"] * 1e6
+        time.sleep(1)  # the producer's last requests answered, its connections closed
+        point["idle_cpu_pct"] = idle_cpu_pct(broker, plan.idle_s)
+        point["rss_mb"] = broker.rss_mb()
+        point["disk_mb"] = disk_mb(broker.data_dir)
+        ready = every_partition_written(TOPIC, count)
+        broker = restart(broker, kill=False, ready=ready)
+        point["restart_s"] = broker.startup_s
+        broker = restart(broker, kill=True, ready=ready)
+        point["recovery_s"] = broker.startup_s
+        return point
+    finally:
+        broker.stop()
+
+
+def with_connections(
+    name: str, count: int, work: Callable[[RunningBroker, list[BrokerClient]], Awaitable[dict[str, float]]]
+) -> dict[str, float]:
+    """``work`` on a fresh broker with a one-partition topic and ``count`` connections open to it."""
+    broker = start(name)
+    try:
+        create_topic(broker, TOPIC, 1)
+
+        async def run() -> dict[str, float]:
+            clients = await open_clients(broker.bootstrap, count)
+            try:
+                return await work(broker, clients)
+            finally:
+                await close_clients(clients)
+
+        return asyncio.run(run())
+    finally:
+        broker.stop()
+
+
+def connections_point(name: str, count: int, plan: Plan) -> dict[str, float]:
+    async def measure(broker: RunningBroker, clients: list[BrokerClient]) -> dict[str, float]:
+        await asyncio.sleep(1)
+        before = broker.cpu_seconds()
+        await asyncio.sleep(plan.idle_s)
+        point = {"idle_cpu_pct": (broker.cpu_seconds() - before) / plan.idle_s * 100, "rss_mb": broker.rss_mb()}
+        before = broker.cpu_seconds()
+        latencies = await produce_at_rate(clients, TOPIC, plan.request_rate, plan.request_s)
+        point["cpu_us_per_request"] = (broker.cpu_seconds() - before) / len(latencies.samples_ms) * 1e6
+        point["produce_p50_ms"], point["produce_p99_ms"] = latencies.p50_p99
+        return point
+
+    return with_connections(name, count, measure)
+
+
+def groups_point(name: str, count: int, plan: Plan) -> dict[str, float]:
+    async def measure(broker: RunningBroker, clients: list[BrokerClient]) -> dict[str, float]:
+        run = await run_groups(clients, TOPIC, count, plan.steady_s, broker.cpu_seconds)
+        point = {"steady_cpu_pct": run.steady_cpu_s / run.steady_s * 100, "rss_mb": broker.rss_mb()}
+        point["join_p50_ms"], point["join_p99_ms"] = run.join_ms.p50_p99
+        point["commit_p50_ms"], point["commit_p99_ms"] = run.commit_ms.p50_p99
+        point["cpu_us_per_request"] = run.steady_cpu_s / max(run.steady_requests, 1) * 1e6
+        return point
+
+    return with_connections(name, GROUP_CONNECTIONS, measure)
+
+
+POINTS: dict[str, Callable[[str, int, Plan], dict[str, float]]] = {
+    "partitions": partitions_point,
+    "connections": connections_point,
+    "groups": groups_point,
+}
+
+
+def sizes(plan: Plan, dimension: str) -> Sequence[int]:
+    return {"partitions": plan.partitions, "connections": plan.connections, "groups": plan.groups}[dimension]
+
+
+def measure(plan: Plan, brokers: Sequence[str], dimensions: Sequence[str]) -> dict[str, Any]:
+    """Every point, the brokers taking turns at each size; the raw results as JSON data."""
+    points: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
+    for dimension in dimensions:
+        for size in sizes(plan, dimension):
+            for name in brokers:
+                load = os.getloadavg()[0]
+                started = time.monotonic()
+                point = POINTS[dimension](name, size, plan)
+                point["load"] = load
+                points.setdefault(dimension, {}).setdefault(name, {})[str(size)] = point
+                shown = ", ".join(f"{key} {value:,.2f}" for key, value in point.items())
+                print(f"{dimension} {size:>6} {name:9} ({time.monotonic() - started:.0f} s): {shown}", flush=True)
+    finished = f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.node()}"
+    return {"finished": finished, "plan": plan.__dict__ | {"brokers": list(brokers)}, "points": points}
+
+
+def _cell(value: float | None, digits: int) -> str:
+    return "-" if value is None or value != value else f"{value:,.{digits}f}"
+
+
+def growth(values: Sequence[float | None]) -> float | None:
+    """Largest point's value over the smallest's."""
+    first, last = values[0], values[-1]
+    if first is None or last is None or not first or first != first or last != last:
+        return None
+    return last / first
+
+
+def report(raw: dict[str, Any]) -> str:
+    brokers = [name for name in BROKERS if name in raw["plan"]["brokers"]]
+    lines = [
+        "# How costs grow: partitions, connections, consumer groups",
+        "",
+        f"{raw['finished']}; `make bench-growth` (bench/growth.py). One fresh single broker per point; the brokers "
+        "take turns at each size. Growth: the largest point's value over the smallest's (the goal: within 1.5x "
+        "for a cost); ratio: Kafkette over Kafka at the largest point. Load: the machine's 1-minute load "
+        "average when the point started (2 cores, shared).",
+    ]
+    for dimension, metrics in DIMENSIONS.items():
+        by_broker = raw["points"].get(dimension)
+        if not by_broker:
+            continue
+        point_sizes = sorted({int(size) for table in by_broker.values() for size in table})
+        header = ["metric"]
+        for name in brokers:
+            header += [f"{name} {size:,}" for size in point_sizes] + [f"{name} growth"]
+        if len(brokers) > 1:
+            header.append("ratio")
+        lines += ["", f"## {dimension.capitalize()}", "", "| " + " | ".join(header) + " |"]
+        lines.append("| --- |" + " ---: |" * (len(header) - 1))
+        for metric in [*metrics, Metric("load", "load (1 min)", 1)]:
+            row = [metric.label]
+            last: dict[str, float | None] = {}
+            for name in brokers:
+                values = [by_broker.get(name, {}).get(str(size), {}).get(metric.key) for size in point_sizes]
+                row += [_cell(value, metric.digits) for value in values]
+                grown = growth(values)
+                row.append("-" if grown is None or metric.key == "load" else f"{grown:.2f}x")
+                last[name] = values[-1]
+            if len(brokers) > 1:
+                ours, theirs = last.get("kafkette"), last.get("kafka")
+                row.append(f"{ours / theirs:.2f}" if ours is not None and theirs and metric.key != "load" else "-")
+            lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def raise_fd_limit() -> None:
+    """A thousand connections (and Kafka's files for 10,000 partitions): brokers started here inherit it."""
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="smaller points, shorter windows (under 3 minutes)")
+    parser.add_argument("--report", action="store_true", help="re-render the Markdown from the last run's JSON")
+    parser.add_argument("--brokers", default=",".join(BROKERS), help="comma-separated: kafka,kafkette")
+    parser.add_argument("--dimensions", default=",".join(DIMENSIONS), help="comma-separated subset")
+    for dimension in DIMENSIONS:
+        parser.add_argument(f"--{dimension}", help=f"comma-separated sizes instead of the plan's {dimension}")
+    parser.add_argument("--out", type=Path, help="results stem (default bench/results/growth or growth-quick)")
+    args = parser.parse_args()
+    stem = args.out or BENCH_DIR / "results" / ("growth-quick" if args.quick else "growth")
+    json_path, markdown_path = stem.with_suffix(".json"), stem.with_suffix(".md")
+    if args.report:
+        raw = json.loads(json_path.read_text())
+    else:
+        raise_fd_limit()
+        plan = QUICK if args.quick else FULL
+        chosen = {d: tuple(int(n) for n in getattr(args, d).split(",")) for d in DIMENSIONS if getattr(args, d)}
+        raw = measure(dataclasses.replace(plan, **chosen), args.brokers.split(","), args.dimensions.split(","))
+        if json_path.exists():  # a run of some dimensions keeps the others' last results
+            kept = json.loads(json_path.read_text())["points"]
+            raw["points"] = {**{d: kept[d] for d in kept if d not in raw["points"]}, **raw["points"]}
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(raw, indent=1))
+    text = report(raw)
+    markdown_path.write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
