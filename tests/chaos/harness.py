@@ -14,10 +14,10 @@ import threading
 import time
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from waiting import WaitTimeout, wait_for
 
@@ -26,6 +26,7 @@ from kafkette.operator.local import plan, runtime
 from kafkette.operator.local.plan import ClusterState, ClusterView
 
 HOST = plan.HOST
+Injected = TypeVar("Injected")
 
 
 class Ack(NamedTuple):
@@ -548,27 +549,47 @@ def check_after_healing(
     report.high_watermarks = dict(marks)
 
 
+def under_load(
+    state: ClusterState,
+    cluster_dir: Path,
+    config: ChaosConfig,
+    report: ChaosReport,
+    inject: Callable[[Monitor], Injected],
+) -> Injected:
+    """On a started cluster: create the topic, start the producers and the monitor, run `inject` (the faults,
+    which append to `report.faults` and leave the cluster to heal), stop the load and check. Returns what
+    `inject` returned."""
+    bootstrap = plan.bootstrap_servers(state)
+    create_topic(bootstrap, config)
+    wait_healthy(state, cluster_dir, config.topic, config.heal_timeout)
+    producers = Producers(bootstrap, config)
+    monitor = Monitor(state, cluster_dir, config.topic, config.partitions)
+    monitor.start()
+    producers.start()
+    try:
+        injected = inject(monitor)
+    except (TimeoutError, WaitTimeout) as exc:
+        raise TimeoutError(f"{exc} (seed {config.seed}, faults so far {report.faults})") from exc
+    finally:
+        producers.stop()
+        monitor.stop()
+    check_after_healing(cluster_dir, config, producers, monitor, report)
+    return injected
+
+
 def run_chaos(cluster_dir: Path, config: ChaosConfig) -> ChaosReport:
     """Start a cluster in `cluster_dir`, inject faults for `config.seconds` under load, heal, check; then down."""
     report = ChaosReport(seed=config.seed)
     first_port = runtime.first_free_port(config.brokers)
     state = runtime.up(cluster_dir, brokers=config.brokers, first_port=first_port, timeout=config.ready_timeout)
     try:
-        bootstrap = plan.bootstrap_servers(state)
-        create_topic(bootstrap, config)
-        wait_healthy(state, cluster_dir, config.topic, config.heal_timeout)
-        producers = Producers(bootstrap, config)
-        monitor = Monitor(state, cluster_dir, config.topic, config.partitions)
-        monitor.start()
-        producers.start()
-        try:
-            inject_faults(cluster_dir, state, config, monitor, report)
-        except (TimeoutError, WaitTimeout) as exc:
-            raise TimeoutError(f"{exc} (seed {config.seed}, faults so far {report.faults})") from exc
-        finally:
-            producers.stop()
-            monitor.stop()
-        check_after_healing(cluster_dir, config, producers, monitor, report)
+        under_load(
+            state,
+            cluster_dir,
+            config,
+            report,
+            lambda monitor: inject_faults(cluster_dir, state, config, monitor, report),
+        )
         return report
     finally:
         # Leave no paused broker behind, whatever failed.

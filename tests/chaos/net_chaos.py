@@ -26,9 +26,9 @@ from pathlib import Path
 from types import FrameType
 
 import netns
-from harness import ChaosConfig, ChaosReport, Monitor, Producers, check_after_healing, create_topic, wait_healthy
+from harness import ChaosConfig, ChaosReport, Monitor, under_load, wait_healthy
 from netns import ISOLATE_CONTROLLER, KINDS, ONE_WAY, SPLIT, Fault, Topology
-from waiting import WaitTimeout, wait_for
+from waiting import wait_for
 
 from kafkette.operator.local import plan, runtime
 from kafkette.operator.local.plan import ClusterState, ClusterView
@@ -142,23 +142,14 @@ def run_net_chaos(
     cluster_dir.mkdir(parents=True, exist_ok=True)
     runtime.save_state(cluster_dir, state)
     state = runtime.up(cluster_dir, brokers=None, first_port=None, timeout=workload.ready_timeout)
-    bootstrap = plan.bootstrap_servers(state)
-    create_topic(bootstrap, workload)
-    wait_healthy(state, cluster_dir, workload.topic, workload.heal_timeout)
-    producers = Producers(bootstrap, workload)
-    monitor = Monitor(state, cluster_dir, workload.topic, workload.partitions)
-    monitor.start()
-    producers.start()
-    try:
-        rushed = run_schedule(cluster_dir, topology, config, netem, report)
-    except (TimeoutError, WaitTimeout) as exc:
-        raise TimeoutError(f"{exc} (seed {config.seed}, faults so far {report.faults})") from exc
-    finally:
-        netns.heal(topology)
-        producers.stop()
-        monitor.stop()
-    check_after_healing(cluster_dir, workload, producers, monitor, report)
-    return netem, rushed
+
+    def faults(monitor: Monitor) -> int:
+        try:
+            return run_schedule(cluster_dir, topology, config, netem, report)
+        finally:
+            netns.heal(topology)  # before the load stops and the check waits for a healthy cluster
+
+    return netem, under_load(state, cluster_dir, workload, report, faults)
 
 
 def summary(
