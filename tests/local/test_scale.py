@@ -1,8 +1,9 @@
 """`kafkette scale` and `kafkette reassign` on real broker processes.
 
-3 -> 4 brokers under an idempotent acks=all producer: replicas and leaders move onto the new broker, within one
-of even, nothing failed, lost or duplicated; 4 -> 3 drains broker 3 before stopping it; a scale-down to fewer
-brokers than the replication factor is refused and leaves the cluster as it was. The Kafka-format plan verbs
+3 -> 5 brokers with 12 partitions RF 3 under an idempotent acks=all producer: replicas and leaders move onto
+the new brokers, within one of even, copying no more than balance needs; a scale-down to fewer brokers than the
+replication factor is refused and leaves the cluster as it was; 5 -> 3 drains brokers 3 and 4 before stopping
+them; nothing failed, lost or duplicated. The Kafka-format plan verbs
 (generate, execute, verify, cancel) move one partition and put one back.
 """
 
@@ -42,9 +43,9 @@ def create(bootstrap: str, topic: str, partitions: int) -> None:
 
 
 def throttle_configs(bootstrap: str, topic: str = TOPIC) -> dict[str, str]:
-    """Throttle keys set on any of four brokers (their own dynamic configs) or on the topic."""
+    """Throttle keys set on any of five brokers (their own dynamic configs) or on the topic."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    resources = [ConfigResource(ConfigResource.Type.BROKER, str(b)) for b in range(4)]
+    resources = [ConfigResource(ConfigResource.Type.BROKER, str(b)) for b in range(5)]
     resources.append(ConfigResource(ConfigResource.Type.TOPIC, topic))
     found = {}
     for resource in resources:
@@ -103,29 +104,31 @@ def test_scale_up_then_drain_under_acks_all_traffic(
     wait_for(lambda: len(producer.acked) >= 300, "the producer under way", 30)
 
     capsys.readouterr()
-    assert main(["scale", "--dir", str(cluster_dir), "4", "--dry-run"]) == 0
+    assert main(["scale", "--dir", str(cluster_dir), "5", "--dry-run"]) == 0
     dry = capsys.readouterr().out.splitlines()
-    assert dry[-1] == f"{len(dry) - 1} partitions to move, 9 copies", dry
+    # 36 replicas over five brokers: 7 or 8 each, so the new brokers copy 7 each and nothing else is copied.
+    assert dry[-1] == f"{len(dry) - 1} partitions to move, 14 copies", dry
     assert runtime.require_state(cluster_dir).ids == (0, 1, 2)
     # A throttle well above the producer's rate: the moves still finish, and it is removed afterwards.
-    assert main(["scale", "--dir", str(cluster_dir), "4", "--max-in-flight", "3", "--throttle", "20000000"]) == 0
+    assert main(["scale", "--dir", str(cluster_dir), "5", "--max-in-flight", "3", "--throttle", "20000000"]) == 0
     out = capsys.readouterr().out
-    assert "starting broker 3" in out and "bytes copied" in out, out
+    assert "starting broker 3" in out and "starting broker 4" in out and "bytes copied" in out, out
     assert "throttling the copies to 20000000 bytes a second" in out and "throttle removed" in out, out
     wait_for(lambda: throttle_configs(bootstrap) == {}, "every throttle removed", 10, 0.2)
-    replicas, leaders = counts(balanced(cluster_dir, [0, 1, 2, 3]))
-    assert replicas[3] == 9 and leaders[3] == 3, (replicas, leaders)
+    replicas, leaders = counts(balanced(cluster_dir, [0, 1, 2, 3, 4]))
+    assert (replicas[3], replicas[4]) == (7, 7), (replicas, leaders)
 
     # A scale-down below the replication factor is refused and changes nothing.
     assert main(["scale", "--dir", str(cluster_dir), "2"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: scale refused: topics ['scaled'] have replication factor 3 but only 2 brokers"), err
-    assert runtime.alive_ids(cluster_dir, runtime.require_state(cluster_dir)) == [0, 1, 2, 3]
+    assert runtime.alive_ids(cluster_dir, runtime.require_state(cluster_dir)) == [0, 1, 2, 3, 4]
     assert counts(view(cluster_dir)) == (replicas, leaders)
 
-    # Back to three: broker 3 is drained, then stopped and dropped from the layout.
+    # Back to three: brokers 3 and 4 are drained (every move done), then stopped and dropped from the layout.
     assert main(["scale", "--dir", str(cluster_dir), "3"]) == 0
-    assert "stopping broker 3 (drained)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert out.index("stopping broker 3 (drained)") > out.rindex("batch ") and "stopping broker 4 (drained)" in out
     assert runtime.require_state(cluster_dir).ids == (0, 1, 2)
     assert runtime.alive_ids(cluster_dir, runtime.require_state(cluster_dir)) == [0, 1, 2]
     balanced(cluster_dir, [0, 1, 2])
