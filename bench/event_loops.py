@@ -10,51 +10,35 @@ are CPU seconds per million records: at 100 B the Python client, not the broker,
 from __future__ import annotations
 
 from brokers import RunningBroker
-from compare import FULL, Results
-from side_by_side import (
-    comparison_table,
-    error_lines,
-    parse_rounds,
-    preamble,
-    run_interleaved,
-    start_named,
-    write_results,
-)
+from compare import FULL
+from side_by_side import parse_rounds, report, run_interleaved, started, write_results
 
 LOOPS = ("asyncio", "uvloop")
 # The acks=1, uncompressed workloads of `make bench`.
 SCENARIOS = [scenario for scenario in FULL if scenario.acks == "1" and scenario.compression == "none"]
+HOW = (
+    "Both send fetched file regions the same way: sendfile while the socket takes them, pieces read with pread "
+    "once it is full."
+)
 
 
-def report(results: Results, brokers: dict[str, RunningBroker], rounds: int) -> str:
+def footprint(brokers: dict[str, RunningBroker]) -> list[str]:
+    """Each loop's start-up time and memory, read while its broker still runs."""
     lines = [
-        "# Kafkette: asyncio against uvloop",
         "",
-        f"{preamble(rounds)} Both send fetched file regions the same way: sendfile while the socket takes them, "
-        "pieces read with pread once it is full.",
-        "",
-        *comparison_table(results, SCENARIOS, *LOOPS),
+        "| loop | start to first produce (s) | idle RSS (MB) | peak RSS (MB) |",
+        "| --- | ---: | ---: | ---: |",
     ]
-    lines += ["", "| loop | start to first produce (s) | idle RSS (MB) | peak RSS (MB) |"]
-    lines += ["| --- | ---: | ---: | ---: |"]
     for name, broker in brokers.items():
         lines.append(f"| {name} | {broker.startup_s:.2f} | {broker.idle_rss_mb:.0f} | {broker.peak_rss_mb():.0f} |")
-    lines += error_lines(results)
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def main() -> None:
     rounds = parse_rounds(__doc__)
-    brokers: dict[str, RunningBroker] = {}
-    results = Results()
-    try:
-        for loop in LOOPS:
-            brokers[loop] = start_named(loop, {"kafkette.event.loop": loop})
-        run_interleaved(results, brokers, SCENARIOS, rounds)
-        text = report(results, brokers, rounds)
-    finally:
-        for broker in brokers.values():
-            broker.stop()
+    with started({loop: {"kafkette.event.loop": loop} for loop in LOOPS}) as brokers:
+        results = run_interleaved(brokers, SCENARIOS, rounds)
+        text = report("Kafkette: asyncio against uvloop", HOW, results, SCENARIOS, LOOPS, rounds, footprint(brokers))
     write_results("event-loops", text, results)
 
 

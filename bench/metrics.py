@@ -19,17 +19,9 @@ from __future__ import annotations
 import threading
 import time
 
-from brokers import RunningBroker, free_port
+from brokers import free_port
 from compare import FULL, Results, median
-from side_by_side import (
-    comparison_table,
-    error_lines,
-    parse_rounds,
-    preamble,
-    run_interleaved,
-    start_named,
-    write_results,
-)
+from side_by_side import parse_rounds, report, run_interleaved, started, write_results
 
 from kafkette.broker.metrics.requests import RequestMetrics
 from kafkette.broker.metrics.scrape import Scrape, scrape
@@ -94,37 +86,21 @@ def derived_cost(metered: Scrape, results: Results) -> list[str]:
     ]
 
 
-def report(results: Results, rounds: int, scrapes: int, metered: Scrape) -> str:
-    lines = [
-        "# Kafkette: broker metrics on against off",
-        "",
-        f"{preamble(rounds)} The metered broker was scraped {scrapes} times, every {SCRAPE_INTERVAL_S:g} s.",
-        "",
-        *comparison_table(results, SCENARIOS, *NAMES),
-    ]
-    lines += derived_cost(metered, results)
-    lines += error_lines(results)
-    return "\n".join(lines) + "\n"
-
-
 def main() -> None:
     rounds = parse_rounds(__doc__)
     metrics_port = free_port()
-    brokers: dict[str, RunningBroker] = {}
-    results = Results()
     stop = threading.Event()
     scrapes = [0]
     scraper = threading.Thread(target=scrape_until, args=(stop, metrics_port, scrapes), daemon=True)
-    try:
-        brokers["off"] = start_named("off", {})
-        brokers["on"] = start_named("on", {"metrics.port": str(metrics_port)})
+    with started({"off": {}, "on": {"metrics.port": str(metrics_port)}}) as brokers:
         scraper.start()
-        run_interleaved(results, brokers, SCENARIOS, rounds)
-        text = report(results, rounds, scrapes[0], scrape("127.0.0.1", metrics_port))
-    finally:
-        stop.set()
-        for broker in brokers.values():
-            broker.stop()
+        try:
+            results = run_interleaved(brokers, SCENARIOS, rounds)
+            how = f"The metered broker was scraped {scrapes[0]} times, every {SCRAPE_INTERVAL_S:g} s."
+            tail = derived_cost(scrape("127.0.0.1", metrics_port), results)
+            text = report("Kafkette: broker metrics on against off", how, results, SCENARIOS, NAMES, rounds, tail)
+        finally:
+            stop.set()  # before the brokers stop, so no scrape finds the metered one gone
     write_results("metrics", text, results, scrapes=scrapes[0])
 
 

@@ -1,6 +1,6 @@
 """Two Kafkette brokers that differ in one setting, run at once and taking turns over the same librdkafka
-workloads (bench/event_loops.py, bench/metrics.py): starting them, the interleaved rounds, the comparison table
-and the results files.
+workloads (bench/event_loops.py, bench/metrics.py): starting and stopping them, the interleaved rounds, the
+report around the comparison table, and the results files.
 
 Turns alternate their order every round, so machine drift hits both brokers alike.
 """
@@ -11,7 +11,8 @@ import argparse
 import json
 import platform
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from brokers import BENCH_DIR, RunningBroker, start_kafkette
@@ -29,16 +30,24 @@ def parse_rounds(description: str | None) -> int:
     return int(parser.parse_args().rounds)
 
 
-def start_named(name: str, settings: Mapping[str, str]) -> RunningBroker:
-    broker = start_kafkette(dict(settings))
-    broker.name = name
-    return broker
+@contextmanager
+def started(settings: Mapping[str, Mapping[str, str]]) -> Iterator[dict[str, RunningBroker]]:
+    """A Kafkette broker per name with its settings, started in order; on the way out every one started stops."""
+    brokers: dict[str, RunningBroker] = {}
+    try:
+        for name, config in settings.items():
+            broker = start_kafkette(dict(config))
+            broker.name = name
+            brokers[name] = broker
+        yield brokers
+    finally:
+        for broker in brokers.values():
+            broker.stop()
 
 
-def run_interleaved(
-    results: Results, brokers: Mapping[str, RunningBroker], scenarios: list[Scenario], rounds: int
-) -> None:
+def run_interleaved(brokers: Mapping[str, RunningBroker], scenarios: list[Scenario], rounds: int) -> Results:
     """Every scenario on every broker, each round, the brokers' order reversed every other round."""
+    results = Results()
     names = list(brokers)
     for round_index in range(rounds):
         order = names if round_index % 2 == 0 else names[::-1]
@@ -46,6 +55,22 @@ def run_interleaved(
             print(f"round {round_index + 1}/{rounds}: {scenario.label}", flush=True)
             for name in order:
                 run_scenario(results, brokers[name], scenario, round_index, index, LIBRDKAFKA)
+    return results
+
+
+def report(
+    title: str,
+    how: str,
+    results: Results,
+    scenarios: list[Scenario],
+    names: tuple[str, str],
+    rounds: int,
+    tail: list[str],
+) -> str:
+    """The report: the title, when and how (``how`` says what is particular to this comparison), the table of
+    ``names[1]`` against ``names[0]``, then ``tail`` and any errors."""
+    lines = [f"# {title}", "", f"{preamble(rounds)} {how}", "", *comparison_table(results, scenarios, *names)]
+    return "\n".join(lines + tail + error_lines(results)) + "\n"
 
 
 def preamble(rounds: int) -> str:
@@ -88,11 +113,5 @@ def write_results(stem: str, text: str, results: Results, **extra: Any) -> None:
     out_dir = BENCH_DIR / "results"
     out_dir.mkdir(exist_ok=True)
     (out_dir / f"{stem}.md").write_text(text)
-    raw = {
-        "rates": {" | ".join(k): v for k, v in results.rates.items()},
-        "cpu_s_per_million": {" | ".join(k): v for k, v in results.cpu.items()},
-        "errors": {" | ".join(k): v for k, v in results.errors.items()},
-        **extra,
-    }
-    (out_dir / f"{stem}.json").write_text(json.dumps(raw, indent=1))
+    (out_dir / f"{stem}.json").write_text(json.dumps({**results.to_json(), **extra}, indent=1))
     print(text)
