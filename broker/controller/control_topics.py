@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
 from functools import reduce
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 from uuid import UUID, uuid4
 
 from kafkette.broker.controller.image import ConfigResourceType, MetadataImage, replay
@@ -39,6 +39,15 @@ if TYPE_CHECKING:
 # two billion records: beyond these, the whole request is refused with POLICY_VIOLATION.
 MAX_PARTITIONS_PER_REQUEST = 10_000
 MAX_RECORDS_PER_USER_OP = 10_000
+
+_Result = TypeVar("_Result", CreatableTopicResult, CreatePartitionsTopicResult)
+
+
+def _refused(
+    result: type[_Result], topics: Sequence[CreatableTopic] | Sequence[CreatePartitionsTopic], message: str
+) -> list[_Result]:
+    """A request over one of the caps above: every topic of it refused with POLICY_VIOLATION, none created."""
+    return [result(name=t.name, error_code=ErrorCode.POLICY_VIOLATION, error_message=message) for t in topics]
 
 
 def live_set(image: MetadataImage, live_brokers: Collection[int] | None) -> set[int]:
@@ -131,11 +140,7 @@ def create_topics(
     """
     if _requested_partitions(request, settings) > MAX_PARTITIONS_PER_REQUEST:
         message = "Excessively large number of partitions per request."
-        refused = [
-            CreatableTopicResult(name=t.name, error_code=ErrorCode.POLICY_VIOLATION, error_message=message)
-            for t in request.topics
-        ]
-        return [], CreateTopicsResponse(topics=refused)
+        return [], CreateTopicsResponse(topics=_refused(CreatableTopicResult, request.topics, message))
     names = Counter(t.name for t in request.topics)
     live = live_set(image, live_brokers)
     load: Counter[int] = Counter(image.leader_counts())
@@ -278,11 +283,7 @@ def create_partitions(
     """PartitionRecords for the partitions each topic gains; explicit assignments are validated and kept."""
     if _added_partitions(image, request) > MAX_RECORDS_PER_USER_OP:
         message = "Unable to perform excessively large batch operation."
-        refused = [
-            CreatePartitionsTopicResult(name=t.name, error_code=ErrorCode.POLICY_VIOLATION, error_message=message)
-            for t in request.topics
-        ]
-        return [], CreatePartitionsResponse(results=refused)
+        return [], CreatePartitionsResponse(results=_refused(CreatePartitionsTopicResult, request.topics, message))
     names = Counter(t.name for t in request.topics)
     live = live_set(image, live_brokers)
     load: Counter[int] = Counter(image.leader_counts())
