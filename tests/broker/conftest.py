@@ -1,4 +1,4 @@
-"""Lets these tests drive the real clients' helpers of tests/clients (the Java harness)."""
+"""Lets these tests drive the real clients' helpers of tests/clients (the Java harness, confluent_io)."""
 
 import sys
 from pathlib import Path

@@ -6,7 +6,8 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_io import read_partition
+from confluent_kafka import KafkaError, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from java_harness import require_java, run_harness
 from waiting import wait_for
@@ -47,16 +48,7 @@ def produce(bootstrap: str, topic: str) -> Newest:
 
 
 def record_count(bootstrap: str, topic: str) -> int:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.partition.eof": True})
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    count = 0
-    try:
-        while (message := consumer.poll(10)) is not None and message.error() is None:
-            count += 1
-        assert message is not None and message.error().code() == KafkaError._PARTITION_EOF
-        return count
-    finally:
-        consumer.close()
+    return len(read_partition(bootstrap, topic, 0, "unused"))
 
 
 def test_java_reads_a_compacted_topic(tmp_path: Path) -> None:

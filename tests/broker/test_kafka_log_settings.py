@@ -7,7 +7,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_io import read_partition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from waiting import wait_for
 
@@ -38,19 +39,7 @@ def fill(bootstrap: str) -> None:
 
 
 def record_count(bootstrap: str) -> int:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "count", "enable.partition.eof": True})
-    consumer.assign([TopicPartition(TOPIC, 0, 0)])
-    count = 0
-    try:
-        while True:
-            message = consumer.poll(10)
-            assert message is not None, "no end of partition in time"
-            if message.error() is not None:
-                assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
-                return count
-            count += 1
-    finally:
-        consumer.close()
+    return len(read_partition(bootstrap, TOPIC, 0, "count"))
 
 
 def test_the_cleaner_runs_every_backoff_even_when_retention_is_checked_hourly(tmp_path: Path) -> None:

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
-from confluent_kafka import TopicPartition as ConfluentPartition
+from confluent_io import read_partition
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 from kafka import KafkaAdminClient, TopicPartitionReplica
 from kafka.admin import NewTopic
@@ -106,20 +106,8 @@ def produce(broker: BrokerProcess, count: int, start: int) -> dict[int, bytes]:
     return acked
 
 
-def read_partition(broker: BrokerProcess) -> dict[int, bytes]:
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "log-dirs", "enable.partition.eof": True})
-    consumer.assign([ConfluentPartition(TOPIC, 0, 0)])
-    seen: dict[int, bytes] = {}
-    try:
-        while True:
-            message = consumer.poll(10)
-            assert message is not None, "no end of partition in time"
-            if message.error() is not None:
-                assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
-                return seen
-            seen[message.offset()] = message.value()
-    finally:
-        consumer.close()
+def read_back(broker: BrokerProcess) -> dict[int, bytes]:
+    return {message.offset(): message.value() for message in read_partition(broker.bootstrap, TOPIC, 0, "log-dirs")}
 
 
 def test_replica_moves_between_log_dirs_through_a_sigkill(broker: BrokerProcess, dirs: list[Path]) -> None:
@@ -158,13 +146,13 @@ def test_replica_moves_between_log_dirs_through_a_sigkill(broker: BrokerProcess,
     assert placement(client)[(0, False)][0] == str(target)
     assert (target / f"{TOPIC}-0").is_dir() and not (source / f"{TOPIC}-0").exists()
     assert not list(target.glob("*-future"))
-    assert read_partition(broker) == acked
+    assert read_back(broker) == acked
     acked |= produce(broker, 10, 22_000)
     client.close()
 
     broker.terminate()  # a clean restart finds the replica in its new directory only
     broker.start()
-    assert read_partition(broker) == acked
+    assert read_back(broker) == acked
     client = admin(broker)
     assert placement(client)[(0, False)][0] == str(target)
     client.close()
@@ -248,5 +236,5 @@ def test_a_move_keeps_up_with_a_steady_producer(broker: BrokerProcess, dirs: lis
         producer.join(30)
     for batch in during:
         acked |= batch
-    assert read_partition(broker) == acked
+    assert read_back(broker) == acked
     client.close()

@@ -6,7 +6,8 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_io import read_partition
+from confluent_kafka import KafkaError, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from waiting import wait_for
 
@@ -47,21 +48,12 @@ def produce(bootstrap: str, topic: str, compression: str) -> dict[bytes, tuple[i
 
 
 def read_all(bootstrap: str, topic: str) -> list[tuple[bytes, int, bytes | None]]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "compacted", "enable.partition.eof": True})
-    consumer.assign([TopicPartition(topic, 0, 0)])
     seen: list[tuple[bytes, int, bytes | None]] = []
-    try:
-        while True:
-            message = consumer.poll(10)
-            assert message is not None, "no end of partition in time"
-            if message.error() is not None:
-                assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
-                return seen
-            key = message.key()
-            assert key is not None
-            seen.append((key, message.offset(), message.value()))
-    finally:
-        consumer.close()
+    for message in read_partition(bootstrap, topic, 0, "compacted"):
+        key = message.key()
+        assert key is not None
+        seen.append((key, message.offset(), message.value()))
+    return seen
 
 
 def by_key(records: list[tuple[bytes, int, bytes | None]]) -> dict[bytes, tuple[int, bytes | None]]:

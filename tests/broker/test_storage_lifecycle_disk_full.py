@@ -11,7 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_io import read_partition
+from confluent_kafka import KafkaError, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaAdminClient
 from kafka.errors import KafkaStorageError
@@ -66,19 +67,7 @@ def produce(bootstrap: str, partition: int, count: int) -> tuple[dict[int, bytes
 
 
 def read(bootstrap: str, partition: int) -> dict[int, bytes]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "disk-full", "enable.partition.eof": True})
-    consumer.assign([TopicPartition(TOPIC, partition, 0)])
-    seen: dict[int, bytes] = {}
-    try:
-        while True:
-            message = consumer.poll(10)
-            assert message is not None, "no end of partition in time"
-            if message.error() is not None:
-                assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
-                return seen
-            seen[message.offset()] = message.value()
-    finally:
-        consumer.close()
+    return {message.offset(): message.value() for message in read_partition(bootstrap, TOPIC, partition, "disk-full")}
 
 
 def log_dir_errors(bootstrap: str) -> dict[str, int]:

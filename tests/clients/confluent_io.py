@@ -1,7 +1,8 @@
 """confluent-kafka (librdkafka) helpers the client tests share: create a topic, produce, read back.
 
 The other clients' tests use these to set up topics and to cross-check what their own client
-wrote, so each test file holds only what is specific to its client.
+wrote, so each test file holds only what is specific to its client; the broker tests read
+partitions back with read_partition.
 """
 
 from __future__ import annotations
@@ -109,5 +110,27 @@ def read_back(bootstrap: str, topic: str) -> list[Received]:
                     )
                 )
         return reader.records
+    finally:
+        consumer.close()
+
+
+def read_partition(bootstrap: str, topic: str, partition: int, group_id: str) -> list[Message]:
+    """Every message of one partition from offset 0 up to its end, as librdkafka's consumer sees it.
+
+    The end is librdkafka's end-of-partition event, so the read stops at the high watermark the
+    broker answers, not after a quiet spell; 10 s without any event fails.
+    """
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group_id, "enable.partition.eof": True})
+    consumer.assign([TopicPartition(topic, partition, 0)])
+    messages: list[Message] = []
+    try:
+        while True:
+            message = consumer.poll(10)
+            assert message is not None, f"no end of {topic}-{partition} in time"
+            error = message.error()
+            if error is not None:
+                assert error.code() == KafkaError._PARTITION_EOF, error
+                return messages
+            messages.append(message)
     finally:
         consumer.close()
