@@ -417,7 +417,8 @@ class Admin:
     async def has_scram_sha_512(self, user: str) -> bool:
         """Whether Kafka holds a SCRAM-SHA-512 credential for `user`."""
         futures = self._client.describe_user_scram_credentials([user], request_timeout=self.timeout)
-        assert isinstance(futures, dict)  # a list of users gets a future per user
+        if not isinstance(futures, dict):  # confluent-kafka answers a list of users with a future per user
+            raise AdminError(f"describe SCRAM credentials of {user!r}: unexpected answer {futures!r}")
         try:
             description = await self._await(futures[user], f"describe SCRAM credentials of {user!r}")
         except AdminError as exc:

@@ -22,7 +22,7 @@ from kafkette.operator.admin import Admin, AdminError, ClusterState
 from kafkette.operator.kube import apply
 from kafkette.operator.kube.handlers.progress import announce, outcome, recorded, reported
 from kafkette.operator.planning.cluster import ROLL_ANNOTATION, BrokerPod, RollMemory, roll_snapshot
-from kafkette.operator.planning.roll import Done, Restart, Restarted, RollSnapshot, Stalled, Wait, next_action
+from kafkette.operator.planning.roll import Restart, Restarted, RollSnapshot, Stalled, Wait, next_action
 from kafkette.operator.resources import Outcome, RestartedBroker, RollStatus
 
 
@@ -124,7 +124,6 @@ async def step(
         announce(body, said, state, f"Roll{state}", action.why)
         roll = status(state, action.why, last, remembered.restarted)
         return Step(roll, roll_outcome(roll))
-    assert isinstance(action, Done)
     try:
         elected = await admin.elect_preferred(action.preferred)
     except AdminError as exc:
