@@ -26,6 +26,7 @@ from kafkette.broker.protocol.messages.delete_acls_response import (
     DeleteAclsMatchingAcl,
     DeleteAclsResponse,
 )
+from kafkette.broker.protocol.messages.describe_acls_request import DescribeAclsRequest
 from kafkette.broker.protocol.types import Message
 from kafkette.broker.security.acl import (
     AclBinding,
@@ -53,7 +54,8 @@ def binding_of(creation: AclCreation) -> AclBinding:
     )
 
 
-def filter_of(entry: DeleteAclsFilter) -> AclFilter:
+def filter_of(entry: DeleteAclsFilter | DescribeAclsRequest) -> AclFilter:
+    """DeleteAcls' filters and DescribeAcls' request name a filter's fields alike."""
     return AclFilter(
         enum_or_unknown(ResourceType, entry.resource_type_filter),
         entry.resource_name_filter,

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from itertools import groupby
 
+from kafkette.broker.controller.control_security import filter_of
 from kafkette.broker.protocol.errors import ErrorCode
 from kafkette.broker.protocol.messages.alter_user_scram_credentials_request import AlterUserScramCredentialsRequest
 from kafkette.broker.protocol.messages.alter_user_scram_credentials_response import AlterUserScramCredentialsResponse
@@ -35,14 +36,6 @@ from kafkette.broker.protocol.messages.sasl_authenticate_response import SaslAut
 from kafkette.broker.protocol.messages.sasl_handshake_request import SaslHandshakeRequest
 from kafkette.broker.protocol.messages.sasl_handshake_response import SaslHandshakeResponse
 from kafkette.broker.protocol.types import UNSET
-from kafkette.broker.security.acl import (
-    AclFilter,
-    AclOperation,
-    PatternType,
-    PermissionType,
-    ResourceType,
-    enum_or_unknown,
-)
 from kafkette.broker.security.sasl import AuthenticationError, Credentials, new_exchange
 from kafkette.broker.security.scram import ScramCredential, ScramMechanism
 from kafkette.broker.server.context import RequestContext
@@ -156,15 +149,7 @@ def handle_delete_acls(ctx: RequestContext, request: DeleteAclsRequest) -> Await
 
 
 def handle_describe_acls(ctx: RequestContext, request: DescribeAclsRequest) -> DescribeAclsResponse:
-    acl_filter = AclFilter(
-        enum_or_unknown(ResourceType, request.resource_type_filter),
-        request.resource_name_filter,
-        enum_or_unknown(PatternType, request.pattern_type_filter),
-        request.principal_filter,
-        request.host_filter,
-        enum_or_unknown(AclOperation, request.operation),
-        enum_or_unknown(PermissionType, request.permission_type),
-    )
+    acl_filter = filter_of(request)
     matching = sorted(
         (acl for acl in ctx.broker.topics.image.acls.values() if acl_filter.matches(acl)),
         key=lambda a: (a.resource_type, a.resource_name, a.pattern_type, a.principal, a.host, a.operation),
