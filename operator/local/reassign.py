@@ -154,6 +154,12 @@ def list_request() -> Message:
     return ListPartitionReassignmentsRequest(topics=None)
 
 
+def check_answered(request: str, error_code: int, error_message: str | None) -> None:
+    """ReassignError when the whole answer is an error (its top-level error code)."""
+    if error_code:
+        raise ReassignError(f"{request} failed: {error_message or error_code}", error_code)
+
+
 def in_flight_from(answer: Message) -> InFlight:
     """The moves a ListPartitionReassignments answer reports; ReassignError when it failed."""
     from kafkette.broker.protocol.framing import expect
@@ -162,10 +168,7 @@ def in_flight_from(answer: Message) -> InFlight:
     )
 
     response = expect(answer, ListPartitionReassignmentsResponse)
-    if response.error_code:
-        raise ReassignError(
-            f"ListPartitionReassignments failed: {response.error_message or response.error_code}", response.error_code
-        )
+    check_answered("ListPartitionReassignments", response.error_code, response.error_message)
     return {
         (t.name, p.partition_index): (tuple(p.replicas), tuple(p.adding_replicas), tuple(p.removing_replicas))
         for t in response.topics
@@ -226,10 +229,7 @@ def check_altered(answer: Message) -> None:
     )
 
     response = expect(answer, AlterPartitionReassignmentsResponse)
-    if response.error_code:
-        raise ReassignError(
-            f"AlterPartitionReassignments failed: {response.error_message or response.error_code}", response.error_code
-        )
+    check_answered("AlterPartitionReassignments", response.error_code, response.error_message)
     refused = [
         f"{t.name}-{p.partition_index}: {ErrorCode(p.error_code).name}"
         + (f" ({p.error_message})" if p.error_message else "")
