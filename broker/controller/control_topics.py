@@ -50,6 +50,12 @@ def _refused(
     return [result(name=t.name, error_code=ErrorCode.POLICY_VIOLATION, error_message=message) for t in topics]
 
 
+def _check_named_once(names: Counter[str], name: str) -> None:
+    """A topic named twice in one request is refused at each mention (INVALID_REQUEST), as Kafka does."""
+    if names[name] > 1:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"topic '{name}' is named twice in the request")
+
+
 def live_set(image: MetadataImage, live_brokers: Collection[int] | None) -> set[int]:
     """Brokers that may take new replicas: eligible in the image and, if given, in ``live_brokers``."""
     eligible = set(image.eligible_brokers())
@@ -149,8 +155,7 @@ def create_topics(
     for topic in request.topics:
         result = CreatableTopicResult(name=topic.name, error_message=None)
         try:
-            if names[topic.name] > 1:
-                raise KafkaError(ErrorCode.INVALID_REQUEST, f"topic '{topic.name}' is named twice in the request")
+            _check_named_once(names, topic.name)
             check_topic_name(topic.name)
             if image.topic_by_name(topic.name) is not None:
                 raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic '{topic.name}' already exists")
@@ -292,8 +297,7 @@ def create_partitions(
     for topic in request.topics:
         result = CreatePartitionsTopicResult(name=topic.name)
         try:
-            if names[topic.name] > 1:
-                raise KafkaError(ErrorCode.INVALID_REQUEST, f"topic '{topic.name}' is named twice in the request")
+            _check_named_once(names, topic.name)
             topic_id, assignment = _new_partitions(image, live, topic, load)
         except KafkaError as exc:
             result.error_code, result.error_message = exc.code, exc.message
