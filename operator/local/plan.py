@@ -370,3 +370,9 @@ def fully_replicated(partitions: Iterable[PartitionView], topics: Iterable[str] 
     """No partition (of `topics`, default all) offline or with a short ISR."""
     wanted = None if topics is None else set(topics)
     return all(not (p.offline or p.under_replicated) for p in partitions if wanted is None or p.topic in wanted)
+
+
+def still_on(partitions: Iterable[PartitionView], brokers: Iterable[int]) -> list[str]:
+    """The partitions (topic-partition) that `brokers` still hold a replica of or lead: not drained yet."""
+    wanted = set(brokers)
+    return [f"{p.topic}-{p.partition}" for p in partitions if p.leader in wanted or wanted & set(p.replicas)]

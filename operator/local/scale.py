@@ -9,6 +9,7 @@ only then stopped and dropped from the cluster's layout.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ class ScaleResult:
     stopped: tuple[int, ...]
     moves: int
     elected: int
+    moving_seconds: float  # from the first batch started to the last one done
 
 
 def placement(cluster_dir: Path, brokers: int) -> PlacementPlan:
@@ -80,8 +82,10 @@ def scale(
     if throttle is not None and planned.moves:
         report(f"throttling the copies to {throttle} bytes a second")
         reassign.set_throttle(state, reassign.live(cluster_dir, state), planned.moves, throttle)
+    moving_since = time.monotonic()
     try:
         reassign.execute(cluster_dir, state, batches, timeout, report)
+        moving_seconds = time.monotonic() - moving_since
     finally:
         if throttle is not None and planned.moves:
             reassign.clear_throttle(state, reassign.live(cluster_dir, state), {m.topic for m in planned.moves})
@@ -91,12 +95,25 @@ def scale(
     elsewhere = [tp for tp, replicas in planned.target.items() if _leader(after, tp) != replicas[0]]
     elected = roll.elect_preferred(state, alive, elsewhere)
     report(f"{elected} of {len(elsewhere)} partitions led by another than their preferred replica moved to it")
+    if drained:
+        _wait_drained(cluster_dir, state, drained, timeout)
     for node_id in drained:
         report(f"stopping broker {node_id} (drained)")
         runtime.stop(cluster_dir, node_id, timeout)
     if drained:
         runtime.save_state(cluster_dir, plan.resized(runtime.require_state(cluster_dir), brokers))
-    return ScaleResult(tuple(added), tuple(drained), len(planned.moves), elected)
+    return ScaleResult(tuple(added), tuple(drained), len(planned.moves), elected, moving_seconds)
+
+
+def _wait_drained(cluster_dir: Path, state: plan.ClusterState, drained: list[int], timeout: float) -> None:
+    """Until the metadata shows the drained brokers holding and leading nothing (the broker asked applies the
+    last move a moment after the controller commits it). A partition created while the moves ran may still be
+    on one: ScaleRefused after `timeout` seconds, as no broker holding data is stopped."""
+    deadline = time.monotonic() + timeout
+    while undrained := plan.still_on(reassign.view(state, reassign.live(cluster_dir, state)).partitions, drained):
+        if time.monotonic() > deadline:
+            raise ScaleRefused(f"brokers {drained} still hold {', '.join(undrained)}; run the scale again to move them")
+        time.sleep(reassign.POLL_SECONDS)
 
 
 def describe(move: Move) -> str:

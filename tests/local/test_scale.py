@@ -4,7 +4,8 @@
 the new brokers, within one of even, copying no more than balance needs; a scale-down to fewer brokers than the
 replication factor is refused and leaves the cluster as it was; 5 -> 3 drains brokers 3 and 4 before stopping
 them; nothing failed, lost or duplicated. The Kafka-format plan verbs
-(generate, execute, verify, cancel) move one partition and put one back.
+(generate, execute, verify, cancel) move one partition and put one back; a partition created on a broker
+while its drain runs keeps that broker running.
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic
 from waiting import wait_for
 
 from kafkette.operator.cli.main import main
-from kafkette.operator.local import plan, runtime
+from kafkette.operator.local import plan, runtime, scale
 from kafkette.operator.local.plan import ClusterView
 from kafkette.operator.testing.traffic import SteadyProducer, read_back
 
@@ -43,9 +44,10 @@ def create(bootstrap: str, topic: str, partitions: int) -> None:
 
 
 def throttle_configs(bootstrap: str, topic: str = TOPIC) -> dict[str, str]:
-    """Throttle keys set on any of five brokers (their own dynamic configs) or on the topic."""
+    """Throttle keys set on any broker the cluster lists (their own dynamic configs) or on the topic."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    resources = [ConfigResource(ConfigResource.Type.BROKER, str(b)) for b in range(5)]
+    brokers = sorted(admin.list_topics(timeout=10).brokers)
+    resources = [ConfigResource(ConfigResource.Type.BROKER, str(b)) for b in brokers]
     resources.append(ConfigResource(ConfigResource.Type.TOPIC, topic))
     found = {}
     for resource in resources:
@@ -218,3 +220,18 @@ def test_reassign_plan_verbs(
     out = capsys.readouterr().out
     proposed = json.loads(out.split("Proposed partition reassignment configuration\n")[1])
     assert proposed["partitions"] and all(3 not in p["replicas"] for p in proposed["partitions"])
+
+    # A partition created on broker 3 after the drain was planned: broker 3 still holds data and is not stopped.
+    def create_on_the_drained_broker(line: str) -> None:
+        if line.startswith("batch 1 of"):
+            admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the topic is created
+            late = NewTopic("late", num_partitions=1, replica_assignment=[[3, 0]])
+            admin.create_topics([late])["late"].result(20)
+
+    with pytest.raises(scale.ScaleRefused, match=r"brokers \[3\] still hold late-0; run the scale again"):
+        scale.scale(cluster_dir, 3, 20, create_on_the_drained_broker)
+    assert runtime.require_state(cluster_dir).ids == (0, 1, 2, 3)
+    assert runtime.alive_ids(cluster_dir, runtime.require_state(cluster_dir)) == [0, 1, 2, 3]
+    assert main(["scale", "--dir", str(cluster_dir), "3"]) == 0
+    assert runtime.require_state(cluster_dir).ids == (0, 1, 2)
+    balanced(cluster_dir, [0, 1, 2])

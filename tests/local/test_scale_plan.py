@@ -68,3 +68,13 @@ def test_throttled_replicas_are_listed_as_kafkas_tool_lists_them() -> None:
         "t": {leader: "0:0,0:1,3:2,3:0", follower: "0:2"},
         "u": {leader: "1:0", follower: "1:3"},
     }
+
+
+def test_progress_counts_what_the_adding_replicas_hold_and_still_lack() -> None:
+    # t-0 copies to 3 and 4 from a 1000-byte leader; t-1 only drops a replica (nothing to copy).
+    moving = {("t", 0): ((3, 4, 0, 1), (3, 4), (0, 1)), ("t", 1): ((1, 2), (), (0,))}
+    sizes = {(("t", 0), 3): 600, (("t", 0), 4): 1200, (("t", 0), 0): 1000, (("t", 1), 1): 50}
+    leaders = {("t", 0): 1000, ("t", 1): 50}
+    # Broker 4 is ahead of the size read from the leader a moment earlier: it lacks nothing, not a negative.
+    assert reassign.remaining_bytes(moving, sizes, leaders) == (1800, 400)
+    assert reassign.remaining_bytes({}, sizes, leaders) == (0, 0)
