@@ -98,7 +98,9 @@ DIMENSIONS: dict[str, list[Metric]] = {
         RSS,
         IDLE_CPU,
         Metric("disk_mb", "data on disk (MB)", 0),
+        Metric("restart_listen_s", "SIGTERM restart -> listening (s)", 2),
         Metric("restart_s", "SIGTERM restart -> every partition written (s)", 2),
+        Metric("recovery_listen_s", "SIGKILL restart -> listening (s)", 2),
         Metric("recovery_s", "SIGKILL restart -> every partition written (s)", 2),
     ],
     "connections": [RSS, IDLE_CPU, *latency("produce", "produce request"), CPU_PER_REQUEST],
@@ -137,12 +139,14 @@ def create_topic(broker: RunningBroker, topic: str, partitions: int) -> float:
     return time.monotonic() - started
 
 
-def every_partition_written(topic: str, partitions: int) -> Ready:
-    """Readiness after a restart: a record acknowledged on every partition of ``topic``."""
+def every_partition_written(topic: str, partitions: int, listened: list[float]) -> Ready:
+    """Readiness after a restart: a record acknowledged on every partition of ``topic``. The seconds until the
+    port took connections go into ``listened`` (the process's own start-up, apart from its partitions')."""
 
     def ready(bootstrap: str, started: float, process: subprocess.Popen[bytes]) -> float:
         deadline = started + RESTART_TIMEOUT_S
         wait_for_port(bootstrap, deadline, process)
+        listened.append(time.monotonic() - started)
         producer = Producer(
             {
                 "bootstrap.servers": bootstrap,
@@ -160,7 +164,10 @@ def every_partition_written(topic: str, partitions: int) -> Ready:
             producer.produce(topic, b"r", partition=partition, on_delivery=lambda error, _m: outcomes.append(error))
         while len(outcomes) < partitions:
             if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{len(outcomes)} of {partitions} partitions written before the broker stopped")
+                raise RuntimeError(
+                    f"{len(outcomes)} of {partitions} partitions written, then the broker stopped or "
+                    f"{RESTART_TIMEOUT_S:.0f} s passed"
+                )
             producer.poll(0.01)
         if failed := [error for error in outcomes if error is not None]:
             raise RuntimeError(f"{len(failed)} partitions not written after a restart: {failed[0]}")
@@ -192,11 +199,13 @@ def partitions_point(name: str, count: int, plan: Plan) -> dict[str, float]:
         point["idle_cpu_pct"] = idle_cpu_pct(broker, plan.idle_s)
         point["rss_mb"] = broker.rss_mb()
         point["disk_mb"] = disk_mb(broker.data_dir)
-        ready = every_partition_written(TOPIC, count)
+        listened: list[float] = []
+        ready = every_partition_written(TOPIC, count, listened)
         broker = restart(broker, kill=False, ready=ready)
         point["restart_s"] = broker.startup_s
         broker = restart(broker, kill=True, ready=ready)
         point["recovery_s"] = broker.startup_s
+        point["restart_listen_s"], point["recovery_listen_s"] = listened
         return point
     finally:
         broker.stop()
@@ -260,21 +269,29 @@ def sizes(plan: Plan, dimension: str) -> Sequence[int]:
     return {"partitions": plan.partitions, "connections": plan.connections, "groups": plan.groups}[dimension]
 
 
-def measure(plan: Plan, brokers: Sequence[str], dimensions: Sequence[str]) -> dict[str, Any]:
-    """Every point, the brokers taking turns at each size; the raw results as JSON data."""
-    points: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
+def measure(
+    plan: Plan, brokers: Sequence[str], dimensions: Sequence[str], raw: dict[str, Any], save: Callable[[], object]
+) -> None:
+    """Every point into ``raw["points"]``, the brokers taking turns at each size; a point that fails is named in
+    ``raw["failed"]`` and the run goes on. ``save`` after each point: an interrupted run keeps what it measured."""
     for dimension in dimensions:
+        raw["points"][dimension] = {}  # a dimension measured again replaces its last results
         for size in sizes(plan, dimension):
             for name in brokers:
                 load = os.getloadavg()[0]
                 started = time.monotonic()
-                point = POINTS[dimension](name, size, plan)
+                try:
+                    point = POINTS[dimension](name, size, plan)
+                except Exception as error:  # one broker failing one point is a result too
+                    raw["failed"].append(f"{dimension} {size:,} {name}: {error}")
+                    print(f"{dimension} {size:>6} {name:9} failed: {error}", flush=True)
+                    continue
                 point["load"] = load
-                points.setdefault(dimension, {}).setdefault(name, {})[str(size)] = point
+                raw["points"][dimension].setdefault(name, {})[str(size)] = point
                 shown = ", ".join(f"{key} {value:,.2f}" for key, value in point.items())
                 print(f"{dimension} {size:>6} {name:9} ({time.monotonic() - started:.0f} s): {shown}", flush=True)
-    finished = f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.node()}"
-    return {"finished": finished, "plan": plan.__dict__ | {"brokers": list(brokers)}, "points": points}
+                raw["finished"] = f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.node()}"
+                save()
 
 
 def _cell(value: float | None, digits: int) -> str:
@@ -324,6 +341,11 @@ def report(raw: dict[str, Any]) -> str:
                 ours, theirs = last.get("kafkette"), last.get("kafka")
                 row.append(f"{ours / theirs:.2f}" if ours is not None and theirs and metric.key != "load" else "-")
             lines.append("| " + " | ".join(row) + " |")
+    if raw.get("failed"):
+        lines += ["", "Points that failed:", "", *(f"- {failure}" for failure in raw["failed"])]
+    # What a reader of the numbers found, added to the JSON by hand and shown by --report.
+    if raw.get("notes"):
+        lines += ["", "## Notes", "", *raw["notes"]]
     return "\n".join(lines) + "\n"
 
 
@@ -349,14 +371,14 @@ def main() -> None:
         raw = json.loads(json_path.read_text())
     else:
         raise_fd_limit()
-        plan = QUICK if args.quick else FULL
         chosen = {d: tuple(int(n) for n in getattr(args, d).split(",")) for d in DIMENSIONS if getattr(args, d)}
-        raw = measure(dataclasses.replace(plan, **chosen), args.brokers.split(","), args.dimensions.split(","))
-        if json_path.exists():  # a run of some dimensions keeps the others' last results
-            kept = json.loads(json_path.read_text())["points"]
-            raw["points"] = {**{d: kept[d] for d in kept if d not in raw["points"]}, **raw["points"]}
+        plan = dataclasses.replace(QUICK if args.quick else FULL, **chosen)
+        # A run of some dimensions keeps the others' last results.
+        kept = json.loads(json_path.read_text())["points"] if json_path.exists() else {}
+        brokers = args.brokers.split(",")
+        raw = {"finished": "", "plan": plan.__dict__ | {"brokers": brokers}, "points": kept, "failed": []}
         json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(raw, indent=1))
+        measure(plan, brokers, args.dimensions.split(","), raw, lambda: json_path.write_text(json.dumps(raw, indent=1)))
     text = report(raw)
     markdown_path.write_text(text)
     print(text)
