@@ -5,6 +5,8 @@
     python bench/compare.py --report   # latest.md again from latest.json (after a change to the report)
     python bench/compare.py --only "1024 B, 6 part" --client librdkafka --out consume --rounds 5
                                        # some workloads only -> bench/results/consume.md (no latency runs)
+    python bench/compare.py --only "acks=1, none" --consume-only --out consume
+                                       # the consume rows only (topics filled by librdkafka, unmeasured)
 
 Rounds interleave the brokers (A B C, B C A, …) so that machine drift hits them alike; the report
 gives medians and the ratios Kafkette/Kafka and Kafkette/Tansu per workload, and, as the rounds
@@ -126,20 +128,44 @@ def run_scenario(
     round_index: int,
     index: int,
     clients: Clients = CLIENTS,
+    consume_only: bool = False,
 ) -> None:
+    """Each client produces its topic and consumes it; with ``consume_only`` one topic, filled by librdkafka
+    (unmeasured), is consumed by every client in turn."""
+    if consume_only:
+        topic = f"bench-{round_index}-{index}"
+        create_topic(broker.bootstrap, topic, scenario.partitions)
+        confluent("produce", broker, topic, scenario)
+        for client, (_, consume) in clients.items():
+            _measure(results, broker, (scenario.label, client, "consume", broker.name), consume, topic, scenario)
+        return
     for client, (produce, consume) in clients.items():
         topic = f"bench-{round_index}-{index}-{client}"
         create_topic(broker.bootstrap, topic, scenario.partitions)
         for operation, measure in (("produce", produce), ("consume", consume)):
             key = (scenario.label, client, operation, broker.name)
-            before = broker.cpu_seconds()
-            try:
-                measurement = measure(broker, topic, scenario)
-            except Exception as exc:  # a peer that cannot run a workload is reported, not fatal
-                results.errors[key] = error_summary(exc, 120)
+            if not _measure(results, broker, key, measure, topic, scenario):
                 break
-            results.add(key, measurement, broker.cpu_seconds() - before)
-            print(f"  {broker.name:9} {client:10} {operation:7} {measurement.rate:>12,.0f} msg/s", flush=True)
+
+
+def _measure(
+    results: Results,
+    broker: RunningBroker,
+    key: tuple[str, str, str, str],
+    measure: Callable[..., Measurement],
+    topic: str,
+    scenario: Scenario,
+) -> bool:
+    """One workload with the broker's CPU time around it; False when it failed (the failure is in the results)."""
+    before = broker.cpu_seconds()
+    try:
+        measurement = measure(broker, topic, scenario)
+    except Exception as exc:  # a peer that cannot run a workload is reported, not fatal
+        results.errors[key] = error_summary(exc, 120)
+        return False
+    results.add(key, measurement, broker.cpu_seconds() - before)
+    print(f"  {broker.name:9} {key[1]:10} {key[2]:7} {measurement.rate:>12,.0f} msg/s", flush=True)
+    return True
 
 
 def median(values: list[float]) -> float:
@@ -166,6 +192,7 @@ def report(
     rounds: int,
     finished: str,
     clients: Clients = CLIENTS,
+    consume_only: bool = False,
 ) -> str:
     lines = [
         "# Kafkette vs Apache Kafka vs Tansu",
@@ -189,7 +216,7 @@ def report(
     won: Counter[str] = Counter()  # how many it won in every round
     for scenario in scenarios:
         for client in clients:
-            for operation in ("produce", "consume"):
+            for operation in ("consume",) if consume_only else ("produce", "consume"):
                 keys = {name: (scenario.label, client, operation, name) for name in BROKERS}
                 rate = {name: median(results.rates.get(key, [])) for name, key in keys.items()}
                 for peer, values in ratios.items():
@@ -237,7 +264,13 @@ def report(
         "ProducerPerformance and ConsumerPerformance; the librdkafka ones are bench/clients/confluent_perf.py. "
         "MB/s counts record values only. CPU: user + system seconds of the broker process while the workload ran. "
         "Start-up: process start to the first acknowledged produce (topic auto-created), polling the port every "
-        "5 ms; Kafkette runs from byte-compiled modules, as a pip-installed package does.",
+        "5 ms; Kafkette runs from byte-compiled modules, as a pip-installed package does."
+        + (
+            " Consume only: each round fills one topic per workload with the librdkafka producer (unmeasured) and "
+            "every client consumes all of it."
+            if consume_only
+            else ""
+        ),
     ]
     return "\n".join(lines) + "\n"
 
@@ -284,6 +317,11 @@ def main() -> None:
     )
     parser.add_argument("--client", action="append", choices=sorted(CLIENTS), help="these clients only (repeatable)")
     parser.add_argument("--out", help="results file stem under bench/results/ (default latest, or quick)")
+    parser.add_argument(
+        "--consume-only",
+        action="store_true",
+        help="measure consumes only: one topic per workload, filled by librdkafka, read by every client",
+    )
     args = parser.parse_args()
     scenarios = QUICK if args.quick else FULL
     if args.only:
@@ -291,25 +329,32 @@ def main() -> None:
         if not scenarios:
             parser.error(f"no workload matches {args.only}: {[s.label for s in FULL]}")
     clients = {name: CLIENTS[name] for name in args.client} if args.client else CLIENTS
-    focused = bool(args.only or args.client)
+    focused = bool(args.only or args.client or args.consume_only)
     stem = BENCH_DIR / "results" / (args.out or ("quick" if args.quick else "latest"))
     if focused and stem.name == "latest":
-        parser.error("a focused run (--only, --client) writes its own file: give --out")
+        parser.error("a focused run (--only, --client, --consume-only) writes its own file: give --out")
     json_path, markdown_path = stem.with_suffix(".json"), stem.with_suffix(".md")
     if args.report:
         raw = json.loads(json_path.read_text())
     else:
-        raw = measure(scenarios, 1 if args.quick else args.rounds, args.quick, clients, latency=not focused)
+        rounds = 1 if args.quick else args.rounds
+        raw = measure(scenarios, rounds, args.quick, clients, latency=not focused, consume_only=args.consume_only)
         json_path.parent.mkdir(exist_ok=True)
         json_path.write_text(json.dumps(raw, indent=1))
     facts = {name: BrokerFacts(**fields) for name, fields in raw["brokers"].items()}
-    text = report(Results.from_json(raw), facts, scenarios, raw["rounds"], raw["finished"], clients)
+    consume_only = raw.get("consume_only", False)
+    text = report(Results.from_json(raw), facts, scenarios, raw["rounds"], raw["finished"], clients, consume_only)
     markdown_path.write_text(text)
     print(text)
 
 
 def measure(
-    scenarios: list[Scenario], rounds: int, quick: bool, clients: Clients = CLIENTS, latency: bool = True
+    scenarios: list[Scenario],
+    rounds: int,
+    quick: bool,
+    clients: Clients = CLIENTS,
+    latency: bool = True,
+    consume_only: bool = False,
 ) -> dict[str, Any]:
     """Every workload against every broker, rounds interleaved; the raw results as JSON data."""
     brokers: dict[str, RunningBroker] = {}
@@ -324,7 +369,7 @@ def measure(
             for index, scenario in enumerate(scenarios):
                 print(f"round {round_index + 1}/{rounds}: {scenario.label}", flush=True)
                 for name in order:
-                    run_scenario(results, brokers[name], scenario, round_index, index, clients)
+                    run_scenario(results, brokers[name], scenario, round_index, index, clients, consume_only)
             for name in order if latency else ():
                 latency_scenario = Scenario(100, 1, "1", "none", LATENCY_RATE * (3 if quick else 10))
                 topic = f"latency-{round_index}"
@@ -347,7 +392,13 @@ def measure(
         for broker in brokers.values():
             broker.stop()
     finished = f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.node()}"
-    return {"finished": finished, "rounds": rounds, "brokers": facts, **results.to_json()}
+    return {
+        "finished": finished,
+        "rounds": rounds,
+        "consume_only": consume_only,
+        "brokers": facts,
+        **results.to_json(),
+    }
 
 
 if __name__ == "__main__":
