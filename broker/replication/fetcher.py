@@ -88,7 +88,9 @@ def truncation_point(
         return Truncation(min(leader_end_offset, log_end_offset), True)
     if local_epoch != leader_epoch:
         return Truncation(min(local_end, log_end_offset), False)
-    return Truncation(min(leader_end_offset, log_end_offset), True)
+    # The same epoch ends where the shorter of the two logs ends it: past our own end of it we hold a later
+    # epoch of ours (led by us, never had by the leader), which the leader's longer tail of it replaces.
+    return Truncation(min(leader_end_offset, local_end, log_end_offset), True)
 
 
 @dataclass(eq=False, slots=True)

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 from kafkette.broker.replication.fetcher import Truncation, truncation_point
+from kafkette.broker.storage import LeaderEpochCache
+from kafkette.broker.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT
 
 
 def epochs(*starts: tuple[int, int]) -> Callable[[int], tuple[int, int]]:
@@ -26,6 +29,24 @@ LOG_END = 20
 
 def test_same_epoch_truncates_to_the_leaders_end_of_it() -> None:
     assert truncation_point(LOG_END, 5, epochs((0, 0), (3, 10)), 3, 15) == Truncation(15, True)
+
+
+def test_the_same_epoch_ending_earlier_here_truncates_to_our_end_of_it(tmp_path: Path) -> None:
+    # Found by `make chaos-net` (seed 2111270, a 2|1 split): this follower had led epoch 9 from 50310 (its end of
+    # epoch 8) and appended to 51086; the new leader had epoch 8 up to 50317 and then led epoch 10, so it
+    # answers (8, 50317) to our epoch 9. Our 50310-50316 are epoch 9's records, not the leader's epoch 8 ones:
+    # truncating at 50317 kept them, and every fetch after it was answered with a diverging epoch again.
+    cache = LeaderEpochCache(tmp_path / LEADER_EPOCH_CHECKPOINT)
+    cache.assign(8, 41660)
+    cache.assign(9, 50310)
+
+    def local_end_for(epoch: int) -> tuple[int, int]:
+        return cache.end_offset_for(epoch, 51086)
+
+    assert truncation_point(51086, 50310, local_end_for, 8, 50317) == Truncation(50310, True)
+    # With the same tail cut to our end of epoch 8 (the rule's other half: the leader's end is the shorter).
+    assert truncation_point(LOG_END, 5, epochs((0, 0), (8, 10), (9, 12)), 8, 11) == Truncation(11, True)
+    assert truncation_point(LOG_END, 5, epochs((0, 0), (8, 10), (9, 12)), 8, 15) == Truncation(12, True)
 
 
 def test_nothing_is_truncated_when_the_leader_has_more() -> None:
