@@ -94,18 +94,17 @@ def controller_view(state: ClusterState) -> ClusterView | None:
 
 
 def run_schedule(
-    cluster_dir: Path, topology: Topology, config: NetChaosConfig, netem: bool, report: ChaosReport
-) -> int:
+    cluster_dir: Path, topology: Topology, config: NetChaosConfig, netem: bool, report: ChaosReport, taken: list[Step]
+) -> None:
     """Fault, hold, heal, wait for health (unless the next step is rushed); until the time is up and every kind
-    has run at least once. Returns how many steps were rushed."""
+    has run at least once. Each step is appended to `taken` as it starts."""
     workload = config.workload()
     state = runtime.require_state(cluster_dir)
     began = time.monotonic()
     steps = schedule(config.seed, config.brokers, config.hold_seconds, config.pause_seconds, config.rushed_share)
-    rushed = 0
     for count, step in enumerate(steps):
         if time.monotonic() - began >= config.seconds and count >= len(KINDS):
-            return rushed
+            return
         if not step.rushed:
             wait_healthy(state, cluster_dir, workload.topic, workload.heal_timeout)
         target = step.target
@@ -115,7 +114,7 @@ def run_schedule(
         fault = Fault(step.kind, target, step.peers)
         at = round(time.monotonic() - began, 1)
         report.faults.append((at, step.kind, target))
-        rushed += step.rushed
+        taken.append(step)
         print(
             f"{at:7.1f} s  {step.kind} broker {target} peers {list(step.peers)} for {step.hold} s"
             + (" (rushed)" if step.rushed else ""),
@@ -131,31 +130,30 @@ def run_schedule(
 
 
 def run_net_chaos(
-    cluster_dir: Path, topology: Topology, config: NetChaosConfig, report: ChaosReport
-) -> tuple[bool, int]:
+    cluster_dir: Path, topology: Topology, config: NetChaosConfig, netem: bool, report: ChaosReport, taken: list[Step]
+) -> None:
     """Start the cluster in the namespaces (the caller is in the hub), run the schedule under load, check.
-    Fills `report` in (the faults as they start, so a failed run still lists them); returns whether latency
-    came from netem and how many steps were rushed."""
+    Fills `report` and `taken` in as the faults start, so a failed run still lists them."""
     workload = config.workload()
-    netem = netns.netem_available(topology)
     state = in_namespaces(plan.plan_cluster(config.brokers, FIRST_PORT), topology)
     cluster_dir.mkdir(parents=True, exist_ok=True)
     runtime.save_state(cluster_dir, state)
     state = runtime.up(cluster_dir, brokers=None, first_port=None, timeout=workload.ready_timeout)
 
-    def faults(monitor: Monitor) -> int:
+    def faults(monitor: Monitor) -> None:
         try:
-            return run_schedule(cluster_dir, topology, config, netem, report)
+            run_schedule(cluster_dir, topology, config, netem, report, taken)
         finally:
             netns.heal(topology)  # before the load stops and the check waits for a healthy cluster
 
-    return netem, under_load(state, cluster_dir, workload, report, faults)
+    under_load(state, cluster_dir, workload, report, faults)
 
 
 def summary(
-    report: ChaosReport, config: NetChaosConfig, elapsed: float, netem: bool, rushed: int, failure: str | None
+    report: ChaosReport, config: NetChaosConfig, elapsed: float, netem: bool, taken: list[Step], failure: str | None
 ) -> str:
     kinds = Counter(kind for _, kind, _ in report.faults)
+    rushed = sum(step.rushed for step in taken)
     listed = ", ".join(f"{kind} {kinds[kind]}" for kind in KINDS)
     verdict = "OK" if failure is None and report.ok else "FAILED"
     return (
@@ -208,11 +206,13 @@ def main() -> int:
     cluster_dir = Path(tempfile.mkdtemp(prefix=netns.PREFIX)) / "cluster"
     print(f"chaos-net: seed {config.seed}, {config.seconds:g} s, cluster in {cluster_dir}", flush=True)
     began = time.monotonic()
-    report, netem, rushed, failure = ChaosReport(seed=config.seed), False, 0, None
+    report, netem, failure = ChaosReport(seed=config.seed), False, None
+    taken: list[Step] = []
     netns.create(topology)
     try:
+        netem = netns.netem_available(topology)
         netns.enter(topology.hub)  # before any thread starts: they all inherit the hub's network
-        netem, rushed = run_net_chaos(cluster_dir, topology, config, report)
+        run_net_chaos(cluster_dir, topology, config, netem, report, taken)
     except Exception as exc:  # reported in the summary line, with the traceback above it
         traceback.print_exc()
         failure = f"{type(exc).__name__}: {exc}"
@@ -228,7 +228,7 @@ def main() -> int:
         shutil.rmtree(cluster_dir.parent, ignore_errors=True)
     else:
         print(f"broker logs kept in {cluster_dir}")
-    print(summary(report, config, time.monotonic() - began, netem, rushed, failure))
+    print(summary(report, config, time.monotonic() - began, netem, taken, failure))
     return 0 if ok else 1
 
 

@@ -8,11 +8,13 @@ import re
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import netns
 import pytest
-from net_chaos import QUICK_SECONDS, NetChaosConfig, Step, config_from_env, schedule
+from harness import ChaosReport
+from net_chaos import QUICK_SECONDS, NetChaosConfig, Step, config_from_env, schedule, summary
 from netns import ISOLATE, ISOLATE_CONTROLLER, KINDS, LATENCY, LOSS, ONE_WAY, SPLIT, Fault, Topology
 
 HERE = Path(__file__).parent
@@ -65,6 +67,17 @@ def test_fault_commands() -> None:
     assert all("--probability 0.1 -j DROP" in rule for rule in rules(LOSS))
     with pytest.raises(ValueError, match="unknown fault kind"):
         netns.fault_commands(TOPOLOGY, Fault("flood", 1), False)
+
+
+def test_a_failed_run_still_counts_its_faults_and_rushed_steps() -> None:
+    config = NetChaosConfig(seconds=60.0, seed=5)
+    report = ChaosReport(seed=5, faults=[(0.0, SPLIT, 0), (9.9, LATENCY, 2), (21.9, SPLIT, 1)])
+    taken = [Step(SPLIT, 0, (1, 2), 5.0, 1.0, False), Step(LATENCY, 2, (), 4.0, 1.0, True)]
+    taken.append(replace(taken[0], target=1, rushed=True))
+    line = summary(report, config, 100.0, False, taken, "TimeoutError: no healthy cluster")
+    assert line.startswith("chaos-net FAILED: seed 5, 100 s, 3 faults (")
+    assert f"{SPLIT} 2, " in line and f"{LATENCY} 1, loss 0; 2 rushed; latency by tbf)" in line
+    assert line.endswith("; the run failed (TimeoutError: no healthy cluster), so nothing was checked")
 
 
 def test_config_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
