@@ -18,6 +18,7 @@ from kafkette.operator.kube.handlers.common import (
     cluster_bootstrap,
     namespace_of,
     observe_seconds,
+    on_change,
     one_at_a_time,
     parse_or_stall,
     report,
@@ -166,10 +167,7 @@ def _parse(spec: Any, body: Any, status: Any, patch: Any) -> KafkaClusterSpec | 
     return parse_or_stall(KafkaClusterSpec, spec, status, body["metadata"].get("generation", 0), patch)
 
 
-@kopf.on.resume(GROUP, VERSION, PLURAL)
-@kopf.on.create(GROUP, VERSION, PLURAL)
-@kopf.on.update(GROUP, VERSION, PLURAL)
-@metrics.reconcile("KafkaCluster")
+@on_change("KafkaCluster", PLURAL)
 async def cluster_changed(
     spec: Any, name: str, namespace: str | None, uid: str, body: Any, status: Any, patch: Any, **_: Any
 ) -> None:

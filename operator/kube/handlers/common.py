@@ -5,17 +5,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
 import kopf
 from pydantic import BaseModel, ValidationError
 
+from kafkette.operator import metrics
 from kafkette.operator.admin import Admin, AdminError, ClientTls
 from kafkette.operator.kube import apply
 from kafkette.operator.kube.handlers.certs import operator_tls
 from kafkette.operator.kube.names import ClusterNames
-from kafkette.operator.resources import API_VERSION, Condition, KafkaClusterSpec, Outcome, phase_conditions
+from kafkette.operator.resources import (
+    API_VERSION,
+    GROUP,
+    VERSION,
+    Condition,
+    KafkaClusterSpec,
+    Outcome,
+    phase_conditions,
+)
 from kafkette.operator.resources.kafkacluster import REPLICATION_PORT
 
 # Where the operator reaches a cluster's brokers, when not through its bootstrap Service: an operator
@@ -34,6 +43,22 @@ def observe_seconds() -> float:
 
 
 M = TypeVar("M", bound=BaseModel)
+Handler = Callable[..., Awaitable[None]]  # kopf passes its keyword arguments; the handler picks what it needs
+
+
+def on_change(kind: str, plural: str) -> Callable[[Handler], Handler]:
+    """Registers a resource's reconcile with kopf for when the resource is created, when it is updated, and for
+    each one found when the operator starts (resume); measured as ``kind`` (metrics.reconcile)."""
+
+    def register(handler: Handler) -> Handler:
+        measured = metrics.reconcile(kind)(handler)
+        # In the order kopf's decorators stacked above a handler register it: the innermost first.
+        for on in (kopf.on.update, kopf.on.create, kopf.on.resume):
+            on(GROUP, VERSION, plural)(measured)
+        return measured
+
+    return register
+
 
 _RECONCILING: dict[tuple[str, str, str], asyncio.Lock] = {}
 

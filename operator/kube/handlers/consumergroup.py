@@ -26,6 +26,7 @@ from kafkette.operator.kube.handlers.common import (
     admin_for_cluster,
     namespace_of,
     observe_seconds,
+    on_change,
     parse_spec,
     ready,
     reconciling,
@@ -209,10 +210,7 @@ async def _refresh(spec: Any, name: str, namespace: str, body: Any, status: Any,
     patch.status.update(report(status, generation, outcome), **lag_status(group), **fields)
 
 
-@kopf.on.resume(GROUP, VERSION, PLURAL)
-@kopf.on.create(GROUP, VERSION, PLURAL)
-@kopf.on.update(GROUP, VERSION, PLURAL)
-@metrics.reconcile("ConsumerGroup")
+@on_change("ConsumerGroup", PLURAL)
 async def group_changed(
     spec: Any, name: str, namespace: str | None, body: Any, status: Any, patch: Any, memo: Any, **_: Any
 ) -> None:

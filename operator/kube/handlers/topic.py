@@ -16,6 +16,7 @@ from kafkette.operator.kube.handlers.common import (
     admin_for_deletion,
     forget_reconciling,
     namespace_of,
+    on_change,
     one_at_a_time,
     parse_or_stall,
     parse_spec,
@@ -113,10 +114,7 @@ async def reconcile(raw_spec: Any, name: str, namespace: str, body: Any, status:
     )
 
 
-@kopf.on.resume(GROUP, VERSION, PLURAL)
-@kopf.on.create(GROUP, VERSION, PLURAL)
-@kopf.on.update(GROUP, VERSION, PLURAL)
-@metrics.reconcile("Topic")
+@on_change("Topic", PLURAL)
 async def topic_changed(
     spec: Any, name: str, namespace: str | None, body: Any, status: Any, patch: Any, **_: Any
 ) -> None:

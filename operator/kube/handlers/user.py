@@ -27,6 +27,7 @@ from kafkette.operator.kube.handlers.common import (
     admin_for_cluster,
     admin_for_deletion,
     namespace_of,
+    on_change,
     parse_or_stall,
     parse_spec,
     ready,
@@ -175,10 +176,7 @@ async def reconcile(raw_spec: Any, name: str, namespace: str, body: Any, status:
     )
 
 
-@kopf.on.resume(GROUP, VERSION, PLURAL)
-@kopf.on.create(GROUP, VERSION, PLURAL)
-@kopf.on.update(GROUP, VERSION, PLURAL)
-@metrics.reconcile("KafkaUser")
+@on_change("KafkaUser", PLURAL)
 async def user_changed(
     spec: Any, name: str, namespace: str | None, body: Any, status: Any, patch: Any, **_: Any
 ) -> None:
