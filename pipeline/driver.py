@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
+from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
@@ -58,6 +58,8 @@ class DriverClient:
         return self._list_offsets({tp: OffsetSpec.earliest() for tp in partitions})
 
     def latest(self, partitions: Iterable[TopicPartition]) -> Offsets:
+        """The high watermarks, or under read_committed the last stable offsets: a batch never ends inside an
+        open transaction, whose records a read_committed reader could not yet read (or know to skip)."""
         return self._list_offsets({tp: OffsetSpec.latest() for tp in partitions})
 
     def for_times(self, times: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | None]:
@@ -69,7 +71,8 @@ class DriverClient:
         if not specs:
             return {}
         request = {KafkaTopicPartition(topic, partition): spec for (topic, partition), spec in specs.items()}
-        futures = self.admin.list_offsets(request, request_timeout=self._timeout)
+        isolation = IsolationLevel.READ_COMMITTED if self._options.read_committed else IsolationLevel.READ_UNCOMMITTED
+        futures = self.admin.list_offsets(request, isolation_level=isolation, request_timeout=self._timeout)
         try:
             return {(tp.topic, tp.partition): future.result().offset for tp, future in futures.items()}
         except KafkaException as exc:

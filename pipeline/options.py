@@ -11,16 +11,24 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 from kafkette.pipeline.offsets import OffsetSpec, OptionError, TopicPartition, parse_partition_json
 
 KAFKA_PREFIX = "kafka."
 DEFAULT_POLL_TIMEOUT_MS = 30_000
+# The source reads only committed transactions unless told otherwise (librdkafka's default too; Spark's own
+# source, on the Java client, defaults to read_uncommitted): exactly-once pipelines need it, and a topic
+# without transactions reads the same either way.
+ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
+DEFAULT_ISOLATION_LEVEL = "read_committed"
+DeliveryGuarantee = Literal["at-least-once", "exactly-once"]
+DELIVERY_GUARANTEES: tuple[DeliveryGuarantee, ...] = ("at-least-once", "exactly-once")
 
 # Spark's own Kafka source sets these itself; a user value would break how offsets are tracked.
 _RESERVED_CONSUMER = ("auto.offset.reset", "enable.auto.commit", "key.deserializer", "value.deserializer")
-_RESERVED_PRODUCER = ("key.serializer", "value.serializer")
+# transactional.id: the exactly-once sink derives one per task (transactionalIdPrefix names its start).
+_RESERVED_PRODUCER = ("key.serializer", "value.serializer", "transactional.id")
 
 _SUBSCRIPTIONS = ("subscribe", "subscribepattern", "assign")
 _SOURCE_OPTIONS = {
@@ -38,7 +46,7 @@ _SOURCE_OPTIONS = {
     "includeheaders",
     "kafkaconsumer.polltimeoutms",
 }
-_SINK_OPTIONS = {"topic"}
+_SINK_OPTIONS = {"topic", "deliveryguarantee", "transactionalidprefix"}
 # Spark passes these to every data source itself.
 _SPARK_OPTIONS = {"path", "checkpointlocation"}
 
@@ -84,6 +92,17 @@ class SourceOptions:
     poll_timeout_ms: int
     group_id: str
     client: Mapping[str, str]  # librdkafka settings: the kafka.* options without the prefix
+    # kafka.isolation.level, kept out of ``client``: the driver's admin client is no consumer and warns about it.
+    isolation_level: str = DEFAULT_ISOLATION_LEVEL
+
+    @property
+    def read_committed(self) -> bool:
+        return self.isolation_level == "read_committed"
+
+    @property
+    def consumer(self) -> dict[str, str]:
+        """The settings of the consumers that read each task's range."""
+        return {**self.client, "isolation.level": self.isolation_level}
 
 
 @dataclass(frozen=True)
@@ -91,6 +110,9 @@ class SinkOptions:
     bootstrap: str
     topic: str | None
     client: Mapping[str, str]
+    delivery_guarantee: DeliveryGuarantee = "at-least-once"
+    # exactly-once: each task's transactional.id is "<prefix>-<Spark partition id>"; None: from the query id.
+    transactional_id_prefix: str | None = None
 
 
 def parse_source(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
@@ -117,15 +139,33 @@ def parse_source(options: Mapping[str, str], *, streaming: bool) -> SourceOption
         include_headers=_boolean(lowered, "includeheaders", default=False),
         poll_timeout_ms=_positive(lowered, "kafkaconsumer.polltimeoutms") or DEFAULT_POLL_TIMEOUT_MS,
         group_id=client.get("group.id") or default_group_id(subscription),
-        client={k: v for k, v in client.items() if k != "group.id"},
+        client={k: v for k, v in client.items() if k not in ("group.id", "isolation.level")},
+        isolation_level=_choice(lowered, "kafka.isolation.level", ISOLATION_LEVELS, DEFAULT_ISOLATION_LEVEL),
     )
 
 
-def parse_sink(options: Mapping[str, str]) -> SinkOptions:
+def parse_sink(options: Mapping[str, str], *, streaming: bool) -> SinkOptions:
     lowered = _lowered(options)
     _reject_unknown(lowered, _SINK_OPTIONS, "sink")
     client = _client_settings(lowered, _RESERVED_PRODUCER)
-    return SinkOptions(bootstrap=client["bootstrap.servers"], topic=lowered.get("topic"), client=client)
+    guarantee = cast(DeliveryGuarantee, _choice(lowered, "deliveryguarantee", DELIVERY_GUARANTEES, "at-least-once"))
+    prefix = lowered.get("transactionalidprefix", "").strip() or None
+    if guarantee == "exactly-once" and not streaming:
+        # A batch job has no batch id to record, so a task lost after committing would be written twice on retry.
+        raise OptionError("deliveryGuarantee=exactly-once is for streaming writes (writeStream), not batch writes")
+    protocol = client.get("security.protocol", "plaintext").strip().lower()
+    if guarantee == "exactly-once" and protocol != "plaintext":
+        # The driver ends the tasks' transactions over its own plain connection (transactions.py).
+        raise OptionError(f"deliveryGuarantee=exactly-once needs kafka.security.protocol=PLAINTEXT, got {protocol!r}")
+    if prefix is not None and guarantee != "exactly-once":
+        raise OptionError("transactionalIdPrefix needs deliveryGuarantee=exactly-once")
+    return SinkOptions(
+        bootstrap=client["bootstrap.servers"],
+        topic=lowered.get("topic"),
+        client=client,
+        delivery_guarantee=guarantee,
+        transactional_id_prefix=prefix,
+    )
 
 
 def default_group_id(subscription: Subscription) -> str:
@@ -213,6 +253,13 @@ def _positive(lowered: Mapping[str, str], name: str) -> int | None:
     if number <= 0:
         raise OptionError(f"{name}: expected a positive integer, got {number}")
     return number
+
+
+def _choice(lowered: Mapping[str, str], name: str, allowed: tuple[str, ...], default: str) -> str:
+    text = lowered.get(name, default).strip().lower()
+    if text not in allowed:
+        raise OptionError(f"{name}: expected {' or '.join(allowed)}, got {text!r}")
+    return text
 
 
 def _boolean(lowered: Mapping[str, str], name: str, *, default: bool) -> bool:

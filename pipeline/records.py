@@ -8,6 +8,7 @@ where tuples would be converted value by value in Python (bench/pipeline numbers
 from __future__ import annotations
 
 import bisect
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
@@ -29,6 +30,9 @@ from pyspark.sql.types import (
 from kafkette.pipeline.planning import OffsetRange
 
 BATCH_RECORDS = 10_000
+# consume() waits until it has all it asked for or this long: a range whose last offsets are gaps (markers,
+# aborted or compacted records) never fills, so each wait is short and the position says when the range is done.
+CONSUME_WAIT_S = 0.1
 HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 # librdkafka numbers timestamp types from 1 (create time); Kafka's and Spark's column from 0.
 _LIBRDKAFKA_TO_SPARK_TIMESTAMP_TYPE = 1
@@ -103,10 +107,11 @@ def read_range(
     try:
         position = KafkaTopicPartition(rng.topic, rng.partition, rng.start)
         consumer.assign([position])
+        deadline = time.monotonic() + poll_timeout_ms / 1000
         while position.offset < rng.end:
-            # consume() waits until it has all it asked for: never ask for more than the range holds.
+            # Never ask for more than the range holds; the short wait bounds what a gap costs (see CONSUME_WAIT_S).
             wanted_count = min(BATCH_RECORDS, rng.end - position.offset)
-            messages = consumer.consume(wanted_count, poll_timeout_ms / 1000)
+            messages = consumer.consume(wanted_count, CONSUME_WAIT_S)
             if any(map(Message.error, messages)):
                 for message in messages:
                     _raise_error(message, rng)
@@ -115,11 +120,13 @@ def read_range(
                 yield to_batch(in_range, schema, rng.topic, rng.partition)
             if messages:
                 position.offset = max(position.offset, _offset(messages[-1]) + 1)
-            else:
-                # Gaps (compaction, control records) end a range without a record at end - 1.
+                deadline = time.monotonic() + poll_timeout_ms / 1000
+            if len(messages) < wanted_count:
+                # Gaps (compaction, transaction markers, aborted records under read_committed) can end a range
+                # without a record at end - 1: the consumer's position moves past them all the same.
                 (current,) = consumer.position([KafkaTopicPartition(rng.topic, rng.partition)])
-                if current.offset >= rng.end:
-                    return
+                position.offset = max(position.offset, current.offset)
+            if position.offset < rng.end and not messages and time.monotonic() > deadline:
                 raise TimeoutError(
                     f"no records from {rng.topic}-{rng.partition} at offset {position.offset} within "
                     f"{poll_timeout_ms} ms (kafkaConsumer.pollTimeoutMs); reading [{rng.start}, {rng.end})"

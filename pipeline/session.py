@@ -11,9 +11,13 @@ from pyspark.sql import SparkSession
 from kafkette.pipeline import connector, register
 
 
-def local_session(app_name: str, cores: int = 2, conf: Mapping[str, str] | None = None) -> SparkSession:
-    """``local[cores]`` with Spark's Kafka connector when it has been fetched (``make spark-kafka``)."""
-    return session(app_name, f"local[{cores}]", shuffle_partitions=2 * cores, conf=conf)
+def local_session(
+    app_name: str, cores: int = 2, conf: Mapping[str, str] | None = None, task_attempts: int = 1
+) -> SparkSession:
+    """``local[cores]`` with Spark's Kafka connector when it has been fetched (``make spark-kafka``);
+    ``task_attempts`` > 1 lets a failed task run again (local mode reads it only from the master string)."""
+    master = f"local[{cores},{task_attempts}]" if task_attempts > 1 else f"local[{cores}]"
+    return session(app_name, master, shuffle_partitions=2 * cores, conf=conf)
 
 
 def session(

@@ -3,11 +3,14 @@
 Columns as in Spark's Kafka sink: ``value`` (required), ``key``, ``topic`` (unless the ``topic``
 option is set), ``partition`` and ``headers``; other columns are ignored. The idempotent
 producer keeps each task's writes free of duplicates and in order across broker retries; a Spark
-task that is retried writes its rows again (at least once, like Spark's own sink).
+task that is retried writes its rows again (at least once, like Spark's own sink), unless the
+stream asks for ``deliveryGuarantee=exactly-once``: a transaction per task, committed by the driver
+with the batch (exactly_once.py).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +23,9 @@ from pyspark.sql.types import BinaryType, DataType, IntegerType, StringType, Str
 from kafkette.pipeline.offsets import OptionError
 from kafkette.pipeline.options import SinkOptions
 from kafkette.pipeline.records import HEADERS_TYPE
+from kafkette.pipeline.transactions import OpenTransaction, TransactionEndError, end_transactions
+
+log = logging.getLogger(__name__)
 
 _BYTES_OR_TEXT = (BinaryType(), StringType())
 _COLUMN_TYPES: dict[str, tuple[DataType, ...]] = {
@@ -39,6 +45,10 @@ FLUSH_TIMEOUT_S = 60.0
 @dataclass
 class Written(WriterCommitMessage):
     records: int
+    # exactly-once: this task's rows of the batch were committed by an earlier run, so none was written now.
+    replayed: bool = False
+    # exactly-once: the task's open transaction, for the driver to end.
+    transaction: OpenTransaction | None = None
 
 
 def check_columns(schema: StructType, topic_option: str | None) -> list[str]:
@@ -64,8 +74,9 @@ class _Producing:
         self.options = options
         self.columns = check_columns(schema, options.topic)
 
-    def produce(self, batches: Iterator[pa.RecordBatch]) -> Written:
-        producer = Producer({**self.options.client, "enable.idempotence": True, "linger.ms": 5})
+    def produce(self, batches: Iterator[pa.RecordBatch], producer: Producer | None = None) -> Written:
+        """Send every row and wait for all deliveries; ``producer``: a transactional one the caller commits."""
+        producer = producer or Producer({**self.options.client, "enable.idempotence": True, "linger.ms": 5})
         failures: list[KafkaError] = []
 
         def delivered(error: KafkaError | None, _message: Message) -> None:
@@ -119,7 +130,27 @@ class BatchWriter(_Producing, DataSourceArrowWriter):
 
 class StreamWriter(_Producing, DataSourceStreamArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> Written:
+        if self.options.delivery_guarantee == "exactly-once":
+            from kafkette.pipeline.exactly_once import write_open
+
+            return write_open(self, iterator)
         return self.produce(iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Nothing to do: every task flushed its records before reporting success."""
+        """Every task succeeded: commit their transactions (exactly-once); at least once, they flushed already."""
+        replayed = [m for m in messages if isinstance(m, Written) and m.replayed]
+        if replayed:
+            log.info("batch %d: %d task(s) were committed by an earlier run; not written again", batchId, len(replayed))
+        self._end(messages, commit=True)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """A task failed: abort the transactions of those that finished (the others' are fenced or time out)."""
+        try:
+            self._end(messages, commit=False)
+        except TransactionEndError as exc:
+            log.warning("batch %d: %s; the transaction timeout will abort it", batchId, exc)
+
+    def _end(self, messages: list[WriterCommitMessage | None], commit: bool) -> None:
+        open_ = [m.transaction for m in messages if isinstance(m, Written) and m.transaction is not None]
+        if open_:
+            end_transactions(self.options.bootstrap, open_, commit, FLUSH_TIMEOUT_S)

@@ -56,12 +56,12 @@ class KafketteDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from kafkette.pipeline.sink import BatchWriter
 
-        return BatchWriter(parse_sink(self.options), schema)
+        return BatchWriter(parse_sink(self.options, streaming=False), schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         from kafkette.pipeline.sink import StreamWriter
 
-        return StreamWriter(parse_sink(self.options), schema)
+        return StreamWriter(parse_sink(self.options, streaming=True), schema)
 
 
 class _Reading:
@@ -88,7 +88,7 @@ class _Reading:
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         o = self.options
         rng = partition.rng  # type: ignore[attr-defined]
-        return read_range(o.client, rng, o.include_headers, o.poll_timeout_ms, o.fail_on_data_loss)
+        return read_range(o.consumer, rng, o.include_headers, o.poll_timeout_ms, o.fail_on_data_loss)
 
 
 class BatchReader(_Reading, DataSourceReader):

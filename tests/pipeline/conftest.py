@@ -29,7 +29,8 @@ def spark() -> Iterator[SparkSession]:
         "spark.kafka.producer.cache.timeout": "1s",
         "spark.kafka.producer.cache.evictorThreadRunInterval": "1s",
     }
-    session = local_session("kafkette-pipeline-tests", conf=producer_pool)
+    # Two attempts per task, as a cluster retries them: the exactly-once sink's tests fail a task's first attempt.
+    session = local_session("kafkette-pipeline-tests", conf=producer_pool, task_attempts=2)
     yield session
     session.stop()
 

@@ -1,4 +1,5 @@
-"""Topic set-up and read-back for the pipeline tests, through confluent-kafka (an independent client)."""
+"""Topic set-up and read-back for the pipeline tests, through confluent-kafka (an independent client), and one
+Trigger.AvailableNow run of a kafkette stream."""
 
 from __future__ import annotations
 
@@ -6,9 +7,11 @@ import itertools
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from pyspark.sql import DataFrame, Row, SparkSession
 
 TIMEOUT_S = 30.0
 _names = itertools.count()
@@ -81,3 +84,26 @@ def consume_all(bootstrap: str, topic: str, partitions: int) -> list[Message]:
     finally:
         consumer.close()
     return received
+
+
+def run_available_now(
+    spark: SparkSession, bootstrap: str, topic: str, checkpoint: Path, **options: str
+) -> list[list[Row]]:
+    """One Trigger.AvailableNow run of a kafkette stream from the earliest offsets (``options`` added to the
+    source's); returns each micro-batch's rows."""
+    batches: list[list[Row]] = []
+
+    def collect(frame: DataFrame, _batch_id: int) -> None:
+        batches.append(frame.collect())
+
+    stream = (
+        spark.readStream.format("kafkette")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .options(**options)
+        .load()
+    )
+    query = stream.writeStream.foreachBatch(collect).option("checkpointLocation", str(checkpoint))
+    query.trigger(availableNow=True).start().awaitTermination(120)
+    return batches

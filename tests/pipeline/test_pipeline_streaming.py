@@ -6,8 +6,8 @@ from pathlib import Path
 
 from confluent_kafka import ConsumerGroupTopicPartitions
 from confluent_kafka.admin import AdminClient
-from pipeline_topics import add_partitions, create_topic, produce, unique_topic
-from pyspark.sql import DataFrame, SparkSession
+from pipeline_topics import add_partitions, create_topic, produce, run_available_now, unique_topic
+from pyspark.sql import SparkSession
 from waiting import wait_for
 
 from kafkette.broker.cli.main import main as kafkette_cli
@@ -18,23 +18,9 @@ MAX_PER_BATCH = 150
 
 def _run_available_now(spark: SparkSession, bootstrap: str, topic: str, group: str, checkpoint: Path) -> list[list]:
     """One Trigger.AvailableNow run; returns each micro-batch's (partition, offset) pairs."""
-    batches: list[list] = []
-
-    def collect(frame: DataFrame, _batch_id: int) -> None:
-        batches.append([(row.partition, row.offset) for row in frame.select("partition", "offset").collect()])
-
-    stream = (
-        spark.readStream.format("kafkette")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", topic)
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", str(MAX_PER_BATCH))
-        .option("kafka.group.id", group)
-        .load()
-    )
-    query = stream.writeStream.foreachBatch(collect).option("checkpointLocation", str(checkpoint))
-    query.trigger(availableNow=True).start().awaitTermination(120)
-    return batches
+    options = {"maxOffsetsPerTrigger": str(MAX_PER_BATCH), "kafka.group.id": group}
+    batches = run_available_now(spark, bootstrap, topic, checkpoint, **options)
+    return [[(row.partition, row.offset) for row in batch] for batch in batches]
 
 
 def _committed(bootstrap: str, group: str) -> dict[int, int]:

@@ -1,0 +1,224 @@
+"""Exactly-once through Spark: a read_committed source, and a transactional sink under retried tasks, a fenced
+zombie, and a restart that replays a batch the sink had already committed."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from confluent_kafka import KafkaException, Producer
+from pipeline_topics import create_topic, produce, run_available_now, unique_topic
+from pyspark import TaskContext
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from txn.txn_kit import read_all
+from waiting import wait_for
+
+from kafkette.broker.testing import BrokerProcess
+from kafkette.pipeline.exactly_once import TaskIdentity, acquired_pid, already_written, task_identity
+from kafkette.pipeline.offsets import OptionError
+from kafkette.pipeline.options import parse_sink, parse_source
+
+TIMEOUT_S = 30.0
+OPEN_TRANSACTION_MS = 900_000  # the broker's transaction.max.timeout.ms
+
+
+def _transactions(bootstrap: str, topic: str, transactional_id: str) -> tuple[list[bytes], list[bytes], Producer]:
+    """Committed, aborted and still-open transactions on two partitions; returns (committed, aborted, the producer
+    whose transaction is still open)."""
+    # The last transaction stays open across several Spark reads (minutes on a loaded machine): librdkafka's default
+    # timeout (60 s) would have the coordinator abort it first.
+    settings = {"transactional.id": transactional_id, "linger.ms": 5, "transaction.timeout.ms": OPEN_TRANSACTION_MS}
+    producer = Producer({"bootstrap.servers": bootstrap, **settings})
+    producer.init_transactions(TIMEOUT_S)
+    committed: list[bytes] = []
+    aborted: list[bytes] = []
+    for round_ in range(4):
+        producer.begin_transaction()
+        values = [f"r{round_}-{i}".encode() for i in range(25)]
+        for i, value in enumerate(values):
+            producer.produce(topic, value, partition=i % 2)
+        producer.flush(TIMEOUT_S)  # in the log before the marker: an abort must hide records that are there
+        if round_ % 2:
+            producer.abort_transaction(TIMEOUT_S)
+            aborted += values
+        else:
+            producer.commit_transaction(TIMEOUT_S)
+            committed += values
+    producer.begin_transaction()
+    for i in range(10):
+        producer.produce(topic, f"open-{i}".encode(), partition=i % 2)
+    producer.flush(TIMEOUT_S)
+    return committed, aborted, producer
+
+
+def _batch_values(spark: SparkSession, bootstrap: str, topic: str, **options: str) -> list[bytes]:
+    reader = spark.read.format("kafkette").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+    return sorted(bytes(row.value) for row in reader.options(**options).load().collect())
+
+
+def _stream_values(spark: SparkSession, bootstrap: str, topic: str, checkpoint: Path) -> list[bytes]:
+    batches = run_available_now(spark, bootstrap, topic, checkpoint, maxOffsetsPerTrigger="30")
+    return sorted(bytes(row.value) for batch in batches for row in batch)
+
+
+def test_read_committed_source_never_returns_aborted_or_open_transactions(
+    spark: SparkSession, broker: BrokerProcess, tmp_path: Path
+) -> None:
+    topic = unique_topic("rc-source")
+    create_topic(broker.bootstrap, topic, 2)
+    committed, aborted, open_producer = _transactions(broker.bootstrap, topic, f"{topic}-producer")
+    opened = sorted(f"open-{i}".encode() for i in range(10))
+
+    # The default is read_committed: batch reads and streams stop at the last stable offset.
+    assert _batch_values(spark, broker.bootstrap, topic) == sorted(committed)
+    assert _stream_values(spark, broker.bootstrap, topic, tmp_path / "cp") == sorted(committed)
+    # read_uncommitted, as Spark's own source defaults to, returns every record in the log.
+    everything = _batch_values(spark, broker.bootstrap, topic, **{"kafka.isolation.level": "read_uncommitted"})
+    assert everything == sorted(committed + aborted + opened)
+
+    # Once the open transaction commits, the stream goes on from where it stopped and reads just those.
+    open_producer.commit_transaction(TIMEOUT_S)
+    assert _stream_values(spark, broker.bootstrap, topic, tmp_path / "cp") == opened
+
+
+# Rows per batch between Spark and Python: small, so that the sink has produced some rows of a task before
+# the task's first attempt fails.
+ROWS_PER_BATCH = 10
+PAD_BYTES = 16 * 1024
+FAIL_AT_ROW = 25
+INPUTS = 300
+PER_TRIGGER = 100
+
+
+def _fail_first_attempts() -> Callable[[bytes], bytes]:
+    """value -> b"out-" + value; a task's first attempt fails at its 25th row, after the sink was handed some.
+
+    Made in a function so that Spark's pickler ships it by value (workers cannot import this test module)."""
+    rows_seen: dict[int, int] = {}  # per task attempt, in the Python worker that runs the UDF
+
+    def transform(value: bytes) -> bytes:
+        context = TaskContext.get()
+        assert context is not None
+        seen = rows_seen[context.taskAttemptId()] = rows_seen.get(context.taskAttemptId(), 0) + 1
+        if context.attemptNumber() == 0 and seen == FAIL_AT_ROW:
+            time.sleep(0.5)  # the sink sends what it was given before the task fails
+            raise RuntimeError("first attempt fails on purpose")
+        return b"out-" + value
+
+    return transform
+
+
+def _start(spark: SparkSession, bootstrap: str, source: str, target: str, checkpoint: Path, available_now: bool):
+    stream = (
+        spark.readStream.format("kafkette")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", source)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", str(PER_TRIGGER))
+        .load()
+    )
+    writer = (
+        stream.select(
+            F.udf(_fail_first_attempts(), "binary")("value").alias("value"),
+            # A column the sink ignores, big enough that the UDF's worker flushes its output buffer (64 KiB) every
+            # few rows: the sink gets rows of a task before the task's first attempt fails.
+            F.udf(lambda _: b"p" * PAD_BYTES, "binary")("value").alias("pad"),
+        )
+        .writeStream.format("kafkette")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", target)
+        .option("deliveryGuarantee", "exactly-once")
+        .option("transactionalIdPrefix", f"{target}-sink")
+        .option("checkpointLocation", str(checkpoint))
+    )
+    return writer.trigger(availableNow=True).start() if available_now else writer.start()
+
+
+def test_exactly_once_sink_through_failed_tasks_a_zombie_and_a_replayed_batch(
+    spark: SparkSession, broker: BrokerProcess, tmp_path: Path
+) -> None:
+    source, target = unique_topic("eos-in"), unique_topic("eos-out")
+    create_topic(broker.bootstrap, source, 3)
+    create_topic(broker.bootstrap, target, 2)
+    produce(broker.bootstrap, source, [(None, str(i).encode(), i % 3) for i in range(INPUTS)])
+    expected = sorted(f"out-{i}".encode() for i in range(INPUTS))
+    checkpoint = tmp_path / "cp"
+
+    # A zombie: a producer with the transactional id the sink's task 0 will use, its transaction left open.
+    # Its timeout outlasts the test, so only the fencing can end its transaction.
+    zombie_settings = {"transactional.id": f"{target}-sink-0", "transaction.timeout.ms": OPEN_TRANSACTION_MS}
+    zombie = Producer({"bootstrap.servers": broker.bootstrap, **zombie_settings})
+    zombie.init_transactions(TIMEOUT_S)
+    zombie.begin_transaction()
+    zombie.produce(target, b"zombie", partition=0)
+    zombie.flush(TIMEOUT_S)
+
+    batch_sizes = ("spark.sql.execution.arrow.maxRecordsPerBatch", "spark.sql.execution.python.udf.maxRecordsPerBatch")
+    for name in batch_sizes:
+        spark.conf.set(name, str(ROWS_PER_BATCH))
+    try:
+        query = _start(spark, broker.bootstrap, source, target, checkpoint, available_now=False)
+        try:
+            wait_for(
+                lambda: (query.lastProgress or {}).get("batchId", -1) >= 1 or query.exception(),
+                "two micro-batches",
+                120,
+                0.2,
+            )
+        finally:
+            query.stop()
+        assert query.exception() is None
+        # The driver dies after the sink committed a batch but before Spark logged it: its commit-log entry is
+        # missing, so the restart runs that batch again with the same id and offsets.
+        last = max(int(path.name) for path in (checkpoint / "commits").iterdir() if path.name.isdigit())
+        (checkpoint / "commits" / str(last)).unlink()
+
+        query = _start(spark, broker.bootstrap, source, target, checkpoint, available_now=True)
+        query.awaitTermination(180)
+        assert query.exception() is None
+    finally:
+        for name in batch_sizes:
+            spark.conf.unset(name)
+
+    assert read_all(broker.bootstrap, target, "read_committed", len(expected)) == expected
+    # The failed first attempts did write rows (now aborted), and the zombie's record is there but never visible.
+    uncommitted = read_all(broker.bootstrap, target, "read_uncommitted", 2 * len(expected), wait_s=3.0)
+    assert b"zombie" in uncommitted
+    assert len(uncommitted) > len(expected) + 1
+    with pytest.raises(KafkaException, match="fenced"):
+        zombie.commit_transaction(TIMEOUT_S)
+
+
+def test_exactly_once_options_are_checked() -> None:
+    streaming = {"kafka.bootstrap.servers": "localhost:9092", "topic": "t", "deliveryGuarantee": "exactly-once"}
+    assert parse_sink({**streaming, "transactionalIdPrefix": "orders"}, streaming=True).transactional_id_prefix == (
+        "orders"
+    )
+    with pytest.raises(OptionError, match="streaming writes"):
+        parse_sink(streaming, streaming=False)
+    with pytest.raises(OptionError, match="needs deliveryGuarantee=exactly-once"):
+        parse_sink({**streaming, "deliveryGuarantee": "at-least-once", "transactionalIdPrefix": "x"}, streaming=True)
+    with pytest.raises(OptionError, match="PLAINTEXT"):
+        parse_sink({**streaming, "kafka.security.protocol": "SASL_SSL"}, streaming=True)
+    with pytest.raises(OptionError, match=r"transactional\.id"):
+        parse_sink({**streaming, "kafka.transactional.id": "mine"}, streaming=True)
+    with pytest.raises(OptionError, match="deliveryguarantee: expected"):
+        parse_sink({**streaming, "deliveryGuarantee": "exactly_once"}, streaming=True)
+    with pytest.raises(OptionError, match=r"isolation\.level: expected"):
+        parse_source({"kafka.bootstrap.servers": "b:1", "subscribe": "t", "kafka.isolation.level": "x"}, streaming=True)
+
+
+def test_task_identity_marker_and_producer_id() -> None:
+    assert task_identity("orders", "q-1", 3, "7") == TaskIdentity("orders-3", 7)
+    assert task_identity(None, "q-1", 0, "0") == TaskIdentity("kafkette-spark-q-1-0", 0)
+    with pytest.raises(RuntimeError, match="not part of a streaming micro-batch"):
+        task_identity("orders", "q-1", 0, None)
+    # The marker holds the next batch to write; a group that never committed answers a negative offset.
+    assert already_written(8, 7) and not already_written(7, 7) and not already_written(-1001, 0)
+    lines = ["Acquired PID{Id:12,Epoch:0}", "other", "Acquired PID{Id:12,Epoch:1}"]
+    assert acquired_pid(lines) == (12, 1)
+    with pytest.raises(RuntimeError, match="debug=eos"):
+        acquired_pid(["nothing"])
