@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
+from compactable import produce_compactable
 from confluent_io import read_partition
-from confluent_kafka import KafkaError, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from java_harness import require_java, run_harness
 from waiting import wait_for
@@ -20,31 +19,6 @@ UPDATES = 3000
 KEYS = 60
 TOMBSTONED = range(50, KEYS)
 SEGMENT_MS = 1000
-Newest = dict[str, tuple[int, str | None]]
-
-
-def produce(bootstrap: str, topic: str) -> Newest:
-    """Updates, tombstones, then one record after segment.ms so that all before it are cleanable;
-    returns the newest (offset, value) per key as acknowledged."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
-    newest: Newest = {}
-
-    def on_delivery(error: KafkaError | None, message: Message) -> None:
-        assert error is None, error
-        value = message.value()
-        newest[message.key().decode()] = (message.offset(), None if value is None else value.decode())
-
-    for i in range(UPDATES):
-        producer.produce(topic, f"value-{i}".encode(), key=f"k{i % KEYS}".encode(), on_delivery=on_delivery)
-        producer.poll(0)
-    for key in TOMBSTONED:
-        producer.produce(topic, None, key=f"k{key}".encode(), on_delivery=on_delivery)
-    assert producer.flush(30) == 0
-    # A write after segment.ms rolls the segment, so every update above becomes cleanable.
-    time.sleep(SEGMENT_MS / 1000 + 0.2)
-    producer.produce(topic, b"last", key=b"last", on_delivery=on_delivery)
-    assert producer.flush(10) == 0
-    return newest
 
 
 def record_count(bootstrap: str, topic: str) -> int:
@@ -64,7 +38,19 @@ def test_java_reads_a_compacted_topic(tmp_path: Path) -> None:
     with BrokerProcess(tmp_path / "data", {"log.retention.check.interval.ms": "100"}) as broker:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         admin.create_topics([NewTopic(topic, 1, 1, config=configs)])[topic].result(10)
-        newest = produce(broker.bootstrap, topic)
+        acked = produce_compactable(
+            broker.bootstrap,
+            topic,
+            updates=UPDATES,
+            keys=KEYS,
+            segment_ms=SEGMENT_MS,
+            value=lambda i: f"value-{i}".encode(),
+            tombstoned=TOMBSTONED,
+        )
+        # The Java harness reports keys and values as strings.
+        newest = {
+            key.decode(): (offset, None if value is None else value.decode()) for key, (offset, value) in acked.items()
+        }
         wait_for(
             lambda: record_count(broker.bootstrap, topic) == len(newest), "the cleaner to compact the topic", 60, 0.3
         )

@@ -7,8 +7,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from compactable import produce_compactable
 from confluent_io import read_partition
-from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from waiting import wait_for
 
@@ -29,13 +29,15 @@ def fill(bootstrap: str) -> None:
     """UPDATES records over KEYS keys in a segment that a last record, after segment.ms, rolls (cleanable)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(TOPIC, 1, 1, config=TOPIC_CONFIGS)])[TOPIC].result(10)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    for i in range(UPDATES):
-        producer.produce(TOPIC, b"v%d" % i, key=b"k%d" % (i % KEYS))
-    assert producer.flush(10) == 0
-    time.sleep(SEGMENT_MS / 1000 + 0.2)
-    producer.produce(TOPIC, b"last", key=b"last")
-    assert producer.flush(10) == 0
+    produce_compactable(
+        bootstrap,
+        TOPIC,
+        updates=UPDATES,
+        keys=KEYS,
+        segment_ms=SEGMENT_MS,
+        value=lambda i: b"v%d" % i,
+        producer_config={"linger.ms": 5},
+    )
 
 
 def record_count(bootstrap: str) -> int:

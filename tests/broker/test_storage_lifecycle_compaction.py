@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
+from compactable import produce_compactable
 from confluent_io import read_partition
-from confluent_kafka import KafkaError, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from waiting import wait_for
 
@@ -20,31 +19,6 @@ SEGMENT_MS = 1000
 DELETE_RETENTION_MS = 3000
 
 pytestmark = pytest.mark.timeout(180)
-
-
-def produce(bootstrap: str, topic: str, compression: str) -> dict[bytes, tuple[int, bytes | None]]:
-    """Updates, then tombstones; the newest (offset, value) per key as acknowledged."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "compression.type": compression})
-    newest: dict[bytes, tuple[int, bytes | None]] = {}
-
-    def on_delivery(error: KafkaError | None, message: Message) -> None:
-        assert error is None, error
-        key = message.key()
-        assert key is not None
-        if message.offset() > newest.get(key, (-1, None))[0]:
-            newest[key] = (message.offset(), message.value())
-
-    for i in range(RECORDS):
-        producer.produce(topic, f"value-{i}-".encode() * 4, key=f"k{i % KEYS}".encode(), on_delivery=on_delivery)
-        producer.poll(0)
-    for key in TOMBSTONED:
-        producer.produce(topic, None, key=f"k{key}".encode(), on_delivery=on_delivery)
-    assert producer.flush(60) == 0
-    # A write after segment.ms rolls the segment, so every update above becomes cleanable.
-    time.sleep(SEGMENT_MS / 1000 + 0.2)
-    producer.produce(topic, b"last", key=b"last", on_delivery=on_delivery)
-    assert producer.flush(10) == 0
-    return newest
 
 
 def read_all(bootstrap: str, topic: str) -> list[tuple[bytes, int, bytes | None]]:
@@ -86,7 +60,16 @@ def test_compaction_keeps_latest_value_per_key(tmp_path: Path, compression: str)
     with BrokerProcess(tmp_path / "data", {"log.retention.check.interval.ms": "100"}) as broker:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         admin.create_topics([NewTopic(topic, 1, 1, config=configs)])[topic].result(10)
-        newest = produce(broker.bootstrap, topic, compression)
+        newest = produce_compactable(
+            broker.bootstrap,
+            topic,
+            updates=RECORDS,
+            keys=KEYS,
+            segment_ms=SEGMENT_MS,
+            value=lambda i: f"value-{i}-".encode() * 4,
+            tombstoned=TOMBSTONED,
+            producer_config={"compression.type": compression},
+        )
         partition_dir = tmp_path / "data" / f"{topic}-0"
         size_before = sum(path.stat().st_size for path in partition_dir.glob("*.log"))
 
