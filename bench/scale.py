@@ -7,10 +7,11 @@ each partition of one with `mb-per-partition` MB, then runs an idempotent acks=a
 a second into the other (confluent-kafka, 100 bytes or less) through a scale to 5 brokers (new brokers start,
 partitions move onto them, preferred leaders elected) and back to 3 (brokers 3 and 4 drained, then stopped),
 twice in the same run: without a throttle, then with `kafkette scale --throttle` at `throttle` bytes a second.
-Reports for each step its time, the bytes the new replicas copied and the move rate (MB/s), the producer's
-delivery latency (p50/p99/max) before and during, the replicas and preferred leaders per broker afterwards,
-and over the whole run the failed sends, records lost and duplicated. Results go to bench/results/scale.md and
-scale.json. Numbers, no pass/fail.
+Reports for each step its time (brokers started or stopped included), the time the moves ran, the bytes the
+new replicas copied and the move rate (MB/s, over the time the moves ran), the producer's delivery latency
+(p50/p99/max) before and during, the replicas and preferred leaders per broker afterwards, the machine's load
+average, and over the whole run the failed sends, records lost and duplicated. Results go to
+bench/results/scale.md and scale.json. Numbers, no pass/fail.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class Step:
     brokers: int
     throttle: int | None  # bytes a second, None: no throttle
     seconds: float
+    moving_seconds: float
     moves: int
     copied_mb: float
     mb_per_s: float
@@ -54,6 +56,7 @@ class Step:
     max_during_ms: float | None
     replicas: dict[int, int]
     leaders: dict[int, int]
+    load: float  # the machine's 1-minute load average at the step's end (it is shared: numbers mean little without)
 
 
 @dataclass(frozen=True)
@@ -106,14 +109,16 @@ def one_step(cluster_dir: Path, brokers: int, producer: SteadyProducer, throttle
         brokers=brokers,
         throttle=throttle,
         seconds=seconds,
+        moving_seconds=result.moving_seconds,
         moves=result.moves,
         copied_mb=copied / 1e6,
-        mb_per_s=copied / 1e6 / seconds,
+        mb_per_s=copied / 1e6 / result.moving_seconds,
         p50_during_ms=percentile(during, 0.50),
         p99_during_ms=percentile(during, 0.99),
         max_during_ms=max(during, default=None),
         replicas=dict(sorted(Counter(r for p in view.partitions for r in p.replicas).items())),
         leaders=dict(sorted(Counter(p.leader for p in view.partitions).items())),
+        load=os.getloadavg()[0],
     )
 
 
@@ -181,16 +186,17 @@ def report(result: Run) -> str:
         f"acknowledgement; before the steps: p50 {ms_text(result.p50_before_ms)} ms, "
         f"p99 {ms_text(result.p99_before_ms)} ms.",
         "",
-        "| to brokers | throttle (MB/s) | time (s) | partitions moved | copied (MB) | MB/s | p50 during | p99 during "
-        "| max during (ms) | replicas per broker | leaders per broker |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| to brokers | throttle (MB/s) | time (s) | moving (s) | partitions moved | copied (MB) | MB/s moving "
+        "| p50 during | p99 during | max during (ms) | replicas per broker | leaders per broker | load (1 min) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for s in result.steps:
         lines.append(
-            f"| {s.brokers} | {throttle_text(s.throttle)} | {s.seconds:.1f} | {s.moves} | {s.copied_mb:.1f} "
+            f"| {s.brokers} | {throttle_text(s.throttle)} | {s.seconds:.1f} | {s.moving_seconds:.1f} | {s.moves} "
+            f"| {s.copied_mb:.1f} "
             f"| {s.mb_per_s:.1f} "
             f"| {ms_text(s.p50_during_ms)} | {ms_text(s.p99_during_ms)} | {ms_text(s.max_during_ms)} "
-            f"| {s.replicas} | {s.leaders} |"
+            f"| {s.replicas} | {s.leaders} | {s.load:.1f} |"
         )
     lines += [
         "",
