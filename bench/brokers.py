@@ -189,14 +189,15 @@ def restart(broker: RunningBroker, kill: bool, ready: Ready = _first_produce) ->
     return again
 
 
-def start_kafkette(extra: dict[str, str] | None = None) -> RunningBroker:
+def start_kafkette(extra: dict[str, str] | None = None, env: dict[str, str] | None = None) -> RunningBroker:
+    """A Kafkette broker from this venv; ``env`` may point PYTHONPATH at another tree's ``kafkette`` package."""
     data_dir = Path(tempfile.mkdtemp(prefix="bench-kafkette-"))
     port = free_port()
     command = [sys.executable, "-P", "-m", "kafkette.broker", "--data-dir", str(data_dir / "data")]
     command += ["--listen", f"127.0.0.1:{port}"]
     for key, value in (extra or {}).items():
         command += ["--set", f"{key}={value}"]
-    return _launch("kafkette", command, f"127.0.0.1:{port}", data_dir)
+    return _launch("kafkette", command, f"127.0.0.1:{port}", data_dir, env)
 
 
 def _kafka_properties(

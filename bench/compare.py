@@ -355,17 +355,23 @@ def measure(
     clients: Clients = CLIENTS,
     latency: bool = True,
     consume_only: bool = False,
+    starters: Mapping[str, Callable[[], RunningBroker]] | None = None,
 ) -> dict[str, Any]:
-    """Every workload against every broker, rounds interleaved; the raw results as JSON data."""
+    """Every workload against every broker (``starters`` by name, BROKERS unless given), rounds interleaved; the
+    raw results as JSON data."""
+    starters = starters or {name: STARTERS[name] for name in BROKERS}
+    names = tuple(starters)
     brokers: dict[str, RunningBroker] = {}
     results = Results()
     try:
-        for name in BROKERS:
+        for name in names:
             print(f"starting {name}", flush=True)
-            brokers[name] = STARTERS[name]()
+            brokers[name] = starters[name]()
+            brokers[name].name = name  # results are keyed by it: two Kafkettes need two names
             print(f"  ready in {brokers[name].startup_s:.2f} s, RSS {brokers[name].idle_rss_mb:.0f} MB", flush=True)
         for round_index in range(rounds):
-            order = BROKERS[round_index % 3 :] + BROKERS[: round_index % 3]
+            shift = round_index % len(names)
+            order = names[shift:] + names[:shift]
             for index, scenario in enumerate(scenarios):
                 print(f"round {round_index + 1}/{rounds}: {scenario.label}", flush=True)
                 for name in order:
