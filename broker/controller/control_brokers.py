@@ -10,11 +10,10 @@ partitions it replicates get a leader back (``election.elect_offline``).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from functools import reduce
 from typing import TYPE_CHECKING
 
 from kafkette.broker.controller.election import elect_offline, evacuate
-from kafkette.broker.controller.image import MetadataImage, replay
+from kafkette.broker.controller.image import MetadataImage, replay_all
 from kafkette.broker.controller.records.broker_registration_change_record import BrokerRegistrationChangeRecord
 from kafkette.broker.controller.records.fence_broker_record import FenceBrokerRecord
 from kafkette.broker.controller.records.producer_ids_record import ProducerIdsRecord
@@ -42,7 +41,7 @@ PRODUCER_ID_BLOCK_SIZE = 1000
 
 def _then(image: MetadataImage, records: list[Message], more: list[Message]) -> MetadataImage:
     records += more
-    return reduce(replay, more, image)
+    return replay_all(image, more)
 
 
 def _registration_record(request: BrokerRegistrationRequest, broker_epoch: int) -> RegisterBrokerRecord:
@@ -155,7 +154,7 @@ def heartbeat(
         records = _unfence(image, broker.broker_id, settings)
     else:
         records = []
-    after = reduce(replay, records, image)
+    after = replay_all(image, records)
     return records, BrokerHeartbeatResponse(
         is_caught_up=caught_up, is_fenced=after.brokers[broker.broker_id].fenced, should_shut_down=should_shut_down
     )

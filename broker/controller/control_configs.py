@@ -13,12 +13,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping
 from enum import IntEnum
-from functools import reduce
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from kafkette.broker.config import DYNAMIC_BROKER_KEYS, ConfigError, validate_dynamic_broker_configs
 from kafkette.broker.controller.election import elect_offline, unclean_enabled
-from kafkette.broker.controller.image import ConfigResourceType, MetadataImage, replay
+from kafkette.broker.controller.image import ConfigResourceType, MetadataImage, replay_all
 from kafkette.broker.controller.records.config_record import ConfigRecord
 from kafkette.broker.controller.topics import checked_configs
 from kafkette.broker.protocol.errors import ErrorCode, KafkaError
@@ -138,7 +137,7 @@ def _alter(
     before = _current(image, kind, name)
     after = _checked(kind, new_values(resource, before))
     records: list[Message] = list(config_changes(name, before, after, kind))
-    changed = reduce(replay, records, image)
+    changed = replay_all(image, records)
     return records + _elections_after(changed, kind, name, settings)
 
 

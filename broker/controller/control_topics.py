@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
-from functools import reduce
 from typing import TYPE_CHECKING, TypeVar
 from uuid import UUID, uuid4
 
-from kafkette.broker.controller.image import ConfigResourceType, MetadataImage, replay
+from kafkette.broker.controller.image import ConfigResourceType, MetadataImage, replay_all
 from kafkette.broker.controller.placement import BrokerSlot, place_replicas
 from kafkette.broker.controller.records.config_record import ConfigRecord
 from kafkette.broker.controller.records.partition_record import PartitionRecord
@@ -234,7 +233,7 @@ def delete_topics(
         removal = _removal_records(image, found)
         records += removal
         # A topic named twice in one request is gone for the second mention.
-        image = reduce(replay, removal, image)
+        image = replay_all(image, removal)
     return records, DeleteTopicsResponse(responses=results)
 
 

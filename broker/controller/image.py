@@ -8,11 +8,11 @@ same log into the same image.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
 from types import MappingProxyType
-from typing import TypeVar
+from typing import Any, TypeVar
 from uuid import UUID
 
 from kafkette.broker.config import DynamicBrokerConfigs
@@ -174,24 +174,39 @@ class MetadataImage:
         return counts
 
 
-def _with(mapping: Mapping[K, V], key: K, value: V | None) -> Mapping[K, V]:
-    """A copy of ``mapping`` with ``key`` set, or removed when ``value`` is None."""
-    updated = dict(mapping)
-    if value is None:
-        updated.pop(key, None)
-    else:
-        updated[key] = value
-    return _frozen(updated)
+class _Draft:
+    """The mappings one run of records has copied so far. Each is copied the first time a record changes it and
+    then changed in place, as nothing outside the run has seen the copy yet: copied per record, a
+    10,000-partition topic's records copied 50 million partition entries and held the event loop for minutes."""
+
+    def __init__(self) -> None:
+        # By the copy's identity; the proxy is kept here as well, so that its id is not reused during the run.
+        self._copies: dict[int, tuple[Mapping[Any, Any], dict[Any, Any]]] = {}
+
+    def with_(self, mapping: Mapping[K, V], key: K, value: V | None) -> Mapping[K, V]:
+        """``mapping`` with ``key`` set, or removed when ``value`` is None."""
+        owned = self._copies.get(id(mapping))
+        if owned is None:
+            copy: dict[Any, Any] = dict(mapping)
+            proxy = _frozen(copy)
+            self._copies[id(proxy)] = (proxy, copy)
+        else:
+            proxy, copy = owned
+        if value is None:
+            copy.pop(key, None)
+        else:
+            copy[key] = value
+        return proxy
 
 
-def _set_fenced(image: MetadataImage, broker_id: int, epoch: int, fenced: bool) -> MetadataImage:
+def _set_fenced(image: MetadataImage, broker_id: int, epoch: int, fenced: bool, draft: _Draft) -> MetadataImage:
     broker = image.brokers.get(broker_id)
     if broker is None or broker.epoch != epoch:
         return image  # about an older registration of that broker
-    return replace(image, brokers=_with(image.brokers, broker_id, replace(broker, fenced=fenced)))
+    return replace(image, brokers=draft.with_(image.brokers, broker_id, replace(broker, fenced=fenced)))
 
 
-def _change_registration(image: MetadataImage, record: BrokerRegistrationChangeRecord) -> MetadataImage:
+def _change_registration(image: MetadataImage, record: BrokerRegistrationChangeRecord, draft: _Draft) -> MetadataImage:
     broker = image.brokers.get(record.broker_id)
     if broker is None or broker.epoch != record.broker_epoch:
         return image
@@ -199,16 +214,18 @@ def _change_registration(image: MetadataImage, record: BrokerRegistrationChangeR
     fenced = broker.fenced if record.fenced == 0 else record.fenced > 0
     shutting_down = broker.in_controlled_shutdown or record.in_controlled_shutdown == 1
     changed = replace(broker, fenced=fenced, in_controlled_shutdown=shutting_down)
-    return replace(image, brokers=_with(image.brokers, record.broker_id, changed))
+    return replace(image, brokers=draft.with_(image.brokers, record.broker_id, changed))
 
 
-def _set_partition(image: MetadataImage, topic_id: UUID, index: int, partition: PartitionImage) -> MetadataImage:
+def _set_partition(
+    image: MetadataImage, topic_id: UUID, index: int, partition: PartitionImage, draft: _Draft
+) -> MetadataImage:
     topic = image.topics[topic_id]
-    topic = replace(topic, partitions=_with(topic.partitions, index, partition))
-    return replace(image, topics=_with(image.topics, topic_id, topic))
+    topic = replace(topic, partitions=draft.with_(topic.partitions, index, partition))
+    return replace(image, topics=draft.with_(image.topics, topic_id, topic))
 
 
-def _change_partition(image: MetadataImage, record: PartitionChangeRecord) -> MetadataImage:
+def _change_partition(image: MetadataImage, record: PartitionChangeRecord, draft: _Draft) -> MetadataImage:
     current = image.topics[record.topic_id].partitions[record.partition_id]
     leader_moved = record.leader != NO_LEADER_CHANGE
     changed = replace(
@@ -221,11 +238,23 @@ def _change_partition(image: MetadataImage, record: PartitionChangeRecord) -> Me
         adding=current.adding if record.adding_replicas is None else tuple(record.adding_replicas),
         removing=current.removing if record.removing_replicas is None else tuple(record.removing_replicas),
     )
-    return _set_partition(image, record.topic_id, record.partition_id, changed)
+    return _set_partition(image, record.topic_id, record.partition_id, changed, draft)
 
 
 def replay(image: MetadataImage, record: Message) -> MetadataImage:
     """The image after ``record``; records this image does not model leave it unchanged."""
+    return _replay(image, record, _Draft())
+
+
+def replay_all(image: MetadataImage, records: Iterable[Message]) -> MetadataImage:
+    """The image after each of ``records`` in turn, each mapping copied once for them all."""
+    draft = _Draft()
+    for record in records:
+        image = _replay(image, record, draft)
+    return image
+
+
+def _replay(image: MetadataImage, record: Message, draft: _Draft) -> MetadataImage:
     match record:
         case RegisterBrokerRecord():
             endpoints = tuple(Endpoint(e.name, e.host, e.port, e.security_protocol) for e in record.end_points)
@@ -238,15 +267,16 @@ def replay(image: MetadataImage, record: Message) -> MetadataImage:
                 record.fenced,
                 record.in_controlled_shutdown,
             )
-            return replace(image, brokers=_with(image.brokers, record.broker_id, broker))
+            return replace(image, brokers=draft.with_(image.brokers, record.broker_id, broker))
         case BrokerRegistrationChangeRecord():
-            return _change_registration(image, record)
+            return _change_registration(image, record, draft)
         case FenceBrokerRecord():
-            return _set_fenced(image, record.id, record.epoch, fenced=True)
+            return _set_fenced(image, record.id, record.epoch, True, draft)
         case UnfenceBrokerRecord():
-            return _set_fenced(image, record.id, record.epoch, fenced=False)
+            return _set_fenced(image, record.id, record.epoch, False, draft)
         case TopicRecord():
-            return replace(image, topics=_with(image.topics, record.topic_id, TopicImage(record.name, record.topic_id)))
+            topic = TopicImage(record.name, record.topic_id)
+            return replace(image, topics=draft.with_(image.topics, record.topic_id, topic))
         case PartitionRecord():
             partition = PartitionImage(
                 tuple(record.replicas),
@@ -257,28 +287,28 @@ def replay(image: MetadataImage, record: Message) -> MetadataImage:
                 tuple(record.adding_replicas),
                 tuple(record.removing_replicas),
             )
-            return _set_partition(image, record.topic_id, record.partition_id, partition)
+            return _set_partition(image, record.topic_id, record.partition_id, partition, draft)
         case PartitionChangeRecord():
-            return _change_partition(image, record)
+            return _change_partition(image, record, draft)
         case RemoveTopicRecord():
-            return replace(image, topics=_with(image.topics, record.topic_id, None))
+            return replace(image, topics=draft.with_(image.topics, record.topic_id, None))
         case ConfigRecord():
             key = (record.resource_type, record.resource_name)
-            entries = _with(image.configs.get(key, _frozen({})), record.name, record.value)
-            return replace(image, configs=_with(image.configs, key, entries or None))
+            entries = draft.with_(image.configs.get(key, _frozen({})), record.name, record.value)
+            return replace(image, configs=draft.with_(image.configs, key, entries or None))
         case ProducerIdsRecord():
             return replace(image, next_producer_id=record.next_producer_id)
         case FeatureLevelRecord():
-            return replace(image, features=_with(image.features, record.name, record.feature_level))
+            return replace(image, features=draft.with_(image.features, record.name, record.feature_level))
         case UserScramCredentialRecord():
             credential = ScramCredential(record.salt, record.stored_key, record.server_key, record.iterations)
-            return replace(image, scram=_with(image.scram, (record.name, record.mechanism), credential))
+            return replace(image, scram=draft.with_(image.scram, (record.name, record.mechanism), credential))
         case RemoveUserScramCredentialRecord():
-            return replace(image, scram=_with(image.scram, (record.name, record.mechanism), None))
+            return replace(image, scram=draft.with_(image.scram, (record.name, record.mechanism), None))
         case AccessControlEntryRecord():
-            return replace(image, acls=_with(image.acls, record.id, acl_binding(record)))
+            return replace(image, acls=draft.with_(image.acls, record.id, acl_binding(record)))
         case RemoveAccessControlEntryRecord():
-            return replace(image, acls=_with(image.acls, record.id, None))
+            return replace(image, acls=draft.with_(image.acls, record.id, None))
     return image
 
 

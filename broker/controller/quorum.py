@@ -15,13 +15,12 @@ import random
 import ssl
 import time
 from collections.abc import Awaitable, Callable
-from functools import reduce
 from pathlib import Path
 
 from kafkette.broker.config import Voter
 from kafkette.broker.controller import messages as m
 from kafkette.broker.controller.election_store import FileElectionStore
-from kafkette.broker.controller.image import MetadataImage, image_records, replay
+from kafkette.broker.controller.image import MetadataImage, image_records, replay_all
 from kafkette.broker.controller.metadata_log import MetadataLog
 from kafkette.broker.controller.raft import RaftNode, Timing
 from kafkette.broker.controller.record_codec import decode_record, encode_record
@@ -255,7 +254,7 @@ class QuorumController:
         if data is None or snapshot is None:
             return
         values = [r.value for batch in decode_batches(data) for r in batch.records if r.value is not None]
-        self.image = reduce(replay, (decode_record(v) for v in values), MetadataImage())
+        self.image = replay_all(MetadataImage(), (decode_record(v) for v in values))
         self.applied = snapshot.offset
 
     def _apply_committed(self) -> None:
@@ -274,14 +273,15 @@ class QuorumController:
         """Replay the committed batches of one read; False when there were none."""
         region = self.log.read(self.applied, 1 << 20)
         start = self.applied
+        records: list[Message] = []
         for batch in decode_batches(_region_bytes(region)) if region is not None else ():  # type: ignore[arg-type]
             if batch.next_offset > high_watermark:
                 break
             if not batch.is_control:
-                for record in batch.records:
-                    if record.offset >= self.applied and record.value is not None:
-                        self.image = replay(self.image, decode_record(record.value))
+                values = (r.value for r in batch.records if r.offset >= self.applied and r.value is not None)
+                records += [decode_record(value) for value in values]
             self.applied = batch.next_offset
+        self.image = replay_all(self.image, records)
         return self.applied > start
 
     def _release_waiters(self) -> None:

@@ -5,7 +5,10 @@ from __future__ import annotations
 from functools import reduce
 from uuid import UUID
 
-from kafkette.broker.controller.image import MetadataImage, image_records, replay
+import pytest
+
+from kafkette.broker.controller import image as image_module
+from kafkette.broker.controller.image import MetadataImage, image_records, replay, replay_all
 from kafkette.broker.controller.record_codec import decode_record, encode_record
 from kafkette.broker.controller.records.config_record import ConfigRecord
 from kafkette.broker.controller.records.feature_level_record import FeatureLevelRecord
@@ -75,3 +78,42 @@ def test_replay_never_mutates_an_image() -> None:
     copy = _replayed(HISTORY[:7])
     replay(before, PartitionChangeRecord(partition_id=0, topic_id=T1, isr=[0], leader=0))
     assert before == copy
+
+
+def test_replay_all_is_replay_record_by_record_and_leaves_its_image_alone() -> None:
+    for n in range(len(HISTORY) + 1):
+        start = _replayed(HISTORY[:n])
+        untouched = _replayed(HISTORY[:n])
+        assert replay_all(start, HISTORY[n:]) == _replayed(HISTORY)
+        assert start == untouched
+
+
+def _topic_of(partitions: int) -> list:  # type: ignore[type-arg]
+    records = [TopicRecord(name="many", topic_id=T1)]
+    for index in range(partitions):
+        records.append(
+            PartitionRecord(
+                partition_id=index, topic_id=T1, replicas=[0], isr=[0], leader=0, leader_epoch=0, partition_epoch=0
+            )
+        )
+    return records
+
+
+def test_replay_all_copies_each_mapping_once_however_many_records(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 10,000-partition topic is 10,000 records: a copy of its partitions per record was quadratic (minutes of
+    a blocked event loop when it was created, and again when its leaders moved)."""
+    made: list[int] = []
+
+    def counted(mapping: dict) -> object:  # type: ignore[type-arg]
+        made.append(len(mapping))
+        return real(mapping)
+
+    real = image_module._frozen
+    base = _replayed(HISTORY[:5])
+    monkeypatch.setattr(image_module, "_frozen", counted)
+    created = replay_all(base, _topic_of(1_000))
+    moved = [PartitionChangeRecord(partition_id=i, topic_id=T1, isr=[0], leader=0) for i in range(1_000)]
+    led = replay_all(created, moved)
+    assert len(led.topics[T1].partitions) == 1_000 and led.topics[T1].partitions[999].leader_epoch == 1
+    assert created.topics[T1].partitions[999].leader_epoch == 0
+    assert len(made) <= 8 and sum(made) <= 4 * 1_000
