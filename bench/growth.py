@@ -13,9 +13,9 @@ group.initial.rebalance.delay.ms=0.
   propagation" is to the broker that serves it), librdkafka producing 100 B records round-robin over all
   partitions (acks=1, linger.ms=5), RSS and idle CPU afterwards, then a restart after SIGTERM and one after
   SIGKILL, each timed from launch to a record acknowledged on every partition.
-- connections: N connections open (each past ApiVersions); RSS and idle CPU with them open, then produce
-  requests (one 100 B record, acks=1) at a fixed rate spread over the N in turn: latency p50/p99 and the
-  broker's CPU per request.
+- connections: N connections open (each past ApiVersions), 3 s of the produce load below to warm up; RSS and
+  idle CPU with them open, then produce requests (one 100 B record, acks=1) at a fixed rate spread over the N
+  in turn: latency p50/p99 and the broker's CPU per request.
 - groups: G consumer groups of one member each, over 10 shared connections: join (JoinGroup + SyncGroup)
   latency, then a steady state of heartbeats every 3 s and commits every 5 s per group (librdkafka's
   defaults): commit latency p50/p99, the coordinator's CPU, RSS.
@@ -55,6 +55,7 @@ SETTINGS: dict[str, dict[str, str]] = {"kafka": COMMON, "kafkette": {**COMMON, "
 TOPIC = "growth"
 RESTART_TIMEOUT_S = 300.0
 GROUP_CONNECTIONS = 10
+WARM_UP_S = 3.0
 
 
 @dataclass(frozen=True)
@@ -233,6 +234,8 @@ def with_connections(
 
 def connections_point(name: str, count: int, plan: Plan) -> dict[str, float]:
     async def measure(broker: RunningBroker, clients: list[BrokerClient]) -> dict[str, float]:
+        # The same load first, unmeasured: a fresh JVM interprets and compiles its produce path for seconds.
+        await produce_at_rate(clients, TOPIC, plan.request_rate, WARM_UP_S)
         await asyncio.sleep(1)
         before = broker.cpu_seconds()
         await asyncio.sleep(plan.idle_s)

@@ -36,6 +36,8 @@ from kafkette.broker.protocol.messages.offset_commit_request import (
     OffsetCommitRequestTopic,
 )
 from kafkette.broker.protocol.messages.offset_commit_response import OffsetCommitResponse
+from kafkette.broker.protocol.messages.offset_fetch_request import OffsetFetchRequest, OffsetFetchRequestGroup
+from kafkette.broker.protocol.messages.offset_fetch_response import OffsetFetchResponse
 from kafkette.broker.protocol.messages.produce_request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kafkette.broker.protocol.messages.produce_response import ProduceResponse
 from kafkette.broker.protocol.messages.sync_group_request import SyncGroupRequest, SyncGroupRequestAssignment
@@ -144,15 +146,22 @@ def _assignment(topic: str) -> bytes:
     return _VERSION_PREFIX.pack(0) + encode(owned, 0)
 
 
-async def find_coordinator(client: BrokerClient, group: str) -> None:
-    """Ask until the coordinator answers: the first ask creates __consumer_offsets."""
+async def wait_for_coordinators(client: BrokerClient, groups: Sequence[str]) -> None:
+    """Ask until every group's coordinator answers (unmeasured): the first ask creates __consumer_offsets, and
+    Kafka then loads each of its partitions, answering NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS for
+    their groups until it has. OffsetFetch v8 asks for many groups at once."""
     deadline = time.monotonic() + TIMEOUT_S
+    waiting = list(groups)
     while True:
-        answer = await client.request(FindCoordinatorRequest(key=group), 3, TIMEOUT_S, FindCoordinatorResponse)
-        if not answer.error_code:
-            return
+        found = await client.request(FindCoordinatorRequest(key=groups[0]), 3, TIMEOUT_S, FindCoordinatorResponse)
+        if not found.error_code:
+            request = OffsetFetchRequest(groups=[OffsetFetchRequestGroup(group_id=g, topics=None) for g in waiting])
+            fetched = await client.request(request, 8, TIMEOUT_S, OffsetFetchResponse)
+            waiting = [g.group_id for g in fetched.groups if g.error_code]
+            if not waiting:
+                return
         if time.monotonic() > deadline:
-            _check(answer.error_code, "FindCoordinator")
+            raise RuntimeError(f"the coordinators of {len(waiting)} groups not available within {TIMEOUT_S} s")
         await asyncio.sleep(0.1)
 
 
@@ -226,8 +235,8 @@ async def run_groups(
     """``count`` groups of one member each over the shared ``clients`` (as many joins at once as connections):
     each joins, syncs and commits once; then for ``steady_s`` every member heartbeats and commits at
     librdkafka's default intervals, from a random phase, while the broker's CPU time is taken."""
-    await find_coordinator(clients[0], "growth-0")
     members = [Member(clients[i % len(clients)], f"growth-{i}", topic) for i in range(count)]
+    await wait_for_coordinators(clients[0], [member.group for member in members])
     join_ms = Latencies()
 
     async def lane(lane_members: Sequence[Member]) -> None:
