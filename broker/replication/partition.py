@@ -283,6 +283,10 @@ class Partition:
             return
         if partition_epoch == self.partition_epoch and (tuple(replicas), tuple(isr)) == (self.replicas, self.isr):
             return  # every image repeats it
+        if partition_epoch > self.partition_epoch:
+            # The committed state moved past the one a pending ISR change was proposed from: either it is that
+            # change, or the controller refuses the change as stale. Either way the image is the truth now.
+            self._pending_isr = None
         self.partition_epoch = partition_epoch
         self.isr = tuple(isr)
         if tuple(replicas) != self.replicas:
@@ -436,8 +440,16 @@ class Partition:
         self._recompute_hw_followers()
         self.on_isr_proposal(self, isr, self._pending_token)
 
+    def awaits_isr_answer(self, token: int) -> bool:
+        """Whether proposal ``token`` is still pending: no answer settled it and no newer image or leadership
+        replaced it. A proposal whose request failed, or which the controller refused for a state the image has
+        not shown yet, stays pending (its members counted for the high watermark, as it may be committed) and
+        is sent again while this holds, as Kafka's partition does."""
+        return self.is_leader and token == self._pending_token and self._pending_isr is not None
+
     def isr_change_done(self, token: int, leader_epoch: int, isr: Sequence[int] | None, partition_epoch: int) -> None:
-        """The controller's answer to proposal ``token``: the ISR it committed, or None when it refused."""
+        """The controller's answer to proposal ``token``: the ISR it committed, or None when it refused and
+        said so (INELIGIBLE_REPLICA, OPERATION_NOT_ATTEMPTED): back to the committed ISR."""
         if token != self._pending_token or self._pending_isr is None:
             return  # an answer to a proposal of an earlier leadership
         if isr is not None and leader_epoch != self.leader_epoch:

@@ -27,7 +27,7 @@ from kafkette.broker.protocol.messages.alter_partition_request import (
 from kafkette.broker.protocol.messages.alter_partition_response import AlterPartitionResponse
 from kafkette.broker.replication.fetcher import ReplicaFetcher
 from kafkette.broker.replication.log_dir_mover import LogDirMover
-from kafkette.broker.replication.partition import Partition, PartitionSettings, monotonic_ms
+from kafkette.broker.replication.partition import ISR_RETRY_BACKOFF_MS, Partition, PartitionSettings, monotonic_ms
 from kafkette.broker.replication.throttle import ReplicationQuota, ThrottledReplicas, throttled_on
 from kafkette.broker.replication.topic_settings import log_config_of, partition_settings_of
 from kafkette.broker.storage import Log, LogConfig, LogManager, TopicPartition
@@ -38,6 +38,20 @@ logger = logging.getLogger(__name__)
 NO_LEADER = -1
 
 AlterPartition = Callable[[AlterPartitionRequest], Awaitable[AlterPartitionResponse]]
+# AlterPartition errors after which the controller has certainly not applied the change: back to the committed ISR.
+ISR_RESET = frozenset({ErrorCode.INELIGIBLE_REPLICA, ErrorCode.OPERATION_NOT_ATTEMPTED})
+# Errors saying this leader's state is stale (another leader or partition epoch, the topic gone): the change may
+# have been committed by an earlier attempt, so it stays pending until the image replaces it (Kafka's partition).
+ISR_AWAITS_IMAGE = frozenset(
+    {
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.INVALID_UPDATE_VERSION,
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.UNKNOWN_TOPIC_ID,
+        ErrorCode.INVALID_REQUEST,
+    }
+)
 PartitionKey = tuple[str, int]
 
 
@@ -299,8 +313,27 @@ class ReplicaManager:
         task.add_done_callback(self._requests.discard)
 
     async def _send_isr(self, partition: Partition, isr: tuple[int, ...], token: int) -> None:
-        leader_epoch = partition.leader_epoch
-        request = AlterPartitionRequest(
+        """Send proposal ``token`` until an answer settles it or a newer image or leadership replaces it, as
+        Kafka's AlterPartitionManager resends: a request that failed or timed out may have been committed."""
+        leader_epoch, partition_epoch = partition.leader_epoch, partition.partition_epoch
+        while True:
+            try:
+                response = await self._alter_partition(self._isr_request(partition, isr, leader_epoch, partition_epoch))
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                logger.warning("%s: AlterPartition to ISR %s failed, sending it again: %s", partition, list(isr), exc)
+            else:
+                if self._isr_answered(partition, isr, token, response):
+                    return
+            await asyncio.sleep(ISR_RETRY_BACKOFF_MS / 1000)
+            if not partition.awaits_isr_answer(token):
+                return
+
+    def _isr_request(
+        self, partition: Partition, isr: tuple[int, ...], leader_epoch: int, partition_epoch: int
+    ) -> AlterPartitionRequest:
+        return AlterPartitionRequest(
             broker_id=self.node_id,
             broker_epoch=self._broker_epoch(),
             topics=[
@@ -313,32 +346,35 @@ class ReplicaManager:
                             leader_epoch=leader_epoch,
                             new_isr=list(isr),
                             new_isr_with_epochs=[BrokerState(broker_id=replica) for replica in isr],
-                            partition_epoch=partition.partition_epoch,
+                            partition_epoch=partition_epoch,
                         )
                     ],
                 )
             ],
         )
-        try:
-            response = await self._alter_partition(request)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            logger.warning("%s: AlterPartition to ISR %s failed: %s", partition, list(isr), exc)
-            partition.isr_change_done(token, leader_epoch, None, -1)
-            return
-        self._isr_answered(partition, isr, token, response)
 
     @staticmethod
-    def _isr_answered(partition: Partition, isr: tuple[int, ...], token: int, response: AlterPartitionResponse) -> None:
+    def _isr_answered(partition: Partition, isr: tuple[int, ...], token: int, response: AlterPartitionResponse) -> bool:
+        """Apply the controller's answer; False when the proposal is to be sent again."""
         answer = next(
             (p for topic in response.topics for p in topic.partitions if p.partition_index == partition.index), None
         )
         code = response.error_code or (answer.error_code if answer is not None else ErrorCode.UNKNOWN_SERVER_ERROR)
-        if code != ErrorCode.NONE or answer is None:
+        if code in ISR_RESET:
             logger.warning("%s: AlterPartition to ISR %s refused: %s", partition, list(isr), ErrorCode(code).name)
             partition.isr_change_done(token, partition.leader_epoch, None, -1)
-            return
+            return True
+        if code in ISR_AWAITS_IMAGE:
+            logger.info(
+                "%s: AlterPartition to ISR %s refused: %s; pending until the metadata shows why",
+                partition,
+                list(isr),
+                ErrorCode(code).name,
+            )
+            return True
+        if code != ErrorCode.NONE or answer is None:
+            logger.warning("%s: AlterPartition to ISR %s failed: %s; sending it again", partition, list(isr), code)
+            return False
         if answer.leader_id != partition.node_id:
             logger.info(
                 "%s: ISR %s committed with broker %d leading at epoch %d; awaiting the image",
@@ -350,6 +386,7 @@ class ReplicaManager:
         else:
             logger.info("%s: ISR now %s (partition epoch %d)", partition, answer.isr, answer.partition_epoch)
         partition.isr_change_done(token, answer.leader_epoch, answer.isr, answer.partition_epoch)
+        return True
 
     # -- shutdown ----------------------------------------------------------------------------------
 

@@ -187,6 +187,25 @@ def test_a_refused_isr_change_is_retried_after_a_backoff(tmp_path: Path) -> None
     assert len(proposals.sent) == 2
 
 
+def test_an_unanswered_isr_change_stays_pending_until_a_newer_image_replaces_it(tmp_path: Path) -> None:
+    partition, proposals = leader(tmp_path, Clock(), isr=(1, 2))
+    partition.append_from_producer(batch(2))
+    partition.follower_fetched(3, 2)
+    token = proposals.sent[0][1]
+    partition.append_from_producer(batch(1))
+    partition.follower_fetched(2, 3)
+    # No answer (the request failed, or was refused as stale): it may be committed, so broker 3 still counts.
+    assert partition.awaits_isr_answer(token) and partition.high_watermark == 2
+    partition.update_assignment(1, (1, 2, 3), (1, 2))  # the image repeats the state it was proposed from
+    assert partition.awaits_isr_answer(token)
+    # A newer partition epoch without broker 3: the controller took another change, the expansion is dropped.
+    partition.update_assignment(2, (1, 2, 3, 4), (1, 2))
+    assert not partition.awaits_isr_answer(token) and partition.pending_isr is None
+    assert partition.high_watermark == 3
+    partition.isr_change_done(token, 1, None, -1)  # the late refusal of the dropped change changes nothing
+    assert (partition.isr, partition.partition_epoch) == ((1, 2), 2)
+
+
 def test_an_answer_to_an_older_leadership_is_ignored(tmp_path: Path) -> None:
     partition, proposals = leader(tmp_path, Clock(), isr=(1, 2))
     partition.follower_fetched(3, 0)

@@ -9,11 +9,15 @@ from typing import Any
 
 from waiting import wait_for_async
 
+from kafkette.broker.controller.image import replay
 from kafkette.broker.protocol.errors import ErrorCode
+from kafkette.broker.protocol.messages.alter_partition_request import AlterPartitionRequest
+from kafkette.broker.protocol.messages.alter_partition_response import AlterPartitionResponse
 from kafkette.broker.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from kafkette.broker.protocol.messages.fetch_response import FetchResponse
 from kafkette.broker.protocol.messages.produce_request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kafkette.broker.protocol.messages.produce_response import PartitionProduceResponse, ProduceResponse
+from kafkette.broker.protocol.types import Message
 from kafkette.broker.server.handlers.fetch import handle_fetch
 from kafkette.broker.server.handlers.produce import handle_produce
 
@@ -142,6 +146,67 @@ def test_acks_all_times_out_while_the_follower_is_in_the_isr(tmp_path: Path) -> 
         assert answer.error_code == ErrorCode.REQUEST_TIMED_OUT
 
     with_cluster(tmp_path, body)
+
+
+class LostAnswer(Cluster):
+    """A controller whose first AlterPartition is committed but its answer lost, and whose images reach the
+    nodes only once released: the window in which the leader cannot know whether its ISR change happened."""
+
+    def __init__(self, data: Path, node_ids: tuple[int, ...] = (1, 2)) -> None:
+        super().__init__(data, node_ids)
+        self.held = False
+        self.answers_lost = 0
+
+    def publish(self, *records: Message) -> None:
+        if not self.held:
+            super().publish(*records)
+            return
+        for record in records:
+            self.image = replay(self.image, record)
+
+    def release(self) -> None:
+        self.held = False
+        super().publish()
+
+    async def alter_partition(self, request: AlterPartitionRequest) -> AlterPartitionResponse:
+        response = await super().alter_partition(request)
+        if self.held and self.answers_lost == 0:
+            self.answers_lost += 1
+            raise ConnectionError("the controller's answer is lost")
+        return response
+
+
+def test_an_isr_change_whose_answer_is_lost_stays_pending_until_the_image_shows_it(tmp_path: Path) -> None:
+    async def body(cluster: Cluster) -> None:
+        assert isinstance(cluster, LostAnswer)
+        await cluster.start(leader=1, isr=(1,))
+        cluster.held = True
+        leader = cluster.nodes[1]
+        assert (await produce(leader, count=5)).error_code == ErrorCode.NONE
+        # Broker 2 catches up: the expansion to (1, 2) is committed, its answer lost; sent again, it is refused as
+        # stale (INVALID_UPDATE_VERSION), and the image showing it is held back.
+        await wait_for_async(lambda: len(cluster.alter_requests) >= 2, "the expansion sent again")
+        assert cluster.answers_lost == 1 and cluster.state()[1] == (1, 2)
+        assert (partition_of(leader).isr, partition_of(leader).pending_isr) == ((1,), (1, 2))
+        # The controller counts broker 2 in sync, so an acks=all record must wait for it (were the change dropped,
+        # the leader alone would commit it, and broker 2 could be elected without it).
+        await cluster.kill(2)
+        waiting = asyncio.create_task(produce(leader, count=1))
+        await asyncio.sleep(1.5)
+        assert not waiting.done() and partition_of(leader).high_watermark == 5
+        cluster.release()
+        # The image shows the ISR (1, 2); broker 2 is gone, so the leader shrinks it and the record commits.
+        assert (await waiting).error_code == ErrorCode.NONE
+        assert cluster.state()[1] == (1,) and partition_of(leader).pending_isr is None
+
+    async def run() -> None:
+        cluster = LostAnswer(tmp_path)
+        try:
+            await asyncio.wait_for(body(cluster), 60)
+        finally:
+            await cluster.stop()
+
+    asyncio.run(run())
 
 
 def test_a_follower_outside_the_isr_joins_it_once_caught_up(tmp_path: Path) -> None:
