@@ -7,7 +7,8 @@ soon as it is filled. File regions in a response go to the socket with sendfile
 while the transport has nothing buffered, waiting for room whenever the socket is
 full; only where sendfile cannot be used (TLS, or bytes already buffered in the
 transport) is a piece read with pread and written through the transport, which
-waits for the socket to drain.
+waits for the socket to drain. A response is sent at once, as far as the socket
+takes it; only the rest of one that filled the socket waits in a task.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any, cast
 from kafkette.broker.net.frames import FrameCutter, FrameError
 from kafkette.broker.protocol.codec import Splices
 from kafkette.broker.protocol.framing import encode_response
-from kafkette.broker.protocol.types import FileRegion, Message
+from kafkette.broker.protocol.types import Message
 from kafkette.broker.security.session import Session
 from kafkette.broker.security.tls import peer_principal
 
@@ -53,6 +54,19 @@ async def encode_later(answer: Awaitable[Message], api_key: int, api_version: in
 
 class ConnectionAbort(Exception):
     """Close this connection (and only this one): the peer sent something unanswerable."""
+
+
+class _Outgoing:
+    """A response with file regions on its way out, and how far sending it got."""
+
+    __slots__ = ("frame", "index", "offset", "splices", "written")
+
+    def __init__(self, frame: bytearray, splices: Splices) -> None:
+        self.frame = memoryview(frame)
+        self.splices = splices
+        self.index = 0  # the splice being sent
+        self.written = 0  # frame bytes handed to the transport
+        self.offset = -1  # the next file position of the splice's region; -1 while the frame bytes before it wait
 
 
 class _Slot:
@@ -187,8 +201,17 @@ class Connection(asyncio.BufferedProtocol):
             if not splices:
                 transport.write(frame)
                 continue
+            # At once, as far as the socket takes it: a response that fits costs no task and no loop iteration.
+            outgoing = _Outgoing(frame, splices)
+            try:
+                wait = self._pump(outgoing)
+            except Exception as exc:  # this connection fails, not the server
+                self._send_failed(exc)
+                return
+            if wait is None:
+                continue
             self._sending = True
-            task = asyncio.ensure_future(self._send_with_regions(frame, splices))
+            task = asyncio.ensure_future(self._send_rest(outgoing, wait))
             self._tasks.add(task)
             task.add_done_callback(self._sent)
         self._update_reading()
@@ -198,52 +221,60 @@ class Connection(asyncio.BufferedProtocol):
         self._sending = False
         if task.cancelled():
             return
-        if task.exception() is not None:
-            log.warning("closing %s: sending a response failed: %s", self.peer, task.exception())
-            self.close()
+        exc = task.exception()
+        if exc is not None:
+            self._send_failed(exc)
             return
         self._drain()
 
-    async def _send_with_regions(self, frame: bytearray, splices: Splices) -> None:
-        transport = self._transport
-        view = memoryview(frame)
-        start = 0
-        for position, region in splices:
-            if transport is None or transport.is_closing():
-                return
-            transport.write(view[start:position])
-            start = position
-            if not await self._send_region(transport, region):
-                return
-        if transport is not None and not transport.is_closing():
-            transport.write(view[start:])
+    def _send_failed(self, exc: BaseException) -> None:
+        log.warning("closing %s: sending a response failed: %s", self.peer, exc)
+        self.close()
 
-    async def _send_region(self, transport: asyncio.Transport, region: FileRegion) -> bool:
-        """Whether all of ``region`` went out: sendfile straight to the socket while the transport has nothing
-        buffered (so the bytes stay in order), else read with pread and written through the transport."""
-        fileno = region.file.fileno()
-        socket_fd = self._sendfile_to
-        offset, end = region.position, region.position + region.size
-        while offset < end:
-            if transport.is_closing():
-                return False
-            if socket_fd >= 0 and transport.get_write_buffer_size() == 0:
-                sent, full = sendfile_until_full(socket_fd, fileno, offset, end - offset)
-                offset += sent
-                if offset >= end:
-                    break
+    async def _send_rest(self, outgoing: _Outgoing, wait: asyncio.Future[None]) -> None:
+        """The rest of a response that filled the socket (or the transport's buffer), once there is room again."""
+        next_wait: asyncio.Future[None] | None = wait
+        while next_wait is not None:
+            await next_wait
+            next_wait = self._pump(outgoing)
+
+    def _pump(self, outgoing: _Outgoing) -> asyncio.Future[None] | None:
+        """Send as much of ``outgoing`` as the socket takes now: the future to await before going on, None once all
+        of it is out (or the connection is closing).
+
+        A region goes out with sendfile straight to the socket while the transport has nothing buffered (so the
+        bytes stay in order); else a piece read with pread is written through the transport."""
+        transport = self._transport
+        splices = outgoing.splices
+        while transport is not None and not transport.is_closing():
+            if outgoing.index == len(splices):
+                transport.write(outgoing.frame[outgoing.written :])
+                return None
+            position, region = splices[outgoing.index]
+            end = region.position + region.size
+            if outgoing.offset < 0:
+                transport.write(outgoing.frame[outgoing.written : position])
+                outgoing.written, outgoing.offset = position, region.position
+            if outgoing.offset >= end:
+                outgoing.index, outgoing.offset = outgoing.index + 1, -1
+                continue
+            fileno = region.file.fileno()
+            if self._sendfile_to >= 0 and transport.get_write_buffer_size() == 0:
+                sent, full = sendfile_until_full(self._sendfile_to, fileno, outgoing.offset, end - outgoing.offset)
+                outgoing.offset += sent
                 if full:
                     # Wait for room and go on with sendfile: the bytes never pass through Python's memory.
-                    await self._room_in_socket()
+                    return self._room_in_socket()
+                if outgoing.offset >= end:
                     continue
-            # The transport holds bytes (or sendfile cannot be used): one piece through the transport, which
-            # watches for the socket to become writable again.
-            count = min(REGION_CHUNK_BYTES, end - offset)
-            transport.write(os.pread(fileno, count, offset))
-            offset += count
+            # The transport holds bytes (or sendfile cannot be used, or the file ended early): one piece through the
+            # transport, which watches for the socket to become writable again.
+            count = min(REGION_CHUNK_BYTES, end - outgoing.offset)
+            transport.write(os.pread(fileno, count, outgoing.offset))
+            outgoing.offset += count
             if self._writing_paused:
-                await self._drained()
-        return True
+                return self._drained()
+        return None
 
     def _drained(self) -> asyncio.Future[None]:
         """Resolved when the transport's buffer is empty again (or the connection is lost)."""

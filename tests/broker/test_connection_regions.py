@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import socket
 import struct
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -145,3 +148,43 @@ def test_a_region_larger_than_the_socket_buffers_never_passes_through_python(tmp
         frame, buffered = asyncio.run(asyncio.wait_for(one_response({b"r": Region(file, 0, size)}, b"r", 0.5), 60))
     assert frame[len(HEAD) : len(HEAD) + size] == (tmp_path / "segment").read_bytes()
     assert (preads, buffered) == ([], 0)
+
+
+def test_a_response_that_fits_the_socket_goes_out_without_another_turn_of_the_event_loop(tmp_path: Path) -> None:
+    # Each turn of the loop before a fetch response goes out is a wake-up and a task step per response; the callback
+    # that answered the request sends it. The server's loop is blocked right after that callback: whatever would wait
+    # for a later turn never reaches the client.
+    size = REGION_CHUNK_BYTES  # well within what loopback's socket buffers take
+    release = threading.Event()
+    with data_file(tmp_path / "segment", size) as file:
+        region = Region(file, 0, size)
+
+        def dispatch(frame: bytearray, _connection: Any) -> Response:
+            asyncio.get_running_loop().call_soon(release.wait, 30)
+            return response_with(region, bytes(frame))
+
+        loop = asyncio.new_event_loop()
+        server = loop.run_until_complete(
+            loop.create_server(lambda: Connection(dispatch, 1 << 20, lambda _c: None), "127.0.0.1", 0)
+        )
+        serving = threading.Thread(target=loop.run_forever)
+        serving.start()
+        try:
+            with socket.create_connection(server.sockets[0].getsockname(), timeout=10) as client:
+                client.sendall(struct.pack(">i", 1) + b"r")
+                expected = HEAD + (tmp_path / "segment").read_bytes() + TAIL + b"r"
+                received = bytearray()
+                with contextlib.suppress(TimeoutError):
+                    while len(received) < 4 + len(expected):
+                        chunk = client.recv(1 << 20)
+                        if not chunk:
+                            break
+                        received += chunk
+                assert bytes(received[4:]) == expected, f"{len(received)} of {4 + len(expected)} bytes"
+        finally:
+            release.set()
+            loop.call_soon_threadsafe(loop.stop)
+            serving.join(30)
+            server.close()
+            loop.run_until_complete(server.wait_closed())
+            loop.close()
