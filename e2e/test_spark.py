@@ -5,6 +5,8 @@ and execute both JVM and Python tasks.
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 from collections.abc import Iterator
 from importlib.metadata import version
@@ -21,11 +23,25 @@ IMAGE = f"kafkette/spark:{version('kafkette')}"
 pytestmark = pytest.mark.timeout(600)
 
 
+def api_server(scratch: Path) -> tuple[str, Path]:
+    """The API server's URL and a file with its CA certificate, from the kubeconfig `kubectl` uses (the node's
+    admin kubeconfig names a CA file; kind's embeds the certificate)."""
+    config = json.loads(kubectl("config", "view", "--minify", "--raw", "-o", "json"))
+    cluster = config["clusters"][0]["cluster"]
+    if "certificate-authority" in cluster:
+        return cluster["server"], Path(cluster["certificate-authority"])
+    ca = scratch / "ca.crt"
+    ca.write_bytes(base64.b64decode(cluster["certificate-authority-data"]))
+    return cluster["server"], ca
+
+
 @pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
+    # The address pods reach this process at: the node's own, or on kind the runner's on kind's network.
     node_ip = os.environ.get("KAFKETTE_NODE_IP")
     if not node_ip:
         pytest.skip("KAFKETTE_NODE_IP is not set: run under `make e2e` (or source e2e/.node/env)")
+    server, ca = api_server(tmp_path_factory.mktemp("kube"))
     try:
         kubectl("create", "namespace", NAMESPACE)
     except CommandFailed as problem:
@@ -42,14 +58,14 @@ def spark() -> Iterator[SparkSession]:
         pytest.skip("KUBECONFIG is not set: source e2e/.node/env")
     try:
         session = (
-            SparkSession.builder.master(f"k8s://https://{node_ip}:6443")
+            SparkSession.builder.master(f"k8s://{server}")
             .appName("kafkette-e2e-spark")
             .config("spark.kubernetes.namespace", NAMESPACE)
             .config("spark.kubernetes.authenticate.oauthToken", token)
-            .config("spark.kubernetes.authenticate.caCertFile", str(Path(kubeconfig).with_name("ca.crt")))
+            .config("spark.kubernetes.authenticate.caCertFile", str(ca))
             .config("spark.kubernetes.container.image", IMAGE)
             .config("spark.kubernetes.container.image.pullPolicy", "Never")
-            # Executor pods reach this driver on the node's address.
+            # Executor pods reach this driver on that address.
             .config("spark.driver.host", node_ip)
             .config("spark.driver.bindAddress", "0.0.0.0")
             .config("spark.executor.instances", "1")
