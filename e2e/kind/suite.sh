@@ -16,8 +16,10 @@ source e2e/kind/tools.sh
 STATE="$PWD/e2e/.kind"
 VENV="$PWD/.venv/bin"
 # The name e2e/test_node.py runs its helper pods from (on our node, `make node` builds it from Debian
-# bookworm's busybox 1.35.0; here Docker Hub's build of the same version).
+# bookworm's busybox 1.35.0), and here Docker Hub's build of that version: the static musl one, whose
+# resolver follows the pod's search path for the short names test_node.py connects to.
 BUSYBOX_IMAGE=kafkette.local/busybox:1.35.0
+BUSYBOX_SOURCE=busybox:1.35.0-musl
 [ "$#" -gt 0 ] || set -- e2e
 
 teardown() {
@@ -84,8 +86,8 @@ sudo chown "$(id -u):$(id -g)" "$STATE/images.tar"
 workers_list="$(IFS=,; echo "${workers[*]}")"
 "$KIND" load image-archive --name "$CLUSTER" --nodes "$workers_list" "$STATE/images.tar"
 rm "$STATE/images.tar"
-docker pull --quiet busybox:1.35.0
-docker tag busybox:1.35.0 "$BUSYBOX_IMAGE"
+docker pull --quiet "$BUSYBOX_SOURCE"
+docker tag "$BUSYBOX_SOURCE" "$BUSYBOX_IMAGE"
 "$KIND" load docker-image --name "$CLUSTER" --nodes "$workers_list" "$BUSYBOX_IMAGE"
 for worker in "${workers[@]}"; do
     docker exec "$worker" ctr -n k8s.io images ls -q | grep -E 'kafkette|busybox' | sed "s#^#$worker: #"
