@@ -109,6 +109,7 @@ def read_range(
         consumer.assign([position])
         deadline = time.monotonic() + poll_timeout_ms / 1000
         while position.offset < rng.end:
+            before = position.offset
             # Never ask for more than the range holds; the short wait bounds what a gap costs (see CONSUME_WAIT_S).
             wanted_count = min(BATCH_RECORDS, rng.end - position.offset)
             messages = consumer.consume(wanted_count, CONSUME_WAIT_S)
@@ -120,13 +121,15 @@ def read_range(
                 yield to_batch(in_range, schema, rng.topic, rng.partition)
             if messages:
                 position.offset = max(position.offset, _offset(messages[-1]) + 1)
-                deadline = time.monotonic() + poll_timeout_ms / 1000
             if len(messages) < wanted_count:
                 # Gaps (compaction, transaction markers, aborted records under read_committed) can end a range
                 # without a record at end - 1: the consumer's position moves past them all the same.
                 (current,) = consumer.position([KafkaTopicPartition(rng.topic, rng.partition)])
                 position.offset = max(position.offset, current.offset)
-            if position.offset < rng.end and not messages and time.monotonic() > deadline:
+            if position.offset > before:
+                # Progress, records or skipped ones (a long run of aborted records returns none for a while).
+                deadline = time.monotonic() + poll_timeout_ms / 1000
+            elif time.monotonic() > deadline:
                 raise TimeoutError(
                     f"no records from {rng.topic}-{rng.partition} at offset {position.offset} within "
                     f"{poll_timeout_ms} ms (kafkaConsumer.pollTimeoutMs); reading [{rng.start}, {rng.end})"

@@ -37,6 +37,14 @@ def create_topic(bootstrap: str, topic: str, partitions: int, config: dict[str, 
     admin.create_topics([new], operation_timeout=TIMEOUT_S)[topic].result(TIMEOUT_S)
 
 
+def source_and_target(bootstrap: str, name: str, source_partitions: int, target_partitions: int) -> tuple[str, str]:
+    """A job's input and output: two new topics, ``<name>-in-…`` and ``<name>-out-…``."""
+    source, target = unique_topic(f"{name}-in"), unique_topic(f"{name}-out")
+    create_topic(bootstrap, source, source_partitions)
+    create_topic(bootstrap, target, target_partitions)
+    return source, target
+
+
 def add_partitions(bootstrap: str, topic: str, total: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_partitions([NewPartitions(topic, total)])[topic].result(TIMEOUT_S)

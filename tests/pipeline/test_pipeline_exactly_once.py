@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaException, Producer
-from pipeline_topics import create_topic, produce, run_available_now, unique_topic
+from pipeline_topics import create_topic, produce, run_available_now, source_and_target, unique_topic
 from pyspark import TaskContext
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -140,9 +140,7 @@ def _start(spark: SparkSession, bootstrap: str, source: str, target: str, checkp
 def test_exactly_once_sink_through_failed_tasks_a_zombie_and_a_replayed_batch(
     spark: SparkSession, broker: BrokerProcess, tmp_path: Path
 ) -> None:
-    source, target = unique_topic("eos-in"), unique_topic("eos-out")
-    create_topic(broker.bootstrap, source, 3)
-    create_topic(broker.bootstrap, target, 2)
+    source, target = source_and_target(broker.bootstrap, "eos", 3, 2)
     produce(broker.bootstrap, source, [(None, str(i).encode(), i % 3) for i in range(INPUTS)])
     expected = sorted(f"out-{i}".encode() for i in range(INPUTS))
     checkpoint = tmp_path / "cp"

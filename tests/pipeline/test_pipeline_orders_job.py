@@ -6,7 +6,7 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-from pipeline_topics import consume_all, create_topic, unique_topic
+from pipeline_topics import consume_all, source_and_target
 from pyspark.sql import SparkSession
 
 from kafkette.broker.testing import BrokerProcess
@@ -32,9 +32,7 @@ def expected_windows(events: list[dict]) -> dict[tuple[str, int], tuple[int, int
 def test_orders_job_matches_a_plain_python_recomputation(
     spark: SparkSession, broker: BrokerProcess, tmp_path: Path
 ) -> None:
-    source, target = unique_topic("orders"), unique_topic("spend")
-    create_topic(broker.bootstrap, source, 6)
-    create_topic(broker.bootstrap, target, 2)
+    source, target = source_and_target(broker.bootstrap, "orders", 6, 2)
     events = list(order_events.events(seed=7, count=3000, start_ms=START_MS, users=40))
     order_events.produce(broker.bootstrap, source, iter(events))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline_topics import consume_all, create_topic, produce, unique_topic
+from pipeline_topics import consume_all, create_topic, produce, source_and_target, unique_topic
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
@@ -27,9 +27,7 @@ def test_sink_writes_keys_values_headers_and_partitions(spark: SparkSession, bro
 
 
 def test_spark_kafka_source_and_sink_batch(spark: SparkSession, broker: BrokerProcess) -> None:
-    source, target = unique_topic("java-in"), unique_topic("java-out")
-    create_topic(broker.bootstrap, source, 6)
-    create_topic(broker.bootstrap, target, 2)
+    source, target = source_and_target(broker.bootstrap, "java", 6, 2)
     stored = produce(broker.bootstrap, source, [(f"k{i}".encode(), f"v{i}".encode(), i % 6) for i in range(240)])
 
     frame = spark.read.format("kafka").option("kafka.bootstrap.servers", broker.bootstrap).option("subscribe", source)
@@ -49,9 +47,7 @@ def test_spark_kafka_source_and_sink_batch(spark: SparkSession, broker: BrokerPr
 def test_spark_kafka_streaming_into_the_kafkette_sink(
     spark: SparkSession, broker: BrokerProcess, tmp_path: Path
 ) -> None:
-    source, target = unique_topic("java-stream-in"), unique_topic("java-stream-out")
-    create_topic(broker.bootstrap, source, 6)
-    create_topic(broker.bootstrap, target, 1)
+    source, target = source_and_target(broker.bootstrap, "java-stream", 6, 1)
     produce(broker.bootstrap, source, [(None, str(i).encode(), i % 6) for i in range(300)])
     stream = (
         spark.readStream.format("kafka")
