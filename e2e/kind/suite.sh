@@ -77,7 +77,9 @@ Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SOURCES
 KAFKETTE_CACHE="$CACHE" make --no-print-directory spark-kafka
-sudo env KAFKETTE_CACHE="$CACHE" KAFKETTE_APT_SOURCES="$STATE/debian.sources" "$VENV/python" -P images/build.py
+# LD_LIBRARY_PATH: setup-python's interpreter may need it for its libpython, and sudo drops it.
+sudo env KAFKETTE_CACHE="$CACHE" KAFKETTE_APT_SOURCES="$STATE/debian.sources" LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}" \
+    "$VENV/python" -P images/build.py
 # The OCI layout holds exactly the three current images (build.py prunes the rest); a tar of it is an archive
 # `ctr images import` takes, which is what `kind load image-archive` runs on each node. Workers only: the
 # control plane is tainted, and the Spark image is 1 GiB unpacked per node.
