@@ -85,7 +85,9 @@ def acquired_pid(log_lines: list[str]) -> tuple[int, int]:
     raise RuntimeError("librdkafka did not log the producer id it acquired (debug=eos)")
 
 
-class _Lines(logging.Handler):
+class LogLines(logging.Handler):
+    """Keeps the messages of the log records it gets (librdkafka's debug lines, for acquired_pid)."""
+
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
         self.lines: list[str] = []
@@ -114,7 +116,7 @@ def write_open(writer: StreamWriter, iterator: Iterator[pa.RecordBatch]) -> Writ
     # The marker's key must be a partition that exists (Kafka refuses offsets of unknown partitions).
     marker = TopicPartition(writer.options.topic or first.column("topic")[0].as_py(), 0)
     client = dict(writer.options.client)
-    lines = _Lines()
+    lines = LogLines()
     logger = logging.getLogger(f"{__name__}.librdkafka.{identity.transactional_id}")
     logger.addHandler(lines)
     logger.setLevel(logging.DEBUG)

@@ -54,9 +54,12 @@ class TransactionEndError(RuntimeError):
 
 
 def end_transactions(bootstrap: str, open_: Sequence[OpenTransaction], commit: bool, timeout_s: float) -> None:
-    """Commit (or abort) each transaction; raises TransactionEndError on the first that cannot be ended."""
+    """Commit (or abort) each transaction; one that cannot be ended does not stop the others, and raises
+    TransactionEndError naming every failure once all were tried."""
     servers = [_address(server) for server in bootstrap.split(",") if server.strip()]
-    asyncio.run(_end_all(servers, open_, commit, timeout_s))
+    failures = asyncio.run(_end_all(servers, open_, commit, timeout_s))
+    if failures:
+        raise TransactionEndError("; ".join(failures))
 
 
 def _address(server: str) -> tuple[str, int]:
@@ -66,29 +69,36 @@ def _address(server: str) -> tuple[str, int]:
 
 async def _end_all(
     servers: Sequence[tuple[str, int]], open_: Sequence[OpenTransaction], commit: bool, timeout_s: float
-) -> None:
+) -> list[str]:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    failures = [await _end_until_done(servers, transaction, commit, deadline) for transaction in open_]
+    return [failure for failure in failures if failure is not None]
+
+
+async def _end_until_done(
+    servers: Sequence[tuple[str, int]], transaction: OpenTransaction, commit: bool, deadline: float
+) -> str | None:
+    """None once the transaction is ended, else why it could not be (retriable errors retried until deadline)."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    for transaction in open_:
-        while True:
-            try:
-                error = await _end_one(servers, transaction, commit, timeout_s)
-            except (ConnectionError, TimeoutError) as exc:
-                # A broker down or a coordinator moving: a retried EndTxn is safe (an ended one answers NONE again).
-                if loop.time() > deadline:
-                    raise TransactionEndError(f"{_describe(transaction, commit)}: {exc}") from exc
-                error = ErrorCode.COORDINATOR_NOT_AVAILABLE
-            if error == ErrorCode.NONE:
-                break
-            if error not in _RETRIABLE or loop.time() > deadline:
-                hint = (
-                    " (aborted since: its transaction timeout, kafka.transaction.timeout.ms, passed, or a newer "
-                    "attempt of the task fenced it; the batch runs again when the query restarts)"
-                    if commit and error in _ABORTED
-                    else ""
-                )
-                raise TransactionEndError(f"{_describe(transaction, commit)}: {error.name}{hint}")
-            await asyncio.sleep(RETRY_PAUSE_S)
+    while True:
+        try:
+            error = await _end_one(servers, transaction, commit, max(deadline - loop.time(), RETRY_PAUSE_S))
+        except (ConnectionError, TimeoutError) as exc:
+            # A broker down or a coordinator moving: a retried EndTxn is safe (an ended one answers NONE again).
+            if loop.time() > deadline:
+                return f"{_describe(transaction, commit)}: {exc}"
+            error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if error == ErrorCode.NONE:
+            return None
+        if error not in _RETRIABLE or loop.time() > deadline:
+            hint = (
+                " (aborted since: its transaction timeout, kafka.transaction.timeout.ms, passed, or a newer "
+                "attempt of the task fenced it; the batch runs again when the query restarts)"
+                if commit and error in _ABORTED
+                else ""
+            )
+            return f"{_describe(transaction, commit)}: {error.name}{hint}"
+        await asyncio.sleep(RETRY_PAUSE_S)
 
 
 def _describe(transaction: OpenTransaction, commit: bool) -> str:

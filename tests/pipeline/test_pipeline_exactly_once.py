@@ -3,12 +3,13 @@ zombie, and a restart that replays a batch the sink had already committed."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from pipeline_topics import create_topic, produce, run_available_now, source_and_target, unique_topic
 from pyspark import TaskContext
 from pyspark.sql import SparkSession
@@ -17,9 +18,10 @@ from txn.txn_kit import read_all
 from waiting import wait_for
 
 from kafkette.broker.testing import BrokerProcess
-from kafkette.pipeline.exactly_once import TaskIdentity, acquired_pid, already_written, task_identity
+from kafkette.pipeline.exactly_once import LogLines, TaskIdentity, acquired_pid, already_written, task_identity
 from kafkette.pipeline.offsets import OptionError
 from kafkette.pipeline.options import parse_sink, parse_source
+from kafkette.pipeline.transactions import OpenTransaction, TransactionEndError, end_transactions
 
 TIMEOUT_S = 30.0
 OPEN_TRANSACTION_MS = 900_000  # the broker's transaction.max.timeout.ms
@@ -188,6 +190,42 @@ def test_exactly_once_sink_through_failed_tasks_a_zombie_and_a_replayed_batch(
     assert len(uncommitted) > len(expected) + 1
     with pytest.raises(KafkaException, match="fenced"):
         zombie.commit_transaction(TIMEOUT_S)
+
+
+def test_the_driver_ends_each_transaction_it_can_and_names_the_ones_it_cannot(broker: BrokerProcess) -> None:
+    """transactions.py as the sink's driver uses it: an open transaction is aborted from another connection,
+    although the one before it in the list cannot be ended (its producer id was never given out)."""
+    topic = unique_topic("txn-end")
+    create_topic(broker.bootstrap, topic, 1)
+    lines = LogLines()
+    logger = logging.getLogger(f"{__name__}.{topic}")
+    logger.addHandler(lines)
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False
+    settings = {"transactional.id": topic, "debug": "eos", "logger": logger}
+    producer = Producer({"bootstrap.servers": broker.bootstrap, **settings})
+    producer.init_transactions(TIMEOUT_S)
+    producer.begin_transaction()
+    producer.produce(topic, b"aborted by the driver")
+    producer.flush(TIMEOUT_S)
+    producer.poll(0)  # serve the queued log lines
+    opened = OpenTransaction(topic, *acquired_pid(lines.lines))
+    unknown = OpenTransaction(f"{topic}-never-opened", 424242, 0)
+
+    with pytest.raises(TransactionEndError, match=f"cannot abort transaction {unknown.transactional_id} ") as refused:
+        end_transactions(broker.bootstrap, [unknown, opened], commit=False, timeout_s=TIMEOUT_S)
+    assert f"transaction {topic} " not in str(refused.value)
+    # The abort's marker (offset 1) moves the last stable offset past the record, which read_committed never returns.
+    wait_for(lambda: _last_stable_offset(broker.bootstrap, topic) == 2, "the abort's marker", TIMEOUT_S, 0.2)
+    assert read_all(broker.bootstrap, topic, "read_committed", 1, wait_s=2.0) == []
+
+
+def _last_stable_offset(bootstrap: str, topic: str) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "lso", "isolation.level": "read_committed"})
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=TIMEOUT_S)[1]
+    finally:
+        consumer.close()
 
 
 def test_exactly_once_options_are_checked() -> None:
