@@ -42,7 +42,7 @@ from typing import Any
 
 from brokers import BENCH_DIR, Ready, RunningBroker, restart, start_kafka, start_kafkette, wait_for_port
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from growth_load import client_for, close_clients, open_clients, partitions_led, produce_at_rate, run_groups
 from workloads import Scenario, confluent
 
@@ -56,6 +56,8 @@ TOPIC = "growth"
 RESTART_TIMEOUT_S = 300.0
 GROUP_CONNECTIONS = 10
 WARM_UP_S = 3.0
+# Kafka refuses a metadata operation of more than 10,000 records: a topic of 10,000 partitions is 10,001.
+CREATE_STEP = 5_000
 
 
 @dataclass(frozen=True)
@@ -125,7 +127,8 @@ def start(name: str) -> RunningBroker:
 
 
 def create_topic(broker: RunningBroker, topic: str, partitions: int) -> float:
-    """Seconds from CreateTopics to every partition having a leader in the broker's Metadata."""
+    """Seconds from CreateTopics to every partition having a leader in the broker's Metadata. Beyond
+    ``CREATE_STEP`` partitions the topic grows by CreatePartitions in steps of that many."""
 
     async def led() -> None:
         client = client_for(broker.bootstrap)
@@ -137,8 +140,11 @@ def create_topic(broker: RunningBroker, topic: str, partitions: int) -> float:
 
     admin = AdminClient({"bootstrap.servers": broker.bootstrap, "socket.timeout.ms": int(RESTART_TIMEOUT_S * 1000)})
     started = time.monotonic()
-    future = admin.create_topics([NewTopic(topic, partitions, 1)], request_timeout=RESTART_TIMEOUT_S)[topic]
-    future.result(RESTART_TIMEOUT_S)
+    first = min(partitions, CREATE_STEP)
+    admin.create_topics([NewTopic(topic, first, 1)], request_timeout=RESTART_TIMEOUT_S)[topic].result()
+    for total in range(first + CREATE_STEP, partitions + CREATE_STEP, CREATE_STEP):
+        grown = NewPartitions(topic, min(total, partitions))
+        admin.create_partitions([grown], request_timeout=RESTART_TIMEOUT_S)[topic].result()
     asyncio.run(asyncio.wait_for(led(), RESTART_TIMEOUT_S))
     return time.monotonic() - started
 
@@ -283,7 +289,7 @@ def measure(
     """Every point into ``raw["points"]``, the brokers taking turns at each size; a point that fails is named in
     ``raw["failed"]`` and the run goes on. ``save`` after each point: an interrupted run keeps what it measured."""
     for dimension in dimensions:
-        raw["points"][dimension] = {}  # a dimension measured again replaces its last results
+        raw["points"].setdefault(dimension, {})
         for size in sizes(plan, dimension):
             for name in brokers:
                 load = os.getloadavg()[0]
@@ -291,8 +297,8 @@ def measure(
                 try:
                     point = POINTS[dimension](name, size, plan)
                 except Exception as error:  # one broker failing one point is a result too
-                    raw["failed"].append(f"{dimension} {size:,} {name}: {error}")
-                    print(f"{dimension} {size:>6} {name:9} failed: {error}", flush=True)
+                    raw["failed"].append(f"{dimension} {size:,} {name}: {type(error).__name__} {error}")
+                    print(f"{dimension} {size:>6} {name:9} failed: {type(error).__name__} {error}", flush=True)
                     continue
                 point["load"] = load
                 raw["points"][dimension].setdefault(name, {})[str(size)] = point
@@ -381,7 +387,7 @@ def main() -> None:
         raise_fd_limit()
         chosen = {d: tuple(int(n) for n in getattr(args, d).split(",")) for d in DIMENSIONS if getattr(args, d)}
         plan = dataclasses.replace(QUICK if args.quick else FULL, **chosen)
-        # A run of some dimensions keeps the others' last results.
+        # A run keeps the last results of the points it does not measure again.
         kept = json.loads(json_path.read_text())["points"] if json_path.exists() else {}
         brokers = args.brokers.split(",")
         raw = {"finished": "", "plan": plan.__dict__ | {"brokers": brokers}, "points": kept, "failed": []}

@@ -189,8 +189,11 @@ class ClusterController:
 
     async def _watch_sessions(self) -> None:
         session_ms = self.config.broker_session_timeout_ms
+        checked = _monotonic_ms()
         while True:
             await asyncio.sleep(SESSION_CHECK_S)
+            now = _monotonic_ms()
+            late_ms, checked = now - checked - int(SESSION_CHECK_S * 1000), now
             leader = self.quorum.raft.is_leader
             if leader and not self._was_leader:
                 # A new active controller gives every broker a full session from now.
@@ -198,7 +201,10 @@ class ClusterController:
             self._was_leader = leader
             if not leader:
                 continue
-            lapsed = self.liveness.expired(_monotonic_ms(), session_ms, self.quorum.image)
+            if late_ms > self.config.broker_heartbeat_interval_ms:
+                # Held past a heartbeat interval, this broker itself included: no one could be heard meanwhile.
+                self.liveness.held(late_ms)
+            lapsed = self.liveness.expired(now, session_ms, self.quorum.image)
             if lapsed:
                 log.warning("fencing brokers %s: no heartbeat for %d ms", lapsed, session_ms)
                 await self._guarded(partial(control.fence_brokers, broker_ids=lapsed, settings=self.settings))

@@ -173,6 +173,12 @@ class BrokerLiveness:
     def forget(self, broker_id: int) -> None:
         self._last_ms.pop(broker_id, None)
 
+    def held(self, held_ms: int) -> None:
+        """The controller could hear no one for ``held_ms`` (its event loop was held, as by a burst of
+        partitions to create): heartbeats sent meanwhile wait unread, so every session is that much longer."""
+        for broker_id in self._last_ms:
+            self._last_ms[broker_id] += held_ms
+
     def expired(self, now_ms: int, session_timeout_ms: int, image: MetadataImage) -> list[int]:
         """Unfenced brokers of ``image`` not heard from for more than ``session_timeout_ms``.
 

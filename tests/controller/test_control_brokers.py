@@ -174,6 +174,18 @@ def test_liveness_reports_unfenced_brokers_whose_session_lapsed() -> None:
     assert liveness.expired(21_001, 9_000, cluster.image) == [0]
 
 
+def test_a_held_controller_lapses_no_session_for_the_time_it_could_not_listen() -> None:
+    """Combined mode on one event loop: applying 5,000 new partitions held the loop past the session timeout,
+    and the broker was fenced by its own controller on the heartbeat it was busy answering."""
+    cluster = Cluster(2)
+    liveness = BrokerLiveness()
+    liveness.heard_from(0, 1_000)
+    liveness.heard_from(1, 1_000)
+    liveness.held(20_000)
+    assert liveness.expired(21_000, 9_000, cluster.image) == []
+    assert liveness.expired(30_001, 9_000, cluster.image) == [0, 1]
+
+
 def test_producer_id_blocks_follow_each_other() -> None:
     cluster = Cluster(2)
     first = cluster.run(allocate_producer_ids(cluster.image, AllocateProducerIdsRequest(broker_id=0, broker_epoch=100)))
