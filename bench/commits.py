@@ -2,6 +2,8 @@
 
     python bench/commits.py f594acc HEAD --rounds 3 --out layout   # -> bench/results/layout.md and .json
     python bench/commits.py --report --out layout                  # layout.md again from layout.json
+    python bench/commits.py f594acc --client librdkafka --records 1000000 --out layout-produce
+                                        # one client, longer runs, no latency runs: CPU per record above the ticks
 
 Each commit is checked out as a git worktree in a temporary directory, byte-compiled as `make bytecode` does,
 and its broker runs on this venv's Python with PYTHONPATH on a `kafkette` folder linking to the worktree's
@@ -23,15 +25,16 @@ import sys
 import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from brokers import BENCH_DIR, REPO, start_kafka, start_kafkette
+from brokers import BENCH_DIR, CLOCK_TICKS, REPO, start_kafka, start_kafkette
 from compare import (
     CLIENTS,
     QUICK,
     BrokerFacts,
+    Clients,
     Results,
     below_in_every_round,
     measure,
@@ -115,6 +118,7 @@ def per_round(
 
 def report(raw: Mapping[str, Any]) -> str:
     results = Results.from_json(raw)
+    records = raw.get("records", QUICK[0].count)
     before, after = (raw["commits"][name] for name in ("before", "after"))
     lines = [
         f"# Kafkette at {before['sha'][:7]} (before) and {after['sha'][:7]} (after), beside Apache Kafka",
@@ -130,10 +134,12 @@ def report(raw: Mapping[str, Any]) -> str:
     lines += _footprint({name: BrokerFacts(**fields) for name, fields in raw["brokers"].items()})
     lines += [
         "",
-        "Workloads, client settings and CPU accounting as in quick.md and latest.md (bench/compare.py): 200,000 "
-        "records of 100 B to one partition, acks=1, per client (Kafka's ProducerPerformance/ConsumerPerformance, "
-        "librdkafka's bench/clients/confluent_perf.py); CPU is the broker process's user + system time while the "
-        "workload ran. Both Kafkettes run on the same venv and interpreter, byte-compiled.",
+        "Workloads, client settings and CPU accounting as in quick.md and latest.md (bench/compare.py): "
+        f"{records:,} records of 100 B to one partition, acks=1, per client (Kafka's ProducerPerformance and "
+        "ConsumerPerformance, librdkafka's bench/clients/confluent_perf.py). CPU is the broker process's user + "
+        f"system time while the workload ran, counted in {1000 // CLOCK_TICKS} ms ticks: one tick is "
+        f"{1_000_000 / CLOCK_TICKS / records:.2f} s per M records here. Both Kafkettes run on the same venv and "
+        "interpreter, byte-compiled.",
     ]
     return "\n".join(lines + error_lines(results)) + "\n"
 
@@ -160,7 +166,7 @@ def _medians(results: Results) -> list[str]:
         lines.append(
             f"| {' | '.join(key)} | {' | '.join(f'{rate[name]:,.0f}' for name in NAMES)} | "
             f"{f'{median(change):.2f}' if change else 'n/a'} | {ratio(rate['before'], rate['kafka'])} | "
-            f"{ratio(rate['after'], rate['kafka'])} | {' / '.join(f'{cpu[name]:.1f}' for name in NAMES)} | "
+            f"{ratio(rate['after'], rate['kafka'])} | {' / '.join(f'{cpu[name]:.2f}' for name in NAMES)} | "
             f"{ratio(cpu['after'], cpu['before'])} |"
         )
     lines += [
@@ -221,6 +227,8 @@ def main() -> None:
     parser.add_argument("before", nargs="?", help="the older commit")
     parser.add_argument("after", nargs="?", default="HEAD", help="the newer commit (HEAD unless given)")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--client", action="append", choices=sorted(CLIENTS), help="these clients only (repeatable)")
+    parser.add_argument("--records", type=int, default=QUICK[0].count, help="records per workload")
     parser.add_argument("--out", default="commits", help="results file stem under bench/results/")
     parser.add_argument("--report", action="store_true", help="re-render the Markdown from the run's JSON")
     args = parser.parse_args()
@@ -230,15 +238,19 @@ def main() -> None:
     elif args.before is None:
         parser.error("name the older commit (or --report)")
     else:
-        raw = run(Commit.of(args.before), Commit.of(args.after), args.rounds)
+        clients = {name: CLIENTS[name] for name in args.client or CLIENTS}
+        raw = run(Commit.of(args.before), Commit.of(args.after), args.rounds, clients, args.records)
         json_path.write_text(json.dumps(raw, indent=1))
     text = report(raw)
     markdown_path.write_text(text)
     print(text)
 
 
-def run(before: Commit, after: Commit, rounds: int) -> dict[str, Any]:
-    """Kafka and both commits' brokers through bench-quick's workloads; the raw results with the commits."""
+def run(before: Commit, after: Commit, rounds: int, clients: Clients, records: int) -> dict[str, Any]:
+    """Kafka and both commits' brokers through bench-quick's workload (``records`` each); the raw results with the
+    commits. Latency is measured as bench-quick does unless the run is focused (fewer clients, more records)."""
+    scenario = replace(QUICK[0], count=records)
+    focused = clients.keys() != CLIENTS.keys() or records != QUICK[0].count
     with (
         tempfile.TemporaryDirectory(prefix="bench-commits-") as root,
         checked_out(before, Path(root)) as old,
@@ -249,8 +261,8 @@ def run(before: Commit, after: Commit, rounds: int) -> dict[str, Any]:
             "before": functools.partial(start_kafkette, env=_env(old)),
             "after": functools.partial(start_kafkette, env=_env(new)),
         }
-        raw = measure(QUICK, rounds, True, CLIENTS, starters=starters)
-    return {**raw, "commits": {"before": vars(before), "after": vars(after)}}
+        raw = measure([scenario], rounds, True, clients, latency=not focused, starters=starters)
+    return {**raw, "records": records, "commits": {"before": vars(before), "after": vars(after)}}
 
 
 if __name__ == "__main__":
