@@ -17,6 +17,10 @@ from collections.abc import Callable
 
 _SIZE = struct.Struct(">i")
 SCRATCH_BYTES = 64 * 1024
+# Scratch buffers no connection holds: a connection gives its own back whenever no partial frame is left in it,
+# so an idle connection costs no scratch (a thousand idle ones held 64 MiB) and a busy one takes one per read.
+_SPARE_SCRATCH: list[bytearray] = []
+SPARE_SCRATCH_MAX = 16
 
 
 # The first bytes of a TLS ClientHello (record type 22, version 3.x), which read as a huge Kafka frame size.
@@ -31,14 +35,15 @@ class FrameError(ValueError):
 class FrameCutter:
     """Cuts size-prefixed frames out of the bytes a ``BufferedProtocol`` reads into ``get_buffer()``.
 
-    Small frames are cut from a fixed scratch buffer; a frame too big for it gets its own buffer, which
-    the socket then fills in place. Each whole frame (without its size prefix) goes to ``deliver``.
+    Small frames are cut from a scratch buffer, held only while part of a frame is in it; a frame too big
+    for it gets its own buffer, which the socket then fills in place. Each whole frame (without its size
+    prefix) goes to ``deliver``.
     """
 
     def __init__(self, deliver: Callable[[bytearray], None], max_frame_bytes: int = 0x7FFFFFFF) -> None:
         self._deliver = deliver
         self._max_frame_bytes = max_frame_bytes
-        self._scratch = bytearray(SCRATCH_BYTES)
+        self._scratch: bytearray | None = None
         self._scratch_used = 0
         # A frame larger than the scratch buffer, filled straight from the socket.
         self._frame: bytearray | None = None
@@ -47,7 +52,12 @@ class FrameCutter:
     def get_buffer(self) -> memoryview:
         if self._frame is not None:
             return memoryview(self._frame)[self._frame_filled :]
-        return memoryview(self._scratch)[self._scratch_used :]
+        return memoryview(self._held_scratch())[self._scratch_used :]
+
+    def _held_scratch(self) -> bytearray:
+        if self._scratch is None:
+            self._scratch = _SPARE_SCRATCH.pop() if _SPARE_SCRATCH else bytearray(SCRATCH_BYTES)
+        return self._scratch
 
     def buffer_updated(self, nbytes: int) -> None:
         """Deliver the frames ``nbytes`` more bytes complete; FrameError when the stream is unusable."""
@@ -58,7 +68,7 @@ class FrameCutter:
                 self._deliver(frame)
             return
         self._scratch_used += nbytes
-        data, used, position = self._scratch, self._scratch_used, 0
+        data, used, position = self._held_scratch(), self._scratch_used, 0
         try:
             while used - position >= 4:
                 (size,) = _SIZE.unpack_from(data, position)
@@ -90,6 +100,10 @@ class FrameCutter:
             if position and left:
                 data[:left] = data[position:used]
             self._scratch_used = left
+            if not left:
+                self._scratch = None
+                if len(_SPARE_SCRATCH) < SPARE_SCRATCH_MAX:
+                    _SPARE_SCRATCH.append(data)
 
 
 class FrameReader(asyncio.BufferedProtocol):
