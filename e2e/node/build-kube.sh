@@ -16,6 +16,12 @@ CACHE="${KAFKETTE_CACHE:-$HOME/.cache/kafkette}/kube-$KUBE_VERSION"
 BIN="$CACHE/bin"
 COMPONENTS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
 
+# One build at a time per cache: a CI clone and a checkout building at once shared the module folder below,
+# and the second's `rm -rf` pulled it from under the first. The second now waits, then finds the binaries.
+mkdir -p "$CACHE"
+exec 8>"$CACHE/.build.lock"
+flock 8
+
 missing=()
 for name in "${COMPONENTS[@]}" etcd; do [ -x "$BIN/$name" ] || missing+=("$name"); done
 if [ "${#missing[@]}" -eq 0 ]; then
