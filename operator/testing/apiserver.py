@@ -5,11 +5,13 @@ The binaries come from `make kube-bins` (built from the Go module proxy into
 run, so tests that need running pods patch pod status themselves.
 
 Authentication is one static token with system:masters; clients verify the serving certificate that
-kube-apiserver generates for itself in --cert-dir.
+kube-apiserver generates for itself in --cert-dir. Requests made with a service account's token (the chart's RBAC
+tests) are written to an audit log, `audit_events` reads them back.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import socket
@@ -44,6 +46,16 @@ CONTROLLERS = (
 )
 
 
+# Metadata (who, verb, resource, response code) of every request made as a service account; nothing else, so the
+# other tests, all run as the static admin, write no audit log.
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived", "ResponseStarted"],
+    "rules": [{"level": "Metadata", "userGroups": ["system:serviceaccounts"]}, {"level": "None"}],
+}
+
+
 def binaries_dir() -> Path:
     return cache_dir() / f"kube-{KUBE_VERSION}" / "bin"
 
@@ -71,6 +83,7 @@ class ControlPlane:
         self.token = secrets.token_hex(16)
         self.port = _free_port()
         self.kubeconfig = workdir / "kubeconfig"
+        self.audit_log = workdir / "audit.log"
         self._stack = ExitStack()
 
     @property
@@ -119,6 +132,14 @@ class ControlPlane:
             "current-context": "test",
         }
         self.kubeconfig.write_text(yaml.safe_dump(kubeconfig))
+        (self.workdir / "audit-policy.yaml").write_text(yaml.safe_dump(AUDIT_POLICY))
+
+    def audit_events(self, username: str) -> list[dict[str, Any]]:
+        """The audited requests of `username` so far (the log is written before each answer is sent)."""
+        if not self.audit_log.exists():
+            return []
+        events = (json.loads(line) for line in self.audit_log.read_text().splitlines() if line)
+        return [event for event in events if event["user"]["username"] == username]
 
     def _spawn(self, name: str, args: list[str]) -> None:
         log: IO[bytes] = self._stack.enter_context(open(self.workdir / f"{name}.log", "wb"))  # noqa: SIM115
@@ -159,6 +180,9 @@ class ControlPlane:
                 f"--service-account-signing-key-file={self.workdir / 'sa.key'}",
                 "--service-account-issuer=https://kubernetes.default.svc",
                 "--service-cluster-ip-range=10.96.0.0/16",
+                f"--audit-policy-file={self.workdir / 'audit-policy.yaml'}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-mode=blocking",
                 "--v=1",
             ],
         )

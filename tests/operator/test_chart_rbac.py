@@ -1,11 +1,13 @@
-"""The chart's RBAC is enough for the operator: it runs with the chart's service account token (not as
-an administrator) against the real API server and reconciles a cluster, a topic, a user and a Spark application
-without a 403."""
+"""The chart's RBAC is what the operator needs, no less and no more: it runs with the chart's service account token
+(not as an administrator) against the real API server and reconciles a cluster, a topic, a user and a Spark
+application without a 403, and the API server's audit log shows it using every verb the chart grants it; what it
+is not granted stays denied."""
 
 from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -23,8 +25,8 @@ from kafkette.operator.testing.tools import helm
 RBAC_KINDS = {"ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}
 
 
-def install_rbac(api: client.ApiClient, namespace: str) -> str:
-    """Apply the chart's service account and RBAC; return the service account's name."""
+def install_rbac(api: client.ApiClient, namespace: str) -> list[dict[str, Any]]:
+    """Apply the chart's service account and RBAC; return what was applied."""
     helm_binary = helm()
     if helm_binary is None:
         pytest.skip("helm is not cached: `make helm` fetches it")
@@ -40,7 +42,59 @@ def install_rbac(api: client.ApiClient, namespace: str) -> str:
     for document in documents:
         resource = dynamic.resources.get(api_version=document["apiVersion"], kind=document["kind"])
         resource.create(body=document, namespace=document["metadata"].get("namespace"))
+    return documents
+
+
+def account_of(documents: list[dict[str, Any]]) -> str:
     return next(doc["metadata"]["name"] for doc in documents if doc["kind"] == "ServiceAccount")
+
+
+Grant = tuple[str, str, str]  # verb, API group, resource (with "/subresource")
+
+
+def granted(documents: list[dict[str, Any]], account: str) -> set[Grant]:
+    """Every verb on every resource that the roles bound to `account` give it."""
+    bound = {
+        (doc["roleRef"]["kind"], doc["roleRef"]["name"])
+        for doc in documents
+        if doc["kind"].endswith("Binding") and any(s["name"] == account for s in doc["subjects"])
+    }
+    return {
+        (verb, group, resource)
+        for doc in documents
+        if (doc["kind"], doc["metadata"]["name"]) in bound
+        for rule in doc["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+def used(events: list[dict[str, Any]]) -> set[Grant]:
+    """The verbs the audited requests needed. A server-side apply is a patch that needs `create` as well when it
+    made the object (201)."""
+    grants = set()
+    for event in events:
+        target = event.get("objectRef") or {}
+        if not target.get("resource"):  # discovery (/api, /apis): every authenticated user may
+            continue
+        resource = "/".join(filter(None, (target.get("resource"), target.get("subresource"))))
+        group = target.get("apiGroup", "")
+        grants.add((event["verb"], group, resource))
+        if event["verb"] == "patch" and event["responseStatus"]["code"] == 201:
+            grants.add(("create", group, resource))
+    return grants
+
+
+# Verbs the API server checks on behalf of another request, which the audit log does not show as requests of
+# their own: owner references with blockOwnerDeletion (an owner's finalizers, on clusters with the
+# OwnerReferencesPermissionEnforcement admission plugin) and binding a role the operator does not hold.
+CHECKED_FOR_OTHER_REQUESTS = {
+    ("update", "kafkette.dev", "kafkaclusters/finalizers"),
+    ("update", "kafkette.dev", "consumergroups/finalizers"),
+    ("update", "kafkette.dev", "kafkausers/finalizers"),
+    ("bind", "rbac.authorization.k8s.io", "roles"),
+}
 
 
 def service_account_kubeconfig(
@@ -57,7 +111,8 @@ def service_account_kubeconfig(
 def test_operator_runs_with_the_charts_rbac(
     control_plane: ControlPlane, kube: client.ApiClient, namespace: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    account = install_rbac(kube, namespace)
+    documents = install_rbac(kube, namespace)
+    account = account_of(documents)
     # As the chart's Deployment sets it: the operator may bind this role, and no other, to a Spark driver.
     monkeypatch.setenv("KAFKETTE_SPARK_DRIVER_ROLE", f"Role/{namespace}-kafkette-operator-spark-driver")
     kubeconfig = service_account_kubeconfig(control_plane, kube, namespace, account, tmp_path / "kubeconfig")
@@ -84,13 +139,25 @@ def test_operator_runs_with_the_charts_rbac(
         # A Spark application: service account, role binding (bind), checkpoint claim and driver pod.
         application = {"image": "kafkette/spark:0.1.0", "pythonFile": "/app/orders.py"}
         custom.create("consumergroups", "spend", {"clusterRef": "main", "application": application})
-        eventually(
-            lambda: client.CoreV1Api(kube).list_namespaced_pod(namespace, label_selector="spark-role=driver").items,
-            30,
-            "driver pod",
-        )
+        restart_a_failed_driver(kube, namespace)  # get, delete and create pods
         log = operator.log()
     assert "Forbidden" not in log and " 403" not in log, log[-3000:]
+    unused = granted(documents, account) - used(
+        control_plane.audit_events(f"system:serviceaccount:{namespace}:{account}")
+    )
+    assert unused <= CHECKED_FOR_OTHER_REQUESTS, sorted(unused - CHECKED_FOR_OTHER_REQUESTS)
+
+
+def restart_a_failed_driver(kube: client.ApiClient, namespace: str) -> None:
+    """No kubelet runs the driver: its pod is marked Failed by hand, and the operator deletes and recreates it."""
+    core = client.CoreV1Api(kube)
+
+    def drivers() -> list[client.V1Pod]:
+        return core.list_namespaced_pod(namespace, label_selector="spark-role=driver").items
+
+    (driver,) = eventually(drivers, 30, "driver pod")
+    core.patch_namespaced_pod_status(driver.metadata.name, namespace, {"status": {"phase": "Failed"}})
+    eventually(lambda: [pod for pod in drivers() if pod.metadata.uid != driver.metadata.uid], 60, "a new driver pod")
 
 
 def rack_of_a_bound_broker_pod(kube: client.ApiClient, namespace: str, custom: Custom) -> str:
@@ -154,7 +221,7 @@ def allowed(api: client.ApiClient, verb: str, group: str, resource: str, name: s
 def test_the_charts_service_account_is_denied_what_the_operator_does_not_use(
     control_plane: ControlPlane, kube: client.ApiClient, namespace: str, tmp_path: Path
 ) -> None:
-    account = install_rbac(kube, namespace)
+    account = account_of(install_rbac(kube, namespace))
     kubeconfig = service_account_kubeconfig(control_plane, kube, namespace, account, tmp_path / "kubeconfig")
     api = config.new_client_from_config(config_file=str(kubeconfig))
 

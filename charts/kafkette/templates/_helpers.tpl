@@ -27,55 +27,56 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 
 {{/* What the operator may do with the resources it manages; bound by a Role or a ClusterRole. */}}
 {{- define "kafkette.rules" -}}
+# Every verb here is one the operator uses (tests/operator/test_chart_rbac.py checks it against the API server's
+# audit log). kopf lists and watches our resources and patches them (finalizers, its state, status); the
+# handlers read a Topic's or a KafkaUser's KafkaCluster.
 - apiGroups: [kafkette.dev]
   resources: [kafkaclusters, topics, consumergroups, kafkausers]
-  verbs: [get, list, watch, patch, update]
+  verbs: [list, watch, patch]
+- apiGroups: [kafkette.dev]
+  resources: [kafkaclusters]
+  verbs: [get]
 - apiGroups: [kafkette.dev]
   resources: [kafkaclusters/status, topics/status, consumergroups/status, kafkausers/status]
-  verbs: [get, patch, update]
-# Owner references with blockOwnerDeletion need update on the owner's finalizers subresource.
+  verbs: [patch]
+# Owner references with blockOwnerDeletion need update on the owner's finalizers subresource (where the
+# OwnerReferencesPermissionEnforcement admission plugin is on): a KafkaCluster's children, a ConsumerGroup's
+# Spark driver and its objects, a KafkaUser's Secret.
 - apiGroups: [kafkette.dev]
-  resources: [kafkaclusters/finalizers]
+  resources: [kafkaclusters/finalizers, consumergroups/finalizers, kafkausers/finalizers]
   verbs: [update]
-# Children of a KafkaCluster, applied server-side (patch creates); the garbage collector deletes them,
-# and the StatefulSet controller deletes or keeps the volume claims (spec.storage.deleteClaim).
+# Children, applied server-side (a patch, which creates what is missing); the garbage collector deletes them,
+# and the StatefulSet controller deletes or keeps the volume claims (spec.storage.deleteClaim). A ConsumerGroup's
+# Spark application: its driver's service account, the checkpoint claim and the role binding.
 - apiGroups: [""]
-  resources: [configmaps, services]
-  verbs: [get, list, watch, create, patch]
-- apiGroups: [apps]
-  resources: [statefulsets]
-  verbs: [get, list, watch, create, patch]
+  resources: [configmaps, services, serviceaccounts, persistentvolumeclaims]
+  verbs: [create, patch]
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
-  verbs: [get, list, watch, create, patch]
-# Status reads the broker pods; rolling restarts delete them one at a time; racks are annotated on them.
+  verbs: [create, patch]
+- apiGroups: [apps]
+  resources: [statefulsets]
+  verbs: [get, create, patch]
+# Status reads the broker pods; rolling restarts delete them one at a time; racks are annotated on them. A
+# ConsumerGroup's driver pod is created, and deleted to restart it from the checkpoint.
 - apiGroups: [""]
   resources: [pods]
-  verbs: [get, list, watch, patch, delete]
-- apiGroups: ["", events.k8s.io]
-  resources: [events]
-  verbs: [create, patch]
-# A ConsumerGroup's Spark application: its driver pod (deleted to restart it from the checkpoint), the
-# checkpoint claim, and the driver's service account bound to the chart's driver role, which the operator may
-# bind (and no other) without holding the driver's rights itself.
-- apiGroups: [kafkette.dev]
-  resources: [consumergroups/finalizers]
-  verbs: [update]
+  verbs: [get, list, create, patch, delete]
+# kopf's Events (core v1).
 - apiGroups: [""]
-  resources: [pods, serviceaccounts, persistentvolumeclaims]
-  verbs: [get, list, watch, create, patch, delete]
+  resources: [events]
+  verbs: [create]
 # Secrets: a KafkaUser's (its password or client certificate) and a secured KafkaCluster's (its CAs, the brokers'
 # and the operator's certificates), applied server-side and read back by name, never listed; the garbage collector
 # deletes them with their owner.
-- apiGroups: [kafkette.dev]
-  resources: [kafkausers/finalizers]
-  verbs: [update]
 - apiGroups: [""]
   resources: [secrets]
   verbs: [get, create, patch]
+# The driver's service account bound to the chart's driver role, which the operator may bind (and no other)
+# without holding the driver's rights itself.
 - apiGroups: [rbac.authorization.k8s.io]
   resources: [rolebindings]
-  verbs: [get, create, patch]
+  verbs: [create, patch]
 - apiGroups: [rbac.authorization.k8s.io]
   resources: [{{ ternary "clusterroles" "roles" .Values.watch.clusterWide }}]
   resourceNames: [{{ include "kafkette.sparkDriver" . | quote }}]
