@@ -77,9 +77,12 @@ def describe_cluster(port: int) -> DescribeClusterResponse:
     return response
 
 
-def find_coordinator(port: int, group: str) -> int:
-    """The group's coordinator as `port`'s broker names it; -1 while it has none."""
-    response = request(port, FindCoordinatorRequest(key=group, key_type=0), 3)
+GROUP_COORDINATOR, TRANSACTION_COORDINATOR = 0, 1  # FindCoordinator's key types
+
+
+def find_coordinator(port: int, key: str, key_type: int = GROUP_COORDINATOR) -> int:
+    """The coordinator of a group or a transactional id as `port`'s broker names it; -1 while it has none."""
+    response = request(port, FindCoordinatorRequest(key=key, key_type=key_type), 3)
     assert isinstance(response, FindCoordinatorResponse)
     return response.node_id if response.error_code == 0 else -1
 

@@ -15,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
-# The chaos harness (tests/chaos/harness.py) reads topics and walks logs for these tests too.
+# The chaos harness (tests/chaos/harness.py) reads topics and walks logs for these tests too; the Java client
+# harness (tests/clients/java_harness.py) runs Kafka's Java client against a cluster.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "chaos"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "clients"))
 
 from cluster_kit import Cluster, MakeCluster, Numbers
 
@@ -68,9 +70,10 @@ def make_cluster(tmp_path: Path) -> Iterator[MakeCluster]:
 
 
 @pytest.fixture(scope="module")
-def module_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """One 3-broker cluster for a whole module; a test that takes brokers down calls `restore()` after."""
+def module_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """One 3-broker cluster for a whole module, with the module's `CLUSTER_SETTINGS` if it has them; a test that
+    takes brokers down calls `restore()` after."""
     make, started = _cluster_factory(tmp_path_factory.mktemp("cluster"))
-    make(3)
+    make(3, getattr(request.module, "CLUSTER_SETTINGS", ()))
     yield started[0]
     _down_all(started)

@@ -12,13 +12,10 @@ import sys
 import time
 
 import pytest
-from cluster_kit import Cluster, MakeCluster, Numbers, create_topic, request
+from cluster_kit import TRANSACTION_COORDINATOR, Cluster, MakeCluster, Numbers, create_topic, find_coordinator
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from txn.txn_kit import EOS_PROCESSOR, group_progress, read_all
 from waiting import wait_for
-
-from kafkette.broker.protocol.messages.find_coordinator_request import FindCoordinatorRequest
-from kafkette.broker.protocol.messages.find_coordinator_response import FindCoordinatorResponse
 
 pytestmark = pytest.mark.timeout(180)
 TOPIC = "txn-replicated"
@@ -35,9 +32,7 @@ SETTINGS = [
 
 
 def transaction_coordinator(cluster: Cluster, via: int, transactional_id: str = TXN_ID) -> int:
-    response = request(cluster.port(via), FindCoordinatorRequest(key=transactional_id, key_type=1), 3)
-    assert isinstance(response, FindCoordinatorResponse)
-    return response.node_id if response.error_code == 0 else -1
+    return find_coordinator(cluster.port(via), transactional_id, TRANSACTION_COORDINATOR)
 
 
 def transaction_coordinator_of(cluster: Cluster, transactional_id: str) -> int:

@@ -9,14 +9,23 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from kafka import KafkaProducer
 from raw_client import RawClient
-from txn_kit import EOS_PROCESSOR, group_progress, read_all
+from txn_kit import (
+    COMMIT_THEN_ABORT,
+    EOS_PROCESSOR,
+    ZOMBIE_RECORDS,
+    assert_reads_only_committed,
+    commit_as_successor,
+    group_progress,
+    open_zombie,
+    read_all,
+    stable_end,
+    txn_producer,
+)
 from waiting import wait_for
 
 from kafkette.broker.cli.main import main as cli_main
@@ -29,7 +38,6 @@ from kafkette.broker.protocol.messages.txn_offset_commit_request import (
 )
 from kafkette.broker.testing import InProcessBroker, in_process_broker
 
-ZOMBIE = Path(__file__).with_name("txn_zombie.py")
 SETTINGS = {
     "offsets.topic.num.partitions": "3",
     "transaction.state.log.num.partitions": "3",
@@ -51,63 +59,11 @@ def create_topic(broker: InProcessBroker, name: str, partitions: int = 2) -> str
     return name
 
 
-def stable_end(broker: InProcessBroker, topic: str, partition: int = 0) -> int:
-    """The partition's end as a read_committed consumer sees it (ListOffsets read_committed: the LSO)."""
-    consumer = Consumer(
-        {"bootstrap.servers": broker.bootstrap, "group.id": "lso-probe", "isolation.level": "read_committed"}
-    )
-    try:
-        return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=5)[1]
-    finally:
-        consumer.close()
-
-
-def txn_producer(broker: InProcessBroker, transactional_id: str, **extra: object) -> Producer:
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": transactional_id, **extra})
-    producer.init_transactions(20)
-    return producer
-
-
-def test_confluent_commit_and_abort(broker: InProcessBroker) -> None:
-    topic = create_topic(broker, "txn-confluent")
-    producer = txn_producer(broker, "confluent-1")
-    producer.begin_transaction()
-    for i in range(5):
-        producer.produce(topic, key=b"%d" % i, value=b"committed-%d" % i)
-    producer.commit_transaction(20)
-    producer.begin_transaction()
-    for i in range(5):
-        producer.produce(topic, key=b"%d" % i, value=b"aborted-%d" % i)
-    producer.flush(20)
-    producer.abort_transaction(20)
-    producer.begin_transaction()
-    producer.produce(topic, key=b"x", value=b"committed-after")
-    producer.commit_transaction(20)
-
-    committed = sorted([b"committed-%d" % i for i in range(5)] + [b"committed-after"])
-    assert read_all(broker.bootstrap, topic, "read_committed", len(committed)) == committed
-    # The aborted records are in the log: read_uncommitted sees them.
-    everything = read_all(broker.bootstrap, topic, "read_uncommitted", 11)
-    assert sorted(everything) == sorted(committed + [b"aborted-%d" % i for i in range(5)])
-
-
-def test_kafka_python_commit_and_abort(broker: InProcessBroker) -> None:
-    topic = create_topic(broker, "txn-kafka-python")
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id="kafka-python-1")
-    try:
-        producer.init_transactions()
-        producer.begin_transaction()
-        for i in range(3):
-            producer.send(topic, key=b"k", value=b"kp-committed-%d" % i)
-        producer.commit_transaction()
-        producer.begin_transaction()
-        for i in range(3):
-            producer.send(topic, key=b"k", value=b"kp-aborted-%d" % i)
-        producer.flush()
-        producer.abort_transaction()
-    finally:
-        producer.close(timeout=5)
-    assert read_all(broker.bootstrap, topic, "read_committed", 3) == [b"kp-committed-%d" % i for i in range(3)]
+@pytest.mark.parametrize("client", COMMIT_THEN_ABORT)
+def test_commit_and_abort(broker: InProcessBroker, client: str) -> None:
+    topic = create_topic(broker, f"txn-{client}")
+    COMMIT_THEN_ABORT[client](broker.bootstrap, topic, f"{client}-1", 2)
+    assert_reads_only_committed(broker.bootstrap, topic)
 
 
 def committed_offset(broker: InProcessBroker, group: str, topic: str, isolation: str = "read_uncommitted") -> int:
@@ -125,7 +81,7 @@ def test_offsets_sent_to_a_transaction_count_only_when_it_commits(broker: InProc
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False})
     consumer.subscribe([source])
     wait_for(lambda: consumer.assignment() or (consumer.poll(0.1) and None), "the consumer's assignment", timeout=20)
-    producer = txn_producer(broker, "offsets-1")
+    producer = txn_producer(broker.bootstrap, "offsets-1")
     offsets = [TopicPartition(source, 0, 7)]
 
     producer.begin_transaction()
@@ -157,11 +113,11 @@ def test_offsets_sent_to_a_transaction_count_only_when_it_commits(broker: InProc
 
 def test_a_second_instance_fences_the_first(broker: InProcessBroker) -> None:
     topic = create_topic(broker, "txn-fencing")
-    first = txn_producer(broker, "fenced-1")
+    first = txn_producer(broker.bootstrap, "fenced-1")
     first.begin_transaction()
     first.produce(topic, value=b"from-the-zombie")
     first.flush(20)
-    second = txn_producer(broker, "fenced-1")  # aborts the first's open transaction
+    second = txn_producer(broker.bootstrap, "fenced-1")  # aborts the first's open transaction
     with pytest.raises(KafkaException) as refused:
         first.commit_transaction(20)
     assert refused.value.args[0].fatal() or "fenced" in str(refused.value).lower()
@@ -173,36 +129,24 @@ def test_a_second_instance_fences_the_first(broker: InProcessBroker) -> None:
 
 def test_a_killed_producer_is_aborted_on_timeout_and_fenced_by_its_successor(broker: InProcessBroker) -> None:
     topic = create_topic(broker, "txn-killed", partitions=1)
-    zombie = subprocess.Popen(
-        [sys.executable, str(ZOMBIE), broker.bootstrap, "killed-1", topic, "3000"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert zombie.stdout is not None and zombie.stdout.readline().strip() == "open"
+    with open_zombie(broker.bootstrap, "killed-1", topic, timeout_ms=3000) as zombie:
         # The open transaction holds the last stable offset at its first record.
-        assert stable_end(broker, topic) == 0
+        assert stable_end(broker.bootstrap, topic) == 0
         zombie.kill()  # SIGKILL: no abort, no goodbye
-        zombie.wait(10)
-    finally:
-        if zombie.poll() is None:
-            zombie.kill()
-            zombie.wait(10)
     started = time.monotonic()
     # The coordinator aborts it once transaction.timeout.ms passed: the marker moves the LSO past the records.
-    wait_for(lambda: stable_end(broker, topic) == 11, "the timed-out transaction's abort", timeout=15)
+    wait_for(
+        lambda: stable_end(broker.bootstrap, topic) == ZOMBIE_RECORDS + 1,
+        "the timed-out transaction's abort",
+        timeout=15,
+    )
     print(f"\n[txn numbers] killed producer's transaction aborted {time.monotonic() - started:.1f} s after SIGKILL")
-    successor = txn_producer(broker, "killed-1")
-    successor.begin_transaction()
-    successor.produce(topic, value=b"successor")
-    successor.commit_transaction(20)
-    assert read_all(broker.bootstrap, topic, "read_committed", 1) == [b"successor"]
-    assert len(read_all(broker.bootstrap, topic, "read_uncommitted", 11)) == 11
+    commit_as_successor(broker.bootstrap, "killed-1", topic)
 
 
 def test_the_transactions_cli_lists_and_describes(broker: InProcessBroker, capsys: pytest.CaptureFixture[str]) -> None:
     topic = create_topic(broker, "txn-cli", partitions=1)
-    producer = txn_producer(broker, "cli-1")
+    producer = txn_producer(broker.bootstrap, "cli-1")
     producer.begin_transaction()
     producer.produce(topic, value=b"v")
     producer.flush(20)
@@ -268,7 +212,7 @@ def test_a_fenced_producer_cannot_commit_offsets(broker: InProcessBroker) -> Non
     sink = create_topic(broker, "txn-fenced-offsets-out", partitions=1)
     group = "fenced-offsets-group"
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False})
-    zombie = txn_producer(broker, "fenced-offsets")
+    zombie = txn_producer(broker.bootstrap, "fenced-offsets")
     zombie.begin_transaction()
     zombie.produce(sink, value=b"zombie")
     zombie.send_offsets_to_transaction([TopicPartition(source, 0, 5)], consumer.consumer_group_metadata(), 20)
@@ -277,7 +221,9 @@ def test_a_fenced_producer_cannot_commit_offsets(broker: InProcessBroker) -> Non
         described = raw.request(DescribeTransactionsRequest(transactional_ids=["fenced-offsets"]), 0)
         (state,) = described.transaction_states
         zombie_id, zombie_epoch = state.producer_id, state.producer_epoch
-        txn_producer(broker, "fenced-offsets")  # the successor: aborts the open transaction, fencing the zombie
+        txn_producer(
+            broker.bootstrap, "fenced-offsets"
+        )  # the successor: aborts the open transaction, fencing the zombie
         late = TxnOffsetCommitRequest(
             transactional_id="fenced-offsets",
             group_id=group,
