@@ -206,6 +206,8 @@ def _footprint(facts: Mapping[str, BrokerFacts]) -> list[str]:
 
 
 def _latency(results: Results) -> list[str]:
+    if not results.latency and not results.java_latency:
+        return []  # a focused run measures none
     lines = [
         "",
         "Latency medians, ms: librdkafka at 2000 msg/s (end to end, produce) and Kafka's EndToEndLatency (one record "
