@@ -30,6 +30,7 @@ import argparse
 import asyncio
 import dataclasses
 import json
+import math
 import os
 import platform
 import resource
@@ -211,11 +212,14 @@ def partitions_point(name: str, count: int, plan: Plan) -> dict[str, float]:
         point["disk_mb"] = disk_mb(broker.data_dir)
         listened: list[float] = []
         ready = every_partition_written(TOPIC, count, listened)
-        broker = restart(broker, kill=False, ready=ready)
-        point["restart_s"] = broker.startup_s
-        broker = restart(broker, kill=True, ready=ready)
-        point["recovery_s"] = broker.startup_s
-        point["restart_listen_s"], point["recovery_listen_s"] = listened
+        for key, kill in (("restart", False), ("recovery", True)):
+            try:
+                broker = restart(broker, kill, ready)
+            except RuntimeError as error:  # the point keeps what it measured; a restart that timed out shows so
+                print(f"partitions {count:>6} {name:9} {key}: {error}", flush=True)
+                point[f"{key}_s"] = math.inf
+                break
+            point[f"{key}_s"], point[f"{key}_listen_s"] = broker.startup_s, listened[-1]
         return point
     finally:
         broker.stop()
@@ -309,13 +313,15 @@ def measure(
 
 
 def _cell(value: float | None, digits: int) -> str:
+    if value == math.inf:
+        return f"> {RESTART_TIMEOUT_S:.0f}"
     return "-" if value is None or value != value else f"{value:,.{digits}f}"
 
 
 def growth(values: Sequence[float | None]) -> float | None:
     """Largest point's value over the smallest's."""
     first, last = values[0], values[-1]
-    if first is None or last is None or not first or first != first or last != last:
+    if first is None or last is None or not first or first != first or last != last or math.isinf(last):
         return None
     return last / first
 
@@ -353,7 +359,8 @@ def report(raw: dict[str, Any]) -> str:
                 last[name] = values[-1]
             if len(brokers) > 1:
                 ours, theirs = last.get("kafkette"), last.get("kafka")
-                row.append(f"{ours / theirs:.2f}" if ours is not None and theirs and metric.key != "load" else "-")
+                finite = ours is not None and theirs and not math.isinf(ours) and not math.isinf(theirs)
+                row.append(f"{ours / theirs:.2f}" if finite and metric.key != "load" else "-")
             lines.append("| " + " | ".join(row) + " |")
     if raw.get("failed"):
         lines += ["", "Points that failed:", "", *(f"- {failure}" for failure in raw["failed"])]
