@@ -129,6 +129,9 @@ def report(raw: Mapping[str, Any]) -> str:
         "",
         f"- before: `{before['sha'][:7]}` ({before['date']}) {before['subject']}",
         f"- after: `{after['sha'][:7]}` ({after['date']}) {after['subject']}",
+        "",
+        f"Order, rotated every round (so each broker always follows the same one): "
+        f"{' -> '.join(raw.get('order', NAMES))}.",
     ]
     lines += _medians(results) + _rounds(results, raw["rounds"]) + _latency(results)
     lines += _footprint({name: BrokerFacts(**fields) for name, fields in raw["brokers"].items()})
@@ -230,6 +233,7 @@ def main() -> None:
     parser.add_argument("after", nargs="?", default="HEAD", help="the newer commit (HEAD unless given)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--client", action="append", choices=sorted(CLIENTS), help="these clients only (repeatable)")
+    parser.add_argument("--after-first", action="store_true", help="after runs right after Kafka, before after it")
     parser.add_argument("--records", type=int, default=QUICK[0].count, help="records per workload")
     parser.add_argument("--out", default="commits", help="results file stem under bench/results/")
     parser.add_argument("--report", action="store_true", help="re-render the Markdown from the run's JSON")
@@ -241,14 +245,16 @@ def main() -> None:
         parser.error("name the older commit (or --report)")
     else:
         clients = {name: CLIENTS[name] for name in args.client or CLIENTS}
-        raw = run(Commit.of(args.before), Commit.of(args.after), args.rounds, clients, args.records)
+        raw = run(Commit.of(args.before), Commit.of(args.after), args.rounds, clients, args.records, args.after_first)
         json_path.write_text(json.dumps(raw, indent=1))
     text = report(raw)
     markdown_path.write_text(text)
     print(text)
 
 
-def run(before: Commit, after: Commit, rounds: int, clients: Clients, records: int) -> dict[str, Any]:
+def run(
+    before: Commit, after: Commit, rounds: int, clients: Clients, records: int, after_first: bool
+) -> dict[str, Any]:
     """Kafka and both commits' brokers through bench-quick's workload (``records`` each); the raw results with the
     commits. Latency is measured as bench-quick does unless the run is focused (fewer clients, more records)."""
     scenario = replace(QUICK[0], count=records)
@@ -258,13 +264,17 @@ def run(before: Commit, after: Commit, rounds: int, clients: Clients, records: i
         checked_out(before, Path(root)) as old,
         checked_out(after, Path(root)) as new,
     ):
-        starters = {
-            "kafka": start_kafka,
+        kafkettes = {
             "before": functools.partial(start_kafkette, env=_env(old)),
             "after": functools.partial(start_kafkette, env=_env(new)),
         }
+        # measure() rotates the order cyclically, so each broker always runs right after the same one: a second
+        # run with the Kafkettes swapped shows what their places cost.
+        order = ("after", "before") if after_first else ("before", "after")
+        starters = {"kafka": start_kafka, **{name: kafkettes[name] for name in order}}
         raw = measure([scenario], rounds, True, clients, latency=not focused, starters=starters)
-    return {**raw, "records": records, "commits": {"before": vars(before), "after": vars(after)}}
+    commits = {"before": vars(before), "after": vars(after)}
+    return {**raw, "records": records, "order": list(starters), "commits": commits}
 
 
 if __name__ == "__main__":
