@@ -25,7 +25,10 @@ SECRETS = Path("/secrets")
 def settings(host: str, user: str, kind: str, port: str) -> dict[str, str]:
     base = {"bootstrap.servers": f"{host}:{port}", "ssl.ca.location": str(SECRETS / "cluster-ca" / "ca.crt")}
     if kind == "scram":
-        password = (SECRETS / user / "password").read_text()
+        # Gone from a Secret whose user changed to a certificate: a wrong password, which must be refused (an empty
+        # one librdkafka would not even try).
+        stored = SECRETS / user / "password"
+        password = stored.read_text() if stored.exists() else "no-password-in-the-secret"
         return base | {
             "security.protocol": "SASL_SSL",
             "sasl.mechanism": "SCRAM-SHA-512",

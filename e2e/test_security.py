@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kube import POLL_SECONDS, apply, get, install_operator, items, kubectl, wait_current
+from kube import POLL_SECONDS, CommandFailed, apply, get, install_operator, items, kubectl, wait_current
 from waiting import wait_for
 
 from kafkette.operator.kube.handlers.certs import RENEW_ANNOTATION
@@ -157,3 +157,16 @@ def test_scram_and_mtls_clients_acls_and_a_renewal_that_rolls_the_brokers() -> N
     assert set(during["acked"]) <= set(consumed["values"]), consumed["errors"]
     assert client("produce", "alice", "scram", 10)["errors"] == []
     assert client("refused", "mallory", "scram")["error"] == "TOPIC_AUTHORIZATION_FAILED"
+
+    # alice changes to a client certificate: her SCRAM credential goes, her ACLs follow her new principal.
+    kubectl("patch", "kafkauser", "alice", "-n", NAMESPACE, "--type=merge", "-p",
+            json.dumps({"spec": {"authentication": {"type": "tls"}}}))  # fmt: skip
+    switched = wait_current("kafkauser", "alice", NAMESPACE, timeout=120)
+    assert switched["status"]["username"] == "CN=alice"
+    assert client("refused", "alice", "scram")["error"] is not None  # the old password no longer logs in
+
+    def certificate_works() -> bool | None:
+        # The kubelet refreshes the pod's copy of the Secret within a minute or two.
+        return client("produce", "alice", "tls", 1)["errors"] == [] or None
+
+    wait_for(certificate_works, "alice producing with her new certificate", 180, 5, ignoring=(CommandFailed,))
