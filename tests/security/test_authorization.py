@@ -2,7 +2,8 @@
 without one, and ACLs made with confluent-kafka's admin API take effect for SCRAM users over SASL_SSL.
 
 The deny-by-default matrix: each operation is refused with Kafka's error code before its ACL exists and
-succeeds once it does (a fresh user per operation, so every grant is the only one that user has)."""
+succeeds once it does (a fresh user per operation, so every grant is the only one that user has). With
+allow.everyone.if.no.acl.found=true, a topic no ACL names is open to everyone and one that an ACL names is not."""
 
 from __future__ import annotations
 
@@ -213,3 +214,24 @@ def test_a_client_certificate_is_the_principal(
             produce(settings["bootstrap.servers"], settings, TOPIC)
         grant(broker, "CN=grace,O=kafkette-tests", ResourceType.TOPIC, TOPIC, AclOperation.WRITE)
         produce(settings["bootstrap.servers"], settings, TOPIC)
+
+
+def test_allow_everyone_if_no_acl_found_opens_only_resources_without_acls(
+    tmp_path_factory: pytest.TempPathFactory, certificate_authority: Authority
+) -> None:
+    ports = {"SASL_SSL": free_ports(1)[0]}
+    settings = {"authorizer.class.name": STANDARD_AUTHORIZER, "allow.everyone.if.no.acl.found": "true"}
+    with BrokerProcess(
+        tmp_path_factory.mktemp("open-broker"), secure_config(certificate_authority, ports, **settings)
+    ) as process:
+        broker = SecureBroker(process, certificate_authority, ports)
+        admin = AdminClient({"bootstrap.servers": broker.admin_bootstrap})
+        for future in admin.create_topics([NewTopic("open", 1, 1), NewTopic(TOPIC, 1, 1)]).values():
+            future.result(TIMEOUT_S)
+        grant(broker, "owner", ResourceType.TOPIC, TOPIC, AclOperation.WRITE)
+        add_scram_user(broker.admin_bootstrap, "stranger", "stranger-pw")
+        stranger = user_settings(broker, "stranger")
+        produce(stranger["bootstrap.servers"], stranger, "open")  # no ACL names it: everyone may
+        with pytest.raises(KafkaException) as refused:
+            produce(stranger["bootstrap.servers"], stranger, TOPIC)  # an ACL names it, not for this user
+        assert refused.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
