@@ -260,7 +260,8 @@ net-tools:
 		apt-get install -y -qq --no-install-recommends iproute2 iptables
 
 # How costs grow with partitions (100/1,000/10,000), connections and consumer groups (1/100/1,000), beside Apache
-# Kafka, one fresh broker per point (about 30 minutes) -> bench/results/growth.md. The quick one: smaller points.
+# Kafka, one fresh broker per point (about an hour: 10,000 partitions take each broker 10 minutes) ->
+# bench/results/growth.md. The quick one: smaller points, a few minutes.
 .PHONY: bench-growth bench-growth-quick
 bench-growth: bytecode
 	$(BIN)/python bench/growth.py
