@@ -1,7 +1,7 @@
 """How a broker's costs grow with partitions, client connections and consumer groups: Kafkette beside Apache Kafka.
 
     python bench/growth.py            # 100/1,000/10,000 partitions, 1/100/1,000 connections and groups
-    python bench/growth.py --quick    # under three minutes: smaller points, shorter windows
+    python bench/growth.py --quick    # a few minutes: smaller points, shorter windows
     python bench/growth.py --report   # growth.md again from growth.json
 
 Every point (one broker, one size of one dimension) starts a fresh single broker (KRaft combined mode for
@@ -9,16 +9,18 @@ Kafka), measures, and removes its data. Both brokers get small segments (log.seg
 log.index.size.max.bytes 64 KiB) so that 10,000 partitions stay small on disk, and
 group.initial.rebalance.delay.ms=0.
 
-- partitions: CreateTopics to every partition led in this broker's Metadata (one broker: "metadata
-  propagation" is to the broker that serves it), librdkafka producing 100 B records round-robin over all
-  partitions (acks=1, linger.ms=5), RSS and idle CPU afterwards, then a restart after SIGTERM and one after
-  SIGKILL, each timed from launch to a record acknowledged on every partition.
+- partitions: CreateTopics (and CreatePartitions past 5,000) to every partition led in this broker's Metadata
+  (one broker: "metadata propagation" is to the broker that serves it), librdkafka producing 100 B records
+  round-robin over all partitions (acks=1, linger.ms=5), RSS and idle CPU afterwards, then a restart after
+  SIGTERM and one after SIGKILL, each timed from launch to the port listening and to a record acknowledged
+  on every partition.
 - connections: N connections open (each past ApiVersions), 3 s of the produce load below to warm up; RSS and
   idle CPU with them open, then produce requests (one 100 B record, acks=1) at a fixed rate spread over the N
   in turn: latency p50/p99 and the broker's CPU per request.
 - groups: G consumer groups of one member each, over 10 shared connections: join (JoinGroup + SyncGroup)
   latency, then a steady state of heartbeats every 3 s and commits every 5 s per group (librdkafka's
-  defaults): commit latency p50/p99, the coordinator's CPU, RSS.
+  defaults): commit latency p50/p99, the coordinator's CPU, RSS. Connections and groups also report this
+  process's own CPU, which would set the latencies if it neared a core.
 
 The report gives each metric per size for both brokers and its growth (largest point / smallest): the goal is
 costs flat within 1.5x. Numbers, no pass/fail.
@@ -378,7 +380,7 @@ def raise_fd_limit() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="smaller points, shorter windows (under 3 minutes)")
+    parser.add_argument("--quick", action="store_true", help="smaller points, shorter windows (a few minutes)")
     parser.add_argument("--report", action="store_true", help="re-render the Markdown from the last run's JSON")
     parser.add_argument("--brokers", default=",".join(BROKERS), help="comma-separated: kafka,kafkette")
     parser.add_argument("--dimensions", default=",".join(DIMENSIONS), help="comma-separated subset")
