@@ -226,7 +226,7 @@ def report(
                     if below_in_every_round(ours, theirs):
                         lost[peer].append(f"{scenario.label}, {client} {operation}")
                     won[peer] += below_in_every_round(theirs, ours)
-                cpu = " / ".join(f"{median(results.cpu.get(key, [])):.1f}" for key in keys.values())
+                cpu = " / ".join(f"{median(results.cpu.get(key, [])):.2f}" for key in keys.values())
                 cells = [
                     f"{rate[name]:,.0f} ({rate[name] * scenario.size / 1e6:.1f})"
                     if rate[name] == rate[name]
