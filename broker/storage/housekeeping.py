@@ -100,7 +100,8 @@ class LogHousekeeper:
                     self._remove_later(doomed, log.config.file_delete_delay_ms)
                     changed = True
                 # Like Kafka, no cleaning while the replica moves to another log dir: the copy is made batch by batch.
-                if clean and tp not in self._uncleanable and self._logs.future(*tp) is None:
+                # A log that is not compacted is skipped before any per-log work: most passes are the cleaner's.
+                if clean and log.config.compact and tp not in self._uncleanable and self._logs.future(*tp) is None:
                     changed |= await self._clean(tp, log)
             except (StorageError, CorruptBatchError, OSError, ValueError) as exc:
                 # Kafka's answer too: a log that cannot be cleaned is left alone, the others carry on.

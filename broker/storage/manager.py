@@ -55,6 +55,9 @@ class LogManager:
         self._futures: dict[TopicPartition, Log] = futures or {}
         # Log directories whose disk failed, with the reason (Kafka's offline log dirs).
         self.offline_dirs: dict[Path, str] = offline_dirs or {}
+        # Per log directory, the offsets its checkpoint files last received: an idle broker's periodic
+        # checkpoint then writes (and fsyncs) nothing, however many partitions it holds.
+        self._checkpointed: dict[Path, dict[TopicPartition, tuple[int, int, int]]] = {}
         # Where AlterReplicaLogDirs asked a partition not hosted yet to be created (Kafka's preferred log dir).
         self._preferred: dict[TopicPartition, Path] = {}
         self._clock = clock
@@ -316,10 +319,12 @@ class LogManager:
         contents = {}
         for log_dir in self.online_dirs():
             currents, futures = self.logs_in(log_dir)
-            contents[log_dir] = {
+            offsets = {
                 tp: (log.recovery_point, log.log_start_offset, log.high_watermark)
                 for tp, log in [*futures.items(), *currents.items()]
             }
+            if offsets != self._checkpointed.get(log_dir):
+                contents[log_dir] = offsets
 
         def write() -> None:
             for log_dir, offsets in contents.items():
@@ -329,6 +334,9 @@ class LogManager:
                             write_offset_checkpoint(log_dir / name, {tp: row[column] for tp, row in offsets.items()})
                 except LogStorageError as exc:
                     logger.error("%s", exc)
+                else:
+                    # Two writers may overlap; one recording older offsets only makes the next pass write again.
+                    self._checkpointed[log_dir] = offsets
 
         return write
 

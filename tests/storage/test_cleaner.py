@@ -13,6 +13,7 @@ from kafkette.broker.protocol.records import Record, decode_batches, encode_batc
 from kafkette.broker.storage import Log, LogConfig, LogManager, SegmentInfo
 from kafkette.broker.storage.cleaner import CleanerCheckpoint, cleanable_segment_count
 from kafkette.broker.storage.housekeeping import LogHousekeeper
+from kafkette.broker.storage.segment import LogSegment
 
 START = 1_700_000_000_000
 KEYS = 300
@@ -88,6 +89,26 @@ def clean(logs: LogManager, clock: Clock) -> LogHousekeeper:
     housekeeper = LogHousekeeper(logs, 1000, clock=clock)
     asyncio.run(housekeeper.run_once())
     return housekeeper
+
+
+def test_a_cleaner_pass_looks_only_at_compacted_logs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Most passes are the cleaner's (every log.cleaner.backoff.ms): the segments of the many logs that are
+    not compacted must not be walked on each."""
+    clock = Clock()
+    logs = LogManager.open([tmp_path], config(compact=False, delete=True), {"compacted": config()}, clock=clock)
+    for partition in range(200):
+        logs.get_or_create("plain", partition)
+    logs.get_or_create("compacted", 0)
+    looked_at: list[Path] = []
+    closed_segments = Log.closed_segments
+
+    def counted(log: Log) -> list[LogSegment]:
+        looked_at.append(log.directory)
+        return closed_segments(log)
+
+    monkeypatch.setattr(Log, "closed_segments", counted)
+    asyncio.run(LogHousekeeper(logs, 1000, clock=clock).run_once(retention=False))
+    assert looked_at == [tmp_path / "compacted-0"]
 
 
 @pytest.mark.parametrize("codec", [Codec.NONE, Codec.LZ4, Codec.ZSTD], ids=lambda codec: codec.name.lower())

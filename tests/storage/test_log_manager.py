@@ -117,6 +117,33 @@ def test_crash_recovers_from_checkpointed_recovery_points(tmp_path: Path, make_b
     assert points == {TopicPartition("events", 0): flushed + 2}
 
 
+def test_an_idle_checkpoint_writes_nothing_and_a_change_is_written(tmp_path: Path, make_batch) -> None:
+    """The periodic checkpoint of a broker with many idle partitions must not rewrite (and fsync) the files."""
+    log_dir = tmp_path / "d1"
+    manager = LogManager.open([log_dir], CONFIG)
+    for partition in range(300):
+        manager.get_or_create("idle", partition)
+    busy = manager.get_or_create("busy", 0)
+    manager.checkpoint()
+    names = ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint", "replication-offset-checkpoint")
+
+    def inodes() -> list[int]:
+        # Each write replaces the file by a rename: a new inode.
+        return [(log_dir / name).stat().st_ino for name in names]
+
+    written = inodes()
+    manager.checkpoint()
+    assert inodes() == written
+    busy.append(make_batch(), leader_epoch=0)
+    busy.high_watermark = busy.log_end_offset
+    manager.checkpoint()
+    assert read_offset_checkpoint(log_dir / names[2])[TopicPartition("busy", 0)] == busy.log_end_offset
+    manager.delete("idle", 7)
+    manager.checkpoint()
+    assert TopicPartition("idle", 7) not in read_offset_checkpoint(log_dir / names[0])
+    assert len(read_offset_checkpoint(log_dir / names[0])) == 300
+
+
 def five_batches(log_dir: Path, make_batch) -> tuple[LogManager, Log]:
     """A manager over ``log_dir`` whose partition t-0 holds five batches."""
     manager = LogManager.open([log_dir], CONFIG)
