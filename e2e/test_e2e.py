@@ -198,9 +198,11 @@ def test_deleted_broker_pod_returns_with_its_volume_and_data(state: dict[str, An
     ("change", "refusal"),
     [
         ({"brokers": 0}, "spec.brokers"),
-        ({"listeners": [{"name": "NOT_A_LISTENER", "port": 9092}]}, "listener"),
+        # Listener names are the user's (Kafka's own rule: upper case), except the operator's own two.
+        ({"listeners": [{"name": "CONTROLLER", "port": 9092}]}, "the operator's own listeners"),
+        ({"listeners": [{"name": "plain text", "port": 9092}]}, "spec.listeners[0].name"),
     ],
-    ids=["no-brokers", "unknown-listener-name"],
+    ids=["no-brokers", "reserved-listener-name", "malformed-listener-name"],
 )
 def test_invalid_kafkacluster_is_refused_by_the_api_server(change: dict[str, Any], refusal: str) -> None:
     manifest = kafka_cluster("invalid", 1, delete_claim=True)
