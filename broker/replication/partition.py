@@ -283,9 +283,12 @@ class Partition:
             return
         if partition_epoch == self.partition_epoch and (tuple(replicas), tuple(isr)) == (self.replicas, self.isr):
             return  # every image repeats it
-        if partition_epoch > self.partition_epoch:
+        if partition_epoch > self.partition_epoch or tuple(replicas) != self.replicas:
             # The committed state moved past the one a pending ISR change was proposed from: either it is that
-            # change, or the controller refuses the change as stale. Either way the image is the truth now.
+            # change, or the controller refuses the change as stale. Either way the image is the truth now. The
+            # replicas of a completed reassignment can come at the partition epoch an AlterPartition answer
+            # already brought: a change proposed over the old replicas is refused (INVALID_REQUEST) and no newer
+            # epoch would ever drop it, leaving a removed replica to hold the high watermark back.
             self._pending_isr = None
         self.partition_epoch = partition_epoch
         self.isr = tuple(isr)

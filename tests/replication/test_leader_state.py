@@ -206,6 +206,21 @@ def test_an_unanswered_isr_change_stays_pending_until_a_newer_image_replaces_it(
     assert (partition.isr, partition.partition_epoch) == ((1, 2), 2)
 
 
+def test_new_replicas_at_the_same_partition_epoch_drop_a_pending_change(tmp_path: Path) -> None:
+    partition, proposals = leader(tmp_path, Clock(), isr=(1, 2))
+    partition.append_from_producer(batch(2))
+    partition.follower_fetched(3, 2)
+    token = proposals.sent[0][1]  # broker 3 proposed into the ISR over the replicas (1, 2, 3)
+    partition.append_from_producer(batch(1))
+    partition.follower_fetched(2, 3)
+    assert partition.awaits_isr_answer(token) and partition.high_watermark == 2
+    # A reassignment completed without broker 3, its replicas arriving at the same partition epoch: the
+    # controller refuses the proposal (its ISR is not within the replicas) and no newer epoch will come.
+    partition.update_assignment(1, (1, 2), (1, 2))
+    assert not partition.awaits_isr_answer(token) and partition.pending_isr is None
+    assert partition.high_watermark == 3
+
+
 def test_an_answer_to_an_older_leadership_is_ignored(tmp_path: Path) -> None:
     partition, proposals = leader(tmp_path, Clock(), isr=(1, 2))
     partition.follower_fetched(3, 0)
