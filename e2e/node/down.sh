@@ -106,9 +106,22 @@ if [ -s "$STATE/outside-paths" ]; then
     done <"$STATE/outside-paths"
 fi
 
+# Nothing of the node may outlive it: a mount, a process of its programs (containerd by its config under $STATE), its
+# namespace (which holds the veths, the bridge and every iptables rule). Any of them fails node-down, and with it
+# `make e2e`.
 left="$(our_mounts || true)"
+for proc in /proc/[0-9]*; do
+    exe="$(readlink "$proc/exe" 2>/dev/null)" || continue
+    case "$exe" in
+        "$KUBE_BIN"/* | "$COREDNS_BIN" | "$LOCAL_PATH_BIN") left+=$'\n'"process ${proc#/proc/} $exe" ;;
+        */containerd)
+            if tr '\0' ' ' <"$proc/cmdline" 2>/dev/null | grep -q "$STATE/"; then left+=$'\n'"process ${proc#/proc/} $exe"; fi ;;
+    esac
+done
+if [ -e "$NETNS_PATH" ]; then left+=$'\n'"network namespace $NETNS"; fi
+left="$(sed '/^$/d' <<<"$left")"
 if [ -n "$left" ]; then
-    echo "node-down: mounts remain, keeping $STATE:" >&2
+    echo "node-down: left behind, keeping $STATE:" >&2
     echo "$left" >&2
     exit 1
 fi
