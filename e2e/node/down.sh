@@ -106,17 +106,15 @@ if [ -s "$STATE/outside-paths" ]; then
     done <"$STATE/outside-paths"
 fi
 
-# Nothing of the node may outlive it: a mount, a process of its programs (containerd by its config under $STATE), its
-# namespace (which holds the veths, the bridge and every iptables rule). Any of them fails node-down, and with it
-# `make e2e`.
+# Nothing of the node may outlive it: a mount, a process of its daemons (each names this state folder on its
+# command line; the operator tests' API servers run the same programs elsewhere), its namespace (which holds the
+# veths, the bridge and every iptables rule). Any of them fails node-down, and with it `make e2e`.
 left="$(our_mounts || true)"
 for proc in /proc/[0-9]*; do
-    exe="$(readlink "$proc/exe" 2>/dev/null)" || continue
-    case "$exe" in
-        "$KUBE_BIN"/* | "$COREDNS_BIN" | "$LOCAL_PATH_BIN") left+=$'\n'"process ${proc#/proc/} $exe" ;;
-        */containerd)
-            if tr '\0' ' ' <"$proc/cmdline" 2>/dev/null | grep -q "$STATE/"; then left+=$'\n'"process ${proc#/proc/} $exe"; fi ;;
-    esac
+    [ "${proc#/proc/}" != "$$" ] || continue
+    if tr '\0' ' ' <"$proc/cmdline" 2>/dev/null | grep -qF "$STATE/"; then
+        left+=$'\n'"process ${proc#/proc/} $(readlink "$proc/exe" 2>/dev/null || echo '?')"
+    fi
 done
 if [ -e "$NETNS_PATH" ]; then left+=$'\n'"network namespace $NETNS"; fi
 left="$(sed '/^$/d' <<<"$left")"
