@@ -7,6 +7,8 @@
                                        # some workloads only -> bench/results/consume.md (no latency runs)
     python bench/compare.py --only "acks=1, none" --consume-only --out consume
                                        # the consume rows only (topics filled by librdkafka, unmeasured)
+    python bench/compare.py --only "acks=1, none" --consume-only --client librdkafka --scale 10 --out consume-long
+                                       # the same with 10x the records (each topic deleted once read)
 
 Rounds interleave the brokers (A B C, B C A, …) so that machine drift hits them alike; the report
 gives medians and the ratios Kafkette/Kafka and Kafkette/Tansu per workload, and, as the rounds
@@ -24,7 +26,7 @@ import statistics
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from brokers import BENCH_DIR, STARTERS, RunningBroker
@@ -34,6 +36,7 @@ from workloads import (
     Scenario,
     confluent,
     create_topic,
+    delete_topic,
     error_summary,
     java_consume,
     java_latency,
@@ -138,6 +141,8 @@ def run_scenario(
         confluent("produce", broker, topic, scenario)
         for client, (_, consume) in clients.items():
             _measure(results, broker, (scenario.label, client, "consume", broker.name), consume, topic, scenario)
+        # Dropped once read: Tansu keeps records in memory, and long runs would hold every round's.
+        delete_topic(broker.bootstrap, topic)
         return
     for client, (produce, consume) in clients.items():
         topic = f"bench-{round_index}-{index}-{client}"
@@ -262,6 +267,7 @@ def report(
         "(on for acks=all); librdkafka consumers fetch.queue.backoff.ms=0, queued.min.messages=100000, "
         f"fetch.wait.max.ms=100; Java consumer {JAVA_CONSUMER_SETTINGS}. The Java workloads are Kafka's "
         "ProducerPerformance and ConsumerPerformance; the librdkafka ones are bench/clients/confluent_perf.py. "
+        f"Records per workload: {', '.join(f'{s.label}: {s.count:,}' for s in scenarios)}. "
         "MB/s counts record values only. CPU: user + system seconds of the broker process while the workload ran. "
         "Start-up: process start to the first acknowledged produce (topic auto-created), polling the port every "
         "5 ms; Kafkette runs from byte-compiled modules, as a pip-installed package does."
@@ -322,6 +328,9 @@ def main() -> None:
         action="store_true",
         help="measure consumes only: one topic per workload, filled by librdkafka, read by every client",
     )
+    parser.add_argument(
+        "--scale", type=int, default=1, help="multiply every workload's record count (longer runs, less load noise)"
+    )
     args = parser.parse_args()
     scenarios = QUICK if args.quick else FULL
     if args.only:
@@ -338,11 +347,14 @@ def main() -> None:
         raw = json.loads(json_path.read_text())
     else:
         rounds = 1 if args.quick else args.rounds
-        raw = measure(scenarios, rounds, args.quick, clients, latency=not focused, consume_only=args.consume_only)
+        scaled = [replace(s, count=s.count * args.scale) for s in scenarios]
+        raw = measure(scaled, rounds, args.quick, clients, latency=not focused, consume_only=args.consume_only)
+        raw["scale"] = args.scale
         json_path.parent.mkdir(exist_ok=True)
         json_path.write_text(json.dumps(raw, indent=1))
     facts = {name: BrokerFacts(**fields) for name, fields in raw["brokers"].items()}
     consume_only = raw.get("consume_only", False)
+    scenarios = [replace(s, count=s.count * raw.get("scale", 1)) for s in scenarios]
     text = report(Results.from_json(raw), facts, scenarios, raw["rounds"], raw["finished"], clients, consume_only)
     markdown_path.write_text(text)
     print(text)

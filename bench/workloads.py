@@ -60,6 +60,10 @@ def create_topic(
     admin.create_topics([NewTopic(topic, partitions, replication, config=dict(config or {}))])[topic].result(30)
 
 
+def delete_topic(bootstrap: str, topic: str) -> None:
+    AdminClient({"bootstrap.servers": bootstrap}).delete_topics([topic])[topic].result(30)
+
+
 def error_summary(exc: BaseException, width: int) -> str:
     """The last line of a failed workload's error, cut to ``width``: one table cell."""
     return str(exc).strip().splitlines()[-1][:width]
