@@ -61,7 +61,8 @@ def create_topic(
 
 
 def delete_topic(bootstrap: str, topic: str) -> None:
-    AdminClient({"bootstrap.servers": bootstrap}).delete_topics([topic])[topic].result(30)
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # held: a collected client fails its pending futures
+    admin.delete_topics([topic])[topic].result(30)
 
 
 def error_summary(exc: BaseException, width: int) -> str:
