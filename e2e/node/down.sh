@@ -112,7 +112,7 @@ fi
 left="$(our_mounts || true)"
 for proc in /proc/[0-9]*; do
     [ "${proc#/proc/}" != "$$" ] || continue
-    if tr '\0' ' ' <"$proc/cmdline" 2>/dev/null | grep -qF "$STATE/"; then
+    if { tr '\0' ' ' <"$proc/cmdline"; } 2>/dev/null | grep -qF "$STATE/"; then  # it may exit meanwhile
         left+=$'\n'"process ${proc#/proc/} $(readlink "$proc/exe" 2>/dev/null || echo '?')"
     fi
 done
