@@ -12,6 +12,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka import KafkaProducer
+from waiting import wait_for
 
 # An exactly-once read-process-write loop (run as a script; see its docstring).
 EOS_PROCESSOR = Path(__file__).with_name("eos_processor.py")
@@ -94,6 +95,16 @@ def stable_end(bootstrap: str, topic: str, partition: int = 0) -> int:
         return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=5)[1]
     finally:
         consumer.close()
+
+
+def seconds_to_timeout_abort(bootstrap: str, topic: str, timeout: float) -> float:
+    """Seconds from now until the coordinator aborts a killed zombie's transaction once transaction.timeout.ms has
+    passed: its marker moves the last stable offset past the zombie's records."""
+    started = time.monotonic()
+    wait_for(
+        lambda: stable_end(bootstrap, topic) == ZOMBIE_RECORDS + 1, "the timed-out transaction's abort", timeout=timeout
+    )
+    return time.monotonic() - started
 
 
 def read_all(bootstrap: str, topic: str, isolation: str, expected: int, wait_s: float = 10.0) -> list[bytes]:
