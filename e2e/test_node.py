@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from waiting import wait_for
 
 BUSYBOX = "kafkette.local/busybox:1.35.0"
 WAIT = "120s"
@@ -187,7 +188,12 @@ def test_per_pod_dns_names_of_a_headless_service_resolve_from_another_pod(
     for name in echo_pods:
         address = get(namespace, f"pod/{name}")["status"]["podIP"]
         fqdn = f"{name}.web.{namespace}.svc.cluster.local"
-        assert address in in_pod(namespace, client, "nslookup", fqdn).split()
+
+        def resolved(fqdn: str = fqdn, address: str = address) -> bool:
+            # A Ready pod's record reaches CoreDNS through its EndpointSlice a moment later (seconds under load).
+            return address in in_pod(namespace, client, "nslookup", fqdn).split()
+
+        wait_for(resolved, f"{fqdn} resolving to {address}", 60, 2, ignoring=(AssertionError,))
         # The short name goes through the pod's search path, then the pod answers with its own name.
         assert in_pod(namespace, client, "nc", "-w", "5", f"{name}.web", "8080") == f"{name}\n"
 
