@@ -7,7 +7,11 @@ segments, in Kafka's checkpoint text format: a version line ``0``, a count line,
 then one ``epoch start_offset`` line per entry, oldest first.
 
 The file is rewritten (atomically) only when the entries change: on a new epoch,
-a truncation or a log start move, never on an ordinary append.
+a truncation or a log start move, never on an ordinary append. It is written
+without fsync, as Kafka does since KAFKA-15046; the log makes it durable (``sync``)
+before its recovery point passes the entries, and recovery after a crash rebuilds
+the entries past the recovery point from the batches, so one lost with the page
+cache comes back from the data it describes.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from .checkpoint import read_checkpoint, write_checkpoint
+from .files import fsync_file
 
 logger = logging.getLogger(__name__)
 
@@ -73,8 +78,8 @@ class LeaderEpochCache:
     def __init__(self, path: Path, entries: Iterable[EpochEntry] = ()) -> None:
         self.path = path
         self._entries: list[EpochEntry] = list(entries)
-        # False while the log's new directory is not durable itself (see Log.flush): writes skip the fsyncs.
-        self.durable = True
+        # The file was rewritten since it was last fsynced.
+        self._unsynced = False
 
     @property
     def entries(self) -> tuple[EpochEntry, ...]:
@@ -84,9 +89,20 @@ class LeaderEpochCache:
     def latest_epoch(self) -> int:
         return self._entries[-1].epoch if self._entries else UNDEFINED_EPOCH
 
-    def flush(self) -> None:
-        """Write the file; callers normally rely on the mutators, which write when something changed."""
-        write_leader_epoch_checkpoint(self.path, self._entries, self.durable)
+    def write(self) -> None:
+        """Write the file, without fsync; callers normally rely on the mutators, which write when something
+        changed."""
+        write_leader_epoch_checkpoint(self.path, self._entries, durable=False)
+        self._unsynced = True
+
+    def sync(self) -> bool:
+        """fsync the file if it was written since the last sync; whether it was (its directory, which holds the
+        rename, is then the caller's to fsync)."""
+        if not self._unsynced:
+            return False
+        fsync_file(self.path)
+        self._unsynced = False
+        return True
 
     # --- mutators: each writes the file when, and only when, it changed the entries -----------
 
@@ -99,7 +115,7 @@ class LeaderEpochCache:
         """
         if not self._assign(epoch, start_offset):
             return False
-        self.flush()
+        self.write()
         return True
 
     def assign_all(self, entries: Iterable[tuple[int, int]]) -> bool:
@@ -108,8 +124,21 @@ class LeaderEpochCache:
         for epoch, start_offset in entries:
             changed |= self._assign(epoch, start_offset)
         if changed:
-            self.flush()
+            self.write()
         return changed
+
+    def replace_from(self, start_offset: int, epochs: Iterable[tuple[int, int]]) -> bool:
+        """Take the entries from ``start_offset`` on from ``epochs`` (where the batches from there change epoch,
+        in order), keeping the earlier ones and so the epoch in force at ``start_offset``; whether that changed
+        the entries (the file is then written)."""
+        before = list(self._entries)
+        del self._entries[bisect_left(self._entries, start_offset, key=_start_of) :]
+        for epoch, start in epochs:
+            self._assign(epoch, start)
+        if self._entries == before:
+            return False
+        self.write()
+        return True
 
     def truncate_from_end(self, end_offset: int) -> bool:
         """Drop the entries starting at or after ``end_offset`` (the log was truncated there)."""
@@ -117,7 +146,7 @@ class LeaderEpochCache:
         if end_offset < 0 or not entries or entries[-1].start_offset < end_offset:
             return False
         del entries[bisect_left(entries, end_offset, key=_start_of) :]
-        self.flush()
+        self.write()
         return True
 
     def truncate_from_start(self, start_offset: int) -> bool:
@@ -127,7 +156,7 @@ class LeaderEpochCache:
         if covered == 0 or (covered == 1 and entries[0].start_offset == start_offset):
             return False
         entries[:covered] = [EpochEntry(entries[covered - 1].epoch, start_offset)]
-        self.flush()
+        self.write()
         return True
 
     def clear(self) -> bool:
@@ -135,7 +164,7 @@ class LeaderEpochCache:
         if not self._entries:
             return False
         self._entries.clear()
-        self.flush()
+        self.write()
         return True
 
     # --- queries -----------------------------------------------------------------------------

@@ -107,7 +107,7 @@ def test_negative_entries_are_rejected(tmp_path: Path) -> None:
 def test_assign_all_writes_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cache = cache_with(tmp_path)
     writes: list[int] = []
-    monkeypatch.setattr(cache, "flush", lambda: writes.append(1))
+    monkeypatch.setattr(cache, "write", lambda: writes.append(1))
     assert cache.assign_all([(0, 0), (0, 3), (1, 5), (4, 9)]) is True
     assert cache.entries == (E(0, 0), E(1, 5), E(4, 9))
     assert writes == [1]

@@ -10,7 +10,11 @@ import pytest
 
 from kafkette.broker.protocol.batch import iter_batches, patch_base_offset, patch_leader_epoch
 from kafkette.broker.storage import EpochEntry, LeaderEpochCache, Log, LogConfig
-from kafkette.broker.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, read_leader_epoch_checkpoint
+from kafkette.broker.storage.leader_epoch import (
+    LEADER_EPOCH_CHECKPOINT,
+    read_leader_epoch_checkpoint,
+    write_leader_epoch_checkpoint,
+)
 
 # The `make_batch` fixture of tests/storage/conftest.py.
 BatchFactory = Callable[..., bytearray]
@@ -67,13 +71,13 @@ def test_the_file_is_written_per_new_epoch_not_per_append(
     tmp_path: Path, make_batch: BatchFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     writes: list[int] = []
-    original = LeaderEpochCache.flush
+    original = LeaderEpochCache.write
 
     def counting(self: LeaderEpochCache) -> None:
         writes.append(self.latest_epoch)
         original(self)
 
-    monkeypatch.setattr(LeaderEpochCache, "flush", counting)
+    monkeypatch.setattr(LeaderEpochCache, "write", counting)
     log = Log.open(tmp_path / "t-0", CONFIG)
     for epoch in [0] * 20 + [4] * 20:
         log.append(make_batch(values(1)), leader_epoch=epoch)
@@ -191,6 +195,42 @@ def test_crash_reopen_keeps_the_log_start_move(log_0013: Log) -> None:
     log_0013.close()
     again = Log.open(log_0013.directory, CONFIG, recovery_point=0, log_start_offset=6)
     assert again.leader_epoch_entries == (E(3, 6),)
+
+
+@pytest.mark.parametrize(
+    "on_disk",
+    [
+        pytest.param(None, id="written-since-the-flush-and-lost"),
+        pytest.param([E(0, 0), E(7, 5)], id="stale-entry-past-the-recovery-point"),
+    ],
+)
+def test_entries_past_the_recovery_point_come_from_the_batches_after_a_crash(
+    tmp_path: Path, make_batch: BatchFactory, on_disk: list[EpochEntry] | None
+) -> None:
+    """The file is written without fsync and synced by the next flush: a power loss may leave its older content
+    while data past the recovery point survived. Recovery takes those entries from the batches."""
+    log = Log.open(tmp_path / "t-0", CONFIG)
+    for count in (2, 3):
+        log.append(make_batch(values(count)), leader_epoch=0)
+    log.flush()
+    recovery_point = log.recovery_point
+    path = log.directory / LEADER_EPOCH_CHECKPOINT
+    durable = path.read_bytes()
+    log.assign_leader_epoch(1, recovery_point)  # as a new leader does
+    for count, epoch in ((1, 1), (2, 3)):
+        log.append(make_batch(values(count)), leader_epoch=epoch)
+    assert checkpoint(log) == [E(0, 0), E(1, 5), E(3, 6)]
+    # The power loss: the file as last fsynced (or a stale entry), the segments past the recovery point whole.
+    if on_disk is None:
+        path.write_bytes(durable)
+    else:
+        write_leader_epoch_checkpoint(path, on_disk)
+
+    again = Log.open(log.directory, CONFIG, recovery_point=recovery_point, clean_shutdown=False)
+    assert again.leader_epoch_entries == (E(0, 0), E(1, 5), E(3, 6))
+    assert checkpoint(again) == [E(0, 0), E(1, 5), E(3, 6)]
+    again.close()
+    log.close()
 
 
 @pytest.mark.parametrize("damage", ["missing", "corrupt", "empty"])

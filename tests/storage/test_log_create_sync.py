@@ -29,6 +29,10 @@ def synced(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     return paths
 
 
+def epoch_checkpoint_synced(synced: list[Path]) -> bool:
+    return any(path.name.startswith(LEADER_EPOCH_CHECKPOINT) for path in synced)
+
+
 def test_a_new_log_is_created_without_fsync_and_its_first_flush_syncs_its_directory(
     tmp_path: Path, synced: list[Path], make_batch
 ) -> None:
@@ -41,15 +45,45 @@ def test_a_new_log_is_created_without_fsync_and_its_first_flush_syncs_its_direct
 
     log.flush()
     assert directory in synced and tmp_path in synced
-    assert any(path.name.startswith(LEADER_EPOCH_CHECKPOINT) for path in synced)
+    assert epoch_checkpoint_synced(synced)
     assert any(path.suffix == ".log" for path in synced)  # and the data
 
     synced.clear()
-    log.assign_leader_epoch(2, log.log_end_offset)  # from now on written durably at once, as in Kafka
-    assert any(path.name.startswith(LEADER_EPOCH_CHECKPOINT) for path in synced)
+    log.assign_leader_epoch(2, log.log_end_offset)  # a leader again: written without fsync, as in Kafka
+    assert synced == []
     log.append(make_batch([b"b"]), leader_epoch=2)
     log.flush()
+    assert epoch_checkpoint_synced(synced) and directory in synced
     assert tmp_path not in synced  # the directory's own entry only once
+    synced.clear()
+    log.flush()  # nothing new: no checkpoint, no directory
+    assert synced == []
+    log.close()
+
+
+def test_a_flush_syncs_the_epoch_checkpoint_before_the_recovery_point_passes_it(
+    tmp_path: Path, synced: list[Path], make_batch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The order is the contract (recovery trusts the file below the recovery point), so it is observed at the
+    boundary: the fsync spy records what the recovery point was at each fsync."""
+    log = Log.open(tmp_path / "t-0", LogConfig())
+    log.append(make_batch([b"a"]), leader_epoch=1)
+    log.flush()
+    log.assign_leader_epoch(2, log.log_end_offset)
+    log.append(make_batch([b"b"]), leader_epoch=2)
+    synced.clear()
+    points: list[int] = []
+    real = os.fsync
+
+    def recording(fd: int) -> None:
+        points.append(log.recovery_point)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", recording)
+    log.flush()
+    checkpoint_at = next(i for i, path in enumerate(synced) if path.name.startswith(LEADER_EPOCH_CHECKPOINT))
+    assert points[checkpoint_at] == 1  # synced while the recovery point was still before epoch 2's entry
+    assert log.recovery_point == 2
     log.close()
 
 
@@ -63,15 +97,38 @@ def test_log_manager_creates_many_partitions_in_its_one_dir_without_fsync(tmp_pa
     manager.close()
 
 
-def test_a_crashed_log_is_still_recovered_and_synced_on_open(tmp_path: Path, synced: list[Path], make_batch) -> None:
+def test_a_crashed_log_is_validated_on_open_and_synced_by_its_next_flush(
+    tmp_path: Path, synced: list[Path], make_batch
+) -> None:
     directory = tmp_path / "t-0"
     log = Log.open(directory, LogConfig())
     log.append(make_batch([b"a"]), leader_epoch=1)
     log.flush()
-    # Not closed: reopened as after a kill, from recovery point 0, the segment is validated and flushed again.
+    # Not closed: reopened as after a kill, from recovery point 0; the segment is validated whole, and the recovery
+    # point stays, so the fsyncs wait for the next flush (another crash before it validates the segment again).
     synced.clear()
     again = Log.open(directory, LogConfig(), recovery_point=0, clean_shutdown=False)
     assert again.log_end_offset == 1
+    assert synced == []
+    assert again.recovery_point == 0
+    again.flush()
     assert any(path.suffix == ".log" for path in synced)
+    assert again.recovery_point == 1
     again.close()
     log.close()
+
+
+def test_a_crashed_log_whose_tail_was_cut_is_synced_on_open(tmp_path: Path, synced: list[Path], make_batch) -> None:
+    directory = tmp_path / "t-0"
+    log = Log.open(directory, LogConfig())
+    log.append(make_batch([b"a"]), leader_epoch=1)
+    log.append(make_batch([b"b"]), leader_epoch=1)
+    log.close()
+    segment = next(directory.glob("*.log"))
+    os.truncate(segment, segment.stat().st_size - 3)
+    synced.clear()
+    again = Log.open(directory, LogConfig(), recovery_point=0, clean_shutdown=False)
+    # Cut bytes that came back after another crash would pass recovery: the cut is durable at once.
+    assert again.log_end_offset == 1
+    assert segment in synced and directory in synced
+    again.close()
