@@ -26,18 +26,21 @@ class BatchSpan(NamedTuple):
     base_offset: int
     last_offset: int
     max_timestamp: int
+    leader_epoch: int
 
 
 def parse_span(buf: bytes, offset: int, position: int) -> BatchSpan:
     """The batch whose header starts at ``buf[offset]`` and at ``position`` in the file."""
     if len(buf) - offset < HEADER_SIZE:
         raise CorruptBatchError(f"torn batch at position {position}: {len(buf) - offset} bytes left")
-    base_offset, length, _, magic, _, _, last_delta, _, max_timestamp = _SPAN.unpack_from(buf, offset)
+    base_offset, length, leader_epoch, magic, _, _, last_delta, _, max_timestamp = _SPAN.unpack_from(buf, offset)
     if magic != MAGIC:
         raise CorruptBatchError(f"batch at position {position} has magic {magic}")
     if length < HEADER_SIZE - LOG_OVERHEAD:
         raise CorruptBatchError(f"batch at position {position} declares {length} bytes")
-    return BatchSpan(position, length + LOG_OVERHEAD, base_offset, base_offset + last_delta, max_timestamp)
+    return BatchSpan(
+        position, length + LOG_OVERHEAD, base_offset, base_offset + last_delta, max_timestamp, leader_epoch
+    )
 
 
 def iter_file_batches(fd: int, start: int, end: int, validate: bool) -> Iterator[BatchSpan]:

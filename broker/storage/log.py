@@ -729,14 +729,13 @@ def _read_txn_index(seg: LogSegment) -> list[AbortedTxn]:
 
 
 def _batch_epochs(directory: Path, segments: list[LogSegment]) -> Iterator[tuple[int, int]]:
-    """(epoch, base offset) where the batches' leader epoch changes; a full scan, for logs without the file."""
+    """(epoch, base offset) where the leader epoch of the batches of ``segments`` changes, from their headers."""
     previous = -1
     try:
         for seg in segments:
-            for header in seg.batch_headers():
-                epoch = header.partition_leader_epoch
+            for epoch, base_offset in seg.leader_epochs():
                 if epoch >= 0 and epoch != previous:
-                    yield epoch, header.base_offset
+                    yield epoch, base_offset
                     previous = epoch
     except CorruptLogError as exc:
         # Reads would fail there too; the epochs before it are still right, and opening should not fail.

@@ -269,6 +269,11 @@ class LogSegment:
         for span in self._spans(0, self.size):
             yield parse_header(os.pread(self._fd, HEADER_SIZE, span.position))
 
+    def leader_epochs(self) -> Iterator[tuple[int, int]]:
+        """(partition leader epoch, base offset) of every batch, in order; from the spans' headers alone."""
+        for span in self._spans(0, self.size):
+            yield span.leader_epoch, span.base_offset
+
     def transaction_batches(self) -> Iterator[TxnBatch]:
         """The transactional batches (data and markers), in order: for rebuilding open and aborted transactions."""
         for span in self._spans(0, self.size):
