@@ -18,31 +18,19 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def fsync_file(path: Path) -> None:
-    """Make a file's data written earlier without fsync durable."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: Path, data: bytes, durable: bool = True) -> None:
-    """Write to a temporary sibling, fsync it, rename it over ``path``, fsync the directory; with ``durable``
-    False, the same without the fsyncs (atomic against a process crash, not yet against a power loss)."""
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write to a temporary sibling, fsync it, rename it over ``path``, fsync the directory."""
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-        if durable:
-            os.fsync(fd)
+        os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    if durable:
-        fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def remove_files(paths: list[Path]) -> None:

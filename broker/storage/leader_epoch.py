@@ -6,12 +6,14 @@ diverges from the leader's. Kept in ``leader-epoch-checkpoint`` beside the
 segments, in Kafka's checkpoint text format: a version line ``0``, a count line,
 then one ``epoch start_offset`` line per entry, oldest first.
 
-The file is rewritten (atomically) only when the entries change: on a new epoch,
-a truncation or a log start move, never on an ordinary append. It is written
-without fsync, as Kafka does since KAFKA-15046; the log makes it durable (``sync``)
-before its recovery point passes the entries, and recovery after a crash rebuilds
-the entries past the recovery point from the batches, so one lost with the page
-cache comes back from the data it describes.
+The entries change on a new epoch, a truncation or a log start move, never on an
+ordinary append. The file is rewritten (atomically, durably) by ``sync``, which the
+log calls when it flushes, before its recovery point passes the entries, and at once
+after a truncation. Kafka writes it without fsync on every change (KAFKA-15046);
+Kafkette does not write it at all until then: recovery after a crash takes the
+entries past the recovery point from the batches, so an entry lost with the process
+or the page cache comes back from the data it describes, and one that describes no
+data is dropped at every open anyway.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ from pathlib import Path
 from typing import NamedTuple
 
 from .checkpoint import read_checkpoint, write_checkpoint
-from .files import fsync_file
 
 logger = logging.getLogger(__name__)
 
@@ -47,8 +48,8 @@ def _start_of(entry: EpochEntry) -> int:
     return entry.start_offset
 
 
-def write_leader_epoch_checkpoint(path: Path, entries: Iterable[EpochEntry], durable: bool = True) -> None:
-    write_checkpoint(path, [f"{entry.epoch} {entry.start_offset}" for entry in entries], durable)
+def write_leader_epoch_checkpoint(path: Path, entries: Iterable[EpochEntry]) -> None:
+    write_checkpoint(path, [f"{entry.epoch} {entry.start_offset}" for entry in entries])
 
 
 def _entries(rows: list[str]) -> list[EpochEntry]:
@@ -75,11 +76,11 @@ def _check_monotonic(entries: list[EpochEntry]) -> None:
 class LeaderEpochCache:
     """(epoch, start offset) entries, both increasing; the latest epoch is the one still being written."""
 
-    def __init__(self, path: Path, entries: Iterable[EpochEntry] = ()) -> None:
+    def __init__(self, path: Path, entries: Iterable[EpochEntry] = (), written: bool = True) -> None:
         self.path = path
         self._entries: list[EpochEntry] = list(entries)
-        # The file was rewritten since it was last fsynced.
-        self._unsynced = False
+        # The entries are not (all) in the file yet: ``written`` False says so from the start.
+        self._dirty = not written
 
     @property
     def entries(self) -> tuple[EpochEntry, ...]:
@@ -89,22 +90,15 @@ class LeaderEpochCache:
     def latest_epoch(self) -> int:
         return self._entries[-1].epoch if self._entries else UNDEFINED_EPOCH
 
-    def write(self) -> None:
-        """Write the file, without fsync; callers normally rely on the mutators, which write when something
-        changed."""
-        write_leader_epoch_checkpoint(self.path, self._entries, durable=False)
-        self._unsynced = True
-
     def sync(self) -> bool:
-        """fsync the file if it was written since the last sync; whether it was (its directory, which holds the
-        rename, is then the caller's to fsync)."""
-        if not self._unsynced:
+        """Write the file, durably, if the entries changed since it was last written; whether they had."""
+        if not self._dirty:
             return False
-        fsync_file(self.path)
-        self._unsynced = False
+        write_leader_epoch_checkpoint(self.path, self._entries)
+        self._dirty = False
         return True
 
-    # --- mutators: each writes the file when, and only when, it changed the entries -----------
+    # --- mutators: each returns whether it changed the entries; the file waits for ``sync`` -----
 
     def assign(self, epoch: int, start_offset: int) -> bool:
         """Record that ``epoch`` starts at ``start_offset``; whether the entries changed.
@@ -115,29 +109,29 @@ class LeaderEpochCache:
         """
         if not self._assign(epoch, start_offset):
             return False
-        self.write()
+        self._dirty = True
         return True
 
     def assign_all(self, entries: Iterable[tuple[int, int]]) -> bool:
-        """``assign`` each (epoch, start offset) in order, writing the file at most once."""
+        """``assign`` each (epoch, start offset) in order; whether that changed the entries."""
         changed = False
         for epoch, start_offset in entries:
             changed |= self._assign(epoch, start_offset)
         if changed:
-            self.write()
+            self._dirty = True
         return changed
 
     def replace_from(self, start_offset: int, epochs: Iterable[tuple[int, int]]) -> bool:
         """Take the entries from ``start_offset`` on from ``epochs`` (where the batches from there change epoch,
         in order), keeping the earlier ones and so the epoch in force at ``start_offset``; whether that changed
-        the entries (the file is then written)."""
+        the entries."""
         before = list(self._entries)
         del self._entries[bisect_left(self._entries, start_offset, key=_start_of) :]
         for epoch, start in epochs:
             self._assign(epoch, start)
         if self._entries == before:
             return False
-        self.write()
+        self._dirty = True
         return True
 
     def truncate_from_end(self, end_offset: int) -> bool:
@@ -146,7 +140,7 @@ class LeaderEpochCache:
         if end_offset < 0 or not entries or entries[-1].start_offset < end_offset:
             return False
         del entries[bisect_left(entries, end_offset, key=_start_of) :]
-        self.write()
+        self._dirty = True
         return True
 
     def truncate_from_start(self, start_offset: int) -> bool:
@@ -156,7 +150,7 @@ class LeaderEpochCache:
         if covered == 0 or (covered == 1 and entries[0].start_offset == start_offset):
             return False
         entries[:covered] = [EpochEntry(entries[covered - 1].epoch, start_offset)]
-        self.write()
+        self._dirty = True
         return True
 
     def clear(self) -> bool:
@@ -164,7 +158,7 @@ class LeaderEpochCache:
         if not self._entries:
             return False
         self._entries.clear()
-        self.write()
+        self._dirty = True
         return True
 
     # --- queries -----------------------------------------------------------------------------

@@ -434,13 +434,13 @@ class Log:
         self._check_open()
         target = self._log_end_offset if up_to is None else min(up_to, self._log_end_offset)
         with self._going_offline_on_disk_error(), disk_errors("flushing", self.directory):
-            # The leader-epoch checkpoint, written without fsync, before the recovery point passes its entries:
-            # recovery takes the entries past the recovery point from the batches, those before from the file.
-            if self._leader_epochs.sync() or self._directory_unsynced:
-                # The checkpoint's rename; for a new log, its segment files too.
-                fsync_dir(self.directory)
+            # The leader-epoch checkpoint, kept in memory since the last flush, before the recovery point passes
+            # its entries: recovery takes the entries past the recovery point from the batches, those before from
+            # the file.
+            self._leader_epochs.sync()
             if self._directory_unsynced:
-                # The first flush of a new log: the directory's own entry in the log dir.
+                # The first flush of a new log: the entries of its directory, and its own entry in the log dir.
+                fsync_dir(self.directory)
                 fsync_dir(self.directory.parent)
                 self._directory_unsynced = False
             for seg in self._segments:
@@ -478,7 +478,9 @@ class Log:
             fsync_dir(self.directory)
             # After the data: a crash in between leaves entries past the log end, which open drops.
             self._leader_epochs.truncate_from_end(self._active.next_offset)
-            self._sync_leader_epochs()
+            # Durable at once, as the data: truncation is rare, and recovery then never meets entries for data
+            # that is gone.
+            self._leader_epochs.sync()
             self._transactions = _load_transactions(self._segments, max(0, len(self._segments) - TXN_SCAN_SEGMENTS))
         self._log_end_offset = self._active.next_offset
         self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
@@ -493,15 +495,9 @@ class Log:
         with self._going_offline_on_disk_error(), disk_errors("resetting", self.directory):
             self._truncate_fully(offset)
             fsync_dir(self.directory)
-            self._sync_leader_epochs()
+            self._leader_epochs.sync()  # as after truncate_to's
         self._log_end_offset = self._log_start_offset = self._recovery_point = offset
         self.high_watermark = offset
-
-    def _sync_leader_epochs(self) -> None:
-        """Make the leader-epoch checkpoint durable now: after a truncation, as the data (truncation is rare, and
-        recovery then never meets entries for data that is gone)."""
-        if self._leader_epochs.sync():
-            fsync_dir(self.directory)
 
     def _within_log(self, offset: int) -> int:
         return min(max(offset, self._log_start_offset), self._log_end_offset)
@@ -667,9 +663,8 @@ def _load_leader_epochs(directory: Path, segments: list[LogSegment], recovered_f
     """The partition's leader-epoch cache: the file's entries, but those of ``segments[recovered_from:]`` (which
     recovery validated) from their batch headers; all from the batch headers when the file is missing or corrupt.
 
-    The file is written without fsync and made durable before the recovery point passes its entries (see
-    `Log.flush`), so after a power loss its entries past the recovery point may be missing or stale; the batches
-    are not.
+    The file is written when the log flushes, before the recovery point passes its entries (see `Log.flush`), so
+    after a crash its entries past the recovery point may be missing or stale; the batches are not.
     """
     path = directory / LEADER_EPOCH_CHECKPOINT
     try:
@@ -677,16 +672,12 @@ def _load_leader_epochs(directory: Path, segments: list[LogSegment], recovered_f
     except CorruptLogError as exc:
         logger.warning("%s; rebuilding it from the log", exc)
         entries = None
-    cache = LeaderEpochCache(path, entries or ())
-    if entries is None:
-        recovered_from = 0
-    rebuilt = segments[recovered_from:]
-    if not rebuilt:
-        return cache
-    changed = cache.replace_from(rebuilt[0].base_offset, _batch_epochs(directory, rebuilt))
     has_batches = segments[-1].next_offset > segments[0].base_offset
-    if entries is None and has_batches and not changed:
-        cache.write()  # even when no batch carries an epoch, so the next start does not scan again
+    # A rebuilt file is written by the next flush even when no batch carries an epoch: no later start scans again.
+    cache = LeaderEpochCache(path, entries or (), written=entries is not None or not has_batches)
+    rebuilt = segments[0 if entries is None else recovered_from :]
+    if rebuilt:
+        cache.replace_from(rebuilt[0].base_offset, _batch_epochs(directory, rebuilt))
     return cache
 
 

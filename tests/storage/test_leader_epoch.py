@@ -17,13 +17,17 @@ E = EpochEntry
 
 
 def cache_with(tmp_path: Path, *entries: tuple[int, int]) -> LeaderEpochCache:
+    """A cache holding ``entries``, synced to its file as a log's flush leaves it."""
     cache = LeaderEpochCache(tmp_path / LEADER_EPOCH_CHECKPOINT)
     for epoch, start in entries:
         cache.assign(epoch, start)
+    cache.sync()
     return cache
 
 
 def on_disk(cache: LeaderEpochCache) -> list[EpochEntry] | None:
+    """The file once the log's next flush has synced the cache."""
+    cache.sync()
     return read_leader_epoch_checkpoint(cache.path)
 
 
@@ -78,7 +82,17 @@ def test_same_epoch_later_offset_changes_nothing_and_writes_nothing(tmp_path: Pa
     cache.path.unlink()
     assert cache.assign(2, 10) is False
     assert cache.entries == (E(2, 6),)
+    assert cache.sync() is False
     assert not cache.path.exists()
+
+
+def test_changes_wait_in_memory_for_sync(tmp_path: Path) -> None:
+    cache = cache_with(tmp_path, (2, 6))
+    assert cache.assign(3, 9) is True
+    assert read_leader_epoch_checkpoint(cache.path) == [E(2, 6)]
+    assert cache.sync() is True
+    assert read_leader_epoch_checkpoint(cache.path) == [E(2, 6), E(3, 9)]
+    assert cache.sync() is False
 
 
 def test_same_epoch_earlier_offset_moves_its_start(tmp_path: Path) -> None:
@@ -104,15 +118,13 @@ def test_negative_entries_are_rejected(tmp_path: Path) -> None:
         cache.assign(0, -1)
 
 
-def test_assign_all_writes_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_assign_all(tmp_path: Path) -> None:
     cache = cache_with(tmp_path)
-    writes: list[int] = []
-    monkeypatch.setattr(cache, "write", lambda: writes.append(1))
     assert cache.assign_all([(0, 0), (0, 3), (1, 5), (4, 9)]) is True
     assert cache.entries == (E(0, 0), E(1, 5), E(4, 9))
-    assert writes == [1]
+    assert on_disk(cache) == [E(0, 0), E(1, 5), E(4, 9)]
     assert cache.assign_all([(4, 12)]) is False
-    assert writes == [1]
+    assert cache.sync() is False
 
 
 # --- truncation ----------------------------------------------------------------------------------
@@ -159,6 +171,7 @@ def test_truncation_of_an_empty_cache_is_a_no_op(tmp_path: Path) -> None:
     assert not cache.truncate_from_end(5)
     assert not cache.truncate_from_start(5)
     assert not cache.clear()
+    assert not cache.sync()
     assert not cache.path.exists()
 
 

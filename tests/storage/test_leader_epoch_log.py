@@ -29,6 +29,8 @@ def values(count: int) -> list[bytes]:
 
 
 def checkpoint(log: Log) -> list[EpochEntry] | None:
+    """The file once the log has flushed, which writes the entries changed since."""
+    log.flush()
     return read_leader_epoch_checkpoint(log.directory / LEADER_EPOCH_CHECKPOINT)
 
 
@@ -71,16 +73,19 @@ def test_the_file_is_written_per_new_epoch_not_per_append(
     tmp_path: Path, make_batch: BatchFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     writes: list[int] = []
-    original = LeaderEpochCache.write
+    original = LeaderEpochCache.sync
 
-    def counting(self: LeaderEpochCache) -> None:
-        writes.append(self.latest_epoch)
-        original(self)
+    def counting(self: LeaderEpochCache) -> bool:
+        wrote = original(self)
+        if wrote:
+            writes.append(self.latest_epoch)
+        return wrote
 
-    monkeypatch.setattr(LeaderEpochCache, "write", counting)
+    monkeypatch.setattr(LeaderEpochCache, "sync", counting)
     log = Log.open(tmp_path / "t-0", CONFIG)
     for epoch in [0] * 20 + [4] * 20:
         log.append(make_batch(values(1)), leader_epoch=epoch)
+        log.flush()
     assert writes == [0, 4]
 
 
@@ -207,9 +212,11 @@ def test_crash_reopen_keeps_the_log_start_move(log_0013: Log) -> None:
 def test_entries_past_the_recovery_point_come_from_the_batches_after_a_crash(
     tmp_path: Path, make_batch: BatchFactory, on_disk: list[EpochEntry] | None
 ) -> None:
-    """The file is written without fsync and synced by the next flush: a power loss may leave its older content
-    while data past the recovery point survived. Recovery takes those entries from the batches."""
-    log = Log.open(tmp_path / "t-0", CONFIG)
+    """The file is written by the log's next flush: a crash leaves its older content while data past the recovery
+    point survived (all of it after a process crash, some after a power loss). Recovery takes those entries from
+    the batches."""
+    config = LogConfig()  # one segment: no roll flushes on the way
+    log = Log.open(tmp_path / "t-0", config)
     for count in (2, 3):
         log.append(make_batch(values(count)), leader_epoch=0)
     log.flush()
@@ -219,14 +226,14 @@ def test_entries_past_the_recovery_point_come_from_the_batches_after_a_crash(
     log.assign_leader_epoch(1, recovery_point)  # as a new leader does
     for count, epoch in ((1, 1), (2, 3)):
         log.append(make_batch(values(count)), leader_epoch=epoch)
-    assert checkpoint(log) == [E(0, 0), E(1, 5), E(3, 6)]
-    # The power loss: the file as last fsynced (or a stale entry), the segments past the recovery point whole.
+    assert read_leader_epoch_checkpoint(path) == [E(0, 0)]  # the new entries wait for the next flush
+    # The crash: the file as last synced (or holding a stale entry), the segments past the recovery point whole.
     if on_disk is None:
         path.write_bytes(durable)
     else:
         write_leader_epoch_checkpoint(path, on_disk)
 
-    again = Log.open(log.directory, CONFIG, recovery_point=recovery_point, clean_shutdown=False)
+    again = Log.open(log.directory, config, recovery_point=recovery_point, clean_shutdown=False)
     assert again.leader_epoch_entries == (E(0, 0), E(1, 5), E(3, 6))
     assert checkpoint(again) == [E(0, 0), E(1, 5), E(3, 6)]
     again.close()

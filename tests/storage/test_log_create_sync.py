@@ -41,7 +41,7 @@ def test_a_new_log_is_created_without_fsync_and_its_first_flush_syncs_its_direct
     log.assign_leader_epoch(1, 0)  # as a new partition's leader does
     log.append(make_batch([b"a"]), leader_epoch=1)
     assert synced == []
-    assert (directory / LEADER_EPOCH_CHECKPOINT).exists()  # written, not yet synced
+    assert not (directory / LEADER_EPOCH_CHECKPOINT).exists()  # kept in memory until the first flush
 
     log.flush()
     assert directory in synced and tmp_path in synced
@@ -49,7 +49,7 @@ def test_a_new_log_is_created_without_fsync_and_its_first_flush_syncs_its_direct
     assert any(path.suffix == ".log" for path in synced)  # and the data
 
     synced.clear()
-    log.assign_leader_epoch(2, log.log_end_offset)  # a leader again: written without fsync, as in Kafka
+    log.assign_leader_epoch(2, log.log_end_offset)  # a leader again: kept in memory until the next flush
     assert synced == []
     log.append(make_batch([b"b"]), leader_epoch=2)
     log.flush()

@@ -183,8 +183,9 @@ def test_a_disk_failure_takes_the_whole_log_dir_offline(dirs: list[Path], make_b
     neighbour = next(log for log in logs[1:] if log.directory.parent == failing)
     elsewhere = next(log for log in logs if log.directory.parent != failing)
     shutil.rmtree(logs[0].directory)  # the directory vanishes under the log, as with a failed disk
+    logs[0].assign_leader_epoch(5, 0)
     with pytest.raises(LogStorageError):
-        logs[0].assign_leader_epoch(5, 0)  # writes the leader-epoch checkpoint into the directory
+        logs[0].flush()  # writes the leader-epoch checkpoint into the directory
     assert failing in manager.offline_dirs
     with pytest.raises(LogStorageError, match="offline"):
         neighbour.read(0, 100)
