@@ -147,6 +147,13 @@ def _never_is_none(value: int | None) -> int | None:
     return None if value == LONG_MAX else value
 
 
+def _socket_buffer(value: int) -> int:
+    # Kafka passes -1 on as "the OS default" (the kernel's autotuning) and any other value to SO_SNDBUF/SO_RCVBUF.
+    if value == 0 or value < -1:
+        raise ValueError("must be -1 (the OS default) or a positive number of bytes")
+    return value
+
+
 _JAVA_RANGES = {"SHORT": (SHORT_MIN, SHORT_MAX), "INT": (INT_MIN, INT_MAX), "LONG": (LONG_MIN, LONG_MAX)}
 
 
@@ -347,6 +354,7 @@ _NonNegativeLong = Annotated[Long, Field(ge=0)]
 _PositiveLong = Annotated[Long, Field(ge=1)]
 _RetentionMs = Annotated[Long, Field(ge=-1)]
 _Ratio = Annotated[Double, Field(ge=0.0, le=1.0)]
+_SocketBuffer = Annotated[Int, AfterValidator(_socket_buffer)]
 _FlushMessages = Annotated[Annotated[Long, Field(ge=1)] | None, AfterValidator(_never_is_none)]
 _FlushMs = Annotated[Annotated[Long, Field(ge=0)] | None, AfterValidator(_never_is_none)]
 _Listeners = Annotated[tuple[Listener, ...], BeforeValidator(_listeners), Field(min_length=1)]
@@ -532,6 +540,11 @@ class BrokerConfig(_PropertiesModel):
     delete_topic_enable: Boolean = Field(True, alias="delete.topic.enable")
     message_max_bytes: _NonNegativeInt = Field(1048588, alias="message.max.bytes")
     socket_request_max_bytes: _PositiveInt = Field(104857600, alias="socket.request.max.bytes")
+    # Kafka's 100 KiB: a fetch response then reaches a consumer in pieces it reads while the rest is sent, where
+    # the kernel's autotuned buffer (up to 4 MiB) took whole responses at once and cost the consumer more CPU to
+    # take in (bench/results/socket-buffers.md).
+    socket_send_buffer_bytes: _SocketBuffer = Field(102400, alias="socket.send.buffer.bytes")
+    socket_receive_buffer_bytes: _SocketBuffer = Field(102400, alias="socket.receive.buffer.bytes")
     min_insync_replicas: _PositiveInt = Field(1, alias="min.insync.replicas")
     unclean_leader_election_enable: Boolean = Field(False, alias="unclean.leader.election.enable")
     compression_type: _Compression = Field("producer", alias="compression.type")

@@ -42,6 +42,7 @@ def test_defaults_are_kafkas() -> None:
     assert config.unclean_leader_election_enable is False
     assert config.cluster_id is None
     assert config.kafkette_event_loop == "asyncio"
+    assert (config.socket_send_buffer_bytes, config.socket_receive_buffer_bytes) == (102400, 102400)
 
 
 def test_from_properties_parses_strings_like_java() -> None:
@@ -96,6 +97,8 @@ def test_from_properties_parses_strings_like_java() -> None:
         ({"log.dirs": " , "}, "log.dirs: must not be empty"),
         ({"broker.id": "one"}, "broker.id: must be an integer (got 'one')"),
         ({"log.dir": ""}, "log.dir: must not be empty (got '')"),
+        ({"socket.send.buffer.bytes": "0"}, "socket.send.buffer.bytes: must be -1 (the OS default) or a positive"),
+        ({"socket.receive.buffer.bytes": "-2"}, "socket.receive.buffer.bytes: must be -1 (the OS default) or a"),
     ],
 )
 def test_invalid_values_fail_naming_the_key(props: dict[str, str], message: str) -> None:

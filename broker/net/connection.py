@@ -17,6 +17,7 @@ import asyncio
 import functools
 import logging
 import os
+import socket
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -84,8 +85,12 @@ class Connection(asyncio.BufferedProtocol):
         max_request_bytes: int,
         on_close: Callable[[Connection], None],
         session: Session | None = None,
+        socket_buffers: tuple[int, int] = (-1, -1),
     ) -> None:
         self._dispatch = dispatch
+        # (SO_SNDBUF, SO_RCVBUF) for the socket, -1 leaving the kernel's default: socket.send.buffer.bytes and
+        # socket.receive.buffer.bytes.
+        self._socket_buffers = socket_buffers
         self.session = session if session is not None else Session()
         self._max_request_bytes = max_request_bytes
         self._on_close = on_close
@@ -113,6 +118,7 @@ class Connection(asyncio.BufferedProtocol):
         self._transport = stream
         stream.set_write_buffer_limits(high=WRITE_BUFFER_HIGH, low=0)
         self._sendfile_to = _sendfile_fd(transport)
+        _size_buffers(transport, *self._socket_buffers)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.session.host = peer[0] if peer else ""
@@ -323,6 +329,16 @@ class Connection(asyncio.BufferedProtocol):
     def close(self) -> None:
         if self._transport is not None:
             self._transport.close()
+
+
+def _size_buffers(transport: asyncio.BaseTransport, send_bytes: int, receive_bytes: int) -> None:
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return
+    if send_bytes > 0:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_bytes)
+    if receive_bytes > 0:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_bytes)
 
 
 def _sendfile_fd(transport: asyncio.BaseTransport) -> int:

@@ -327,6 +327,7 @@ class Broker:
             self.config.socket_request_max_bytes,
             self._connections.discard,
             Session.on(listener, protocol),
+            (self.config.socket_send_buffer_bytes, self.config.socket_receive_buffer_bytes),
         )
         self._connections.add(connection)
         return connection
