@@ -4,6 +4,8 @@
     python bench/commits.py --report --out layout                  # layout.md again from layout.json
     python bench/commits.py f594acc --client librdkafka --records 1000000 --out layout-produce
                                         # one client, longer runs, no latency runs: CPU per record above the ticks
+    python bench/commits.py 138d663 --client librdkafka --records 1000000 --size 1024 --partitions 6 \
+        --out socket-buffers            # another record size and partition count than bench-quick's
 
 Each commit is checked out as a git worktree in a temporary directory, byte-compiled as `make bytecode` does,
 and its broker runs on this venv's Python with PYTHONPATH on a `kafkette` folder linking to the worktree's
@@ -42,6 +44,7 @@ from compare import (
     ratio,
 )
 from side_by_side import error_lines
+from workloads import Scenario
 
 PACKAGES = ("broker", "operator", "pipeline")  # the folders the `kafkette` namespace maps onto (pyproject.toml)
 NAMES = ("kafka", "before", "after")
@@ -119,6 +122,7 @@ def per_round(
 def report(raw: Mapping[str, Any]) -> str:
     results = Results.from_json(raw)
     records = raw.get("records", QUICK[0].count)
+    size, partitions = raw.get("size", QUICK[0].size), raw.get("partitions", QUICK[0].partitions)
     before, after = (raw["commits"][name] for name in ("before", "after"))
     lines = [
         f"# Kafkette at {before['sha'][:7]} (before) and {after['sha'][:7]} (after), beside Apache Kafka",
@@ -138,11 +142,11 @@ def report(raw: Mapping[str, Any]) -> str:
     lines += [
         "",
         "Workloads, client settings and CPU accounting as in quick.md and latest.md (bench/compare.py): "
-        f"{records:,} records of 100 B to one partition, acks=1, per client (Kafka's ProducerPerformance and "
-        "ConsumerPerformance, librdkafka's bench/clients/confluent_perf.py). CPU is the broker process's user + "
-        f"system time while the workload ran, counted in {1000 // CLOCK_TICKS} ms ticks: one tick is "
-        f"{1_000_000 / CLOCK_TICKS / records:.2f} s per M records here. Both Kafkettes run on the same venv and "
-        "interpreter, byte-compiled.",
+        f"{records:,} records of {size} B to {partitions} partition(s), acks=1, per client (Kafka's "
+        "ProducerPerformance and ConsumerPerformance, librdkafka's bench/clients/confluent_perf.py). CPU is the "
+        f"broker process's user + system time while the workload ran, counted in {1000 // CLOCK_TICKS} ms ticks: "
+        f"one tick is {1_000_000 / CLOCK_TICKS / records:.2f} s per M records here. Both Kafkettes run on the same "
+        "venv and interpreter, byte-compiled.",
     ]
     return "\n".join(lines + error_lines(results)) + "\n"
 
@@ -235,6 +239,8 @@ def main() -> None:
     parser.add_argument("--client", action="append", choices=sorted(CLIENTS), help="these clients only (repeatable)")
     parser.add_argument("--after-first", action="store_true", help="after runs right after Kafka, before after it")
     parser.add_argument("--records", type=int, default=QUICK[0].count, help="records per workload")
+    parser.add_argument("--size", type=int, default=QUICK[0].size, help="bytes per record")
+    parser.add_argument("--partitions", type=int, default=QUICK[0].partitions)
     parser.add_argument("--out", default="commits", help="results file stem under bench/results/")
     parser.add_argument("--report", action="store_true", help="re-render the Markdown from the run's JSON")
     args = parser.parse_args()
@@ -245,7 +251,8 @@ def main() -> None:
         parser.error("name the older commit (or --report)")
     else:
         clients = {name: CLIENTS[name] for name in args.client or CLIENTS}
-        raw = run(Commit.of(args.before), Commit.of(args.after), args.rounds, clients, args.records, args.after_first)
+        scenario = replace(QUICK[0], count=args.records, size=args.size, partitions=args.partitions)
+        raw = run(Commit.of(args.before), Commit.of(args.after), args.rounds, clients, scenario, args.after_first)
         json_path.write_text(json.dumps(raw, indent=1))
     text = report(raw)
     markdown_path.write_text(text)
@@ -253,12 +260,11 @@ def main() -> None:
 
 
 def run(
-    before: Commit, after: Commit, rounds: int, clients: Clients, records: int, after_first: bool
+    before: Commit, after: Commit, rounds: int, clients: Clients, scenario: Scenario, after_first: bool
 ) -> dict[str, Any]:
-    """Kafka and both commits' brokers through bench-quick's workload (``records`` each); the raw results with the
-    commits. Latency is measured as bench-quick does unless the run is focused (fewer clients, more records)."""
-    scenario = replace(QUICK[0], count=records)
-    focused = clients.keys() != CLIENTS.keys() or records != QUICK[0].count
+    """Kafka and both commits' brokers through ``scenario`` (bench-quick's by default); the raw results with the
+    commits. Latency is measured as bench-quick does unless the run is focused (fewer clients, another workload)."""
+    focused = clients.keys() != CLIENTS.keys() or scenario != QUICK[0]
     with (
         tempfile.TemporaryDirectory(prefix="bench-commits-") as root,
         checked_out(before, Path(root)) as old,
@@ -274,7 +280,8 @@ def run(
         starters = {"kafka": start_kafka, **{name: kafkettes[name] for name in order}}
         raw = measure([scenario], rounds, True, clients, latency=not focused, starters=starters)
     commits = {"before": vars(before), "after": vars(after)}
-    return {**raw, "records": records, "order": list(starters), "commits": commits}
+    shape = {"records": scenario.count, "size": scenario.size, "partitions": scenario.partitions}
+    return {**raw, **shape, "order": list(starters), "commits": commits}
 
 
 if __name__ == "__main__":

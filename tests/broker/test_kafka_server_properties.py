@@ -71,8 +71,6 @@ NO_EFFECT = [
     "replica.selector.class",
     "share.coordinator.state.topic.min.isr",
     "share.coordinator.state.topic.replication.factor",
-    "socket.receive.buffer.bytes",
-    "socket.send.buffer.bytes",
     "ssl.keystore.certificate.chain",
     "transaction.state.log.min.isr",
 ]
