@@ -540,11 +540,10 @@ class BrokerConfig(_PropertiesModel):
     delete_topic_enable: Boolean = Field(True, alias="delete.topic.enable")
     message_max_bytes: _NonNegativeInt = Field(1048588, alias="message.max.bytes")
     socket_request_max_bytes: _PositiveInt = Field(104857600, alias="socket.request.max.bytes")
-    # Kafka's 100 KiB: a fetch response then reaches a consumer in pieces it reads while the rest is sent, where
-    # the kernel's autotuned buffer (up to 4 MiB) took whole responses at once and cost the consumer more CPU to
-    # take in (bench/results/socket-buffers.md).
-    socket_send_buffer_bytes: _SocketBuffer = Field(102400, alias="socket.send.buffer.bytes")
-    socket_receive_buffer_bytes: _SocketBuffer = Field(102400, alias="socket.receive.buffer.bytes")
+    # -1 (the kernel's autotuning) where Kafka sets 100 KiB: with Kafka's sizes this broker spent 1.3-1.6x the CPU
+    # per record (more, smaller sendfile and recv calls) for rates within the noise (bench/results/socket-buffers.md).
+    socket_send_buffer_bytes: _SocketBuffer = Field(-1, alias="socket.send.buffer.bytes")
+    socket_receive_buffer_bytes: _SocketBuffer = Field(-1, alias="socket.receive.buffer.bytes")
     min_insync_replicas: _PositiveInt = Field(1, alias="min.insync.replicas")
     unclean_leader_election_enable: Boolean = Field(False, alias="unclean.leader.election.enable")
     compression_type: _Compression = Field("producer", alias="compression.type")
