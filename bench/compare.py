@@ -313,6 +313,11 @@ def _latency_tables(results: Results) -> list[str]:
     return lines
 
 
+def scaled(scenarios: list[Scenario], factor: int) -> list[Scenario]:
+    """The workloads with ``factor`` times their record counts (``--scale``)."""
+    return [replace(s, count=s.count * factor) for s in scenarios]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="one round of one scenario (about two minutes)")
@@ -345,16 +350,16 @@ def main() -> None:
     json_path, markdown_path = stem.with_suffix(".json"), stem.with_suffix(".md")
     if args.report:
         raw = json.loads(json_path.read_text())
+        scenarios = scaled(scenarios, raw.get("scale", 1))
     else:
         rounds = 1 if args.quick else args.rounds
-        scaled = [replace(s, count=s.count * args.scale) for s in scenarios]
-        raw = measure(scaled, rounds, args.quick, clients, latency=not focused, consume_only=args.consume_only)
+        scenarios = scaled(scenarios, args.scale)
+        raw = measure(scenarios, rounds, args.quick, clients, latency=not focused, consume_only=args.consume_only)
         raw["scale"] = args.scale
         json_path.parent.mkdir(exist_ok=True)
         json_path.write_text(json.dumps(raw, indent=1))
     facts = {name: BrokerFacts(**fields) for name, fields in raw["brokers"].items()}
     consume_only = raw.get("consume_only", False)
-    scenarios = [replace(s, count=s.count * raw.get("scale", 1)) for s in scenarios]
     text = report(Results.from_json(raw), facts, scenarios, raw["rounds"], raw["finished"], clients, consume_only)
     markdown_path.write_text(text)
     print(text)

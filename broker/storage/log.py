@@ -87,9 +87,8 @@ class Log:
         self._log_end_offset = segments[-1].next_offset
         self._log_start_offset = min(max(log_start_offset, segments[0].base_offset), self._log_end_offset)
         # None: everything on disk was flushed (a clean shutdown, a new log).
-        self._recovery_point = self._log_end_offset
-        if recovery_point is not None:
-            self._recovery_point = min(max(recovery_point, segments[0].base_offset), self._log_end_offset)
+        end = self._log_end_offset
+        self._recovery_point = end if recovery_point is None else min(max(recovery_point, segments[0].base_offset), end)
         # The replication layer's high watermark, kept with the log so that the log manager checkpoints it
         # (Kafka's replication-offset-checkpoint) and a restarted replica starts from it, not from zero.
         self.high_watermark = self._within_log(high_watermark)
