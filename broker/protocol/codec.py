@@ -10,6 +10,9 @@ Readers take a memoryview and return ``(object, new_position)``; the
 Writers append to a bytearray; a ``records`` value that is a
 :class:`~kafkette.broker.protocol.types.FileRegion` is not copied but noted
 as a *splice* ``(position, region)`` so the server sends it straight from the file.
+An element of a struct array whose class is a subclass of the declared struct
+keeps its own bytes: it is written by its ``encoded(version, flexible)``, which
+:func:`encode_struct` serves (a Metadata entry sent unchanged to many clients).
 """
 
 from __future__ import annotations
@@ -394,6 +397,10 @@ def _write_field(src: _Source, indent: int, value: str, field: Field, version: i
         else:
             item = src.fresh("item")
             src.emit(indent + 1, f"for {item} in {value}:")
+            if isinstance(element, type):
+                src.emit(indent + 2, f"if {item}.__class__ is not {src.name(element, 'cls')}:")
+                src.emit(indent + 3, f"out += {item}.encoded({version}, {compact})")
+                src.emit(indent + 3, "continue")
             _write_value(src, indent + 2, item, field, element, version, compact)
     elif field.kind == "struct" and in_range(version, field.nullable):
         src.emit(indent, f"if {value} is None:")
@@ -502,6 +509,17 @@ def decode_from(cls: type[T], buf: memoryview, pos: int, version: int) -> tuple[
 def encode_into(obj: Message, version: int, out: bytearray, splices: Splices) -> None:
     cls = type(obj)
     writer(cls, version, cls.is_flexible(version))(obj, out, splices)
+
+
+def encode_struct(obj: Struct, cls: type[Struct], version: int, flexible: bool) -> bytes:
+    """``obj`` written as the struct ``cls`` is inside a message of ``version``: the bytes a subclass that keeps
+    them answers from ``encoded`` (see the module's docstring). File regions are not allowed here."""
+    out = bytearray()
+    splices: Splices = []
+    writer(cls, version, flexible)(obj, out, splices)
+    if splices:
+        raise ValueError("encode_struct() cannot inline file regions")
+    return bytes(out)
 
 
 def encode(obj: Message, version: int) -> bytes:

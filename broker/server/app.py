@@ -40,6 +40,7 @@ from kafkette.broker.security.tls import controller_tls, server_context
 from kafkette.broker.server.apis import APIS, PRE_AUTHENTICATION_APIS, api_versions_response
 from kafkette.broker.server.authorization import guard
 from kafkette.broker.server.context import RequestContext
+from kafkette.broker.server.handlers.metadata import MetadataEntries
 from kafkette.broker.server.handlers.transactions import write_txn_markers
 from kafkette.broker.storage import LogConfig, LogManager
 from kafkette.broker.storage.housekeeping import LogHousekeeper
@@ -88,6 +89,7 @@ class Broker:
         self._bound: dict[str, tuple[str, int]] = {}  # client listener name -> address bound
         self._metrics: BrokerMetrics | None = None
         self.metrics_port: int | None = None  # bound once serving, None when metrics.port is 0
+        self.metadata_entries = MetadataEntries()
 
     # -- services handlers use ------------------------------------------------
 
