@@ -401,10 +401,16 @@ def main() -> None:
         if args.steady_s:  # 15 s at 1,000 groups is 3,000 commits: a p99 of 30 samples
             chosen["steady_s"] = args.steady_s
         plan = dataclasses.replace(QUICK if args.quick else FULL, **chosen)
-        # A run keeps the last results of the points it does not measure again.
-        kept = json.loads(json_path.read_text())["points"] if json_path.exists() else {}
+        # A run keeps the last results of the points it does not measure again, and the notes written about them.
+        last = json.loads(json_path.read_text()) if json_path.exists() else {}
         brokers = args.brokers.split(",")
-        raw = {"finished": "", "plan": plan.__dict__ | {"brokers": brokers}, "points": kept, "failed": []}
+        raw = {
+            "finished": "",
+            "plan": plan.__dict__ | {"brokers": brokers},
+            "points": last.get("points", {}),
+            "failed": [],
+            "notes": last.get("notes", []),
+        }
         json_path.parent.mkdir(parents=True, exist_ok=True)
         measure(plan, brokers, args.dimensions.split(","), raw, lambda: json_path.write_text(json.dumps(raw, indent=1)))
     text = report(raw)
