@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
-from waiting import wait_for
+from waiting import WaitTimeout, wait_for
 
 # The API server is polled once a second: state moves at the pace of pods starting.
 POLL_SECONDS = 1.0
@@ -100,7 +100,46 @@ def wait_current(kind: str, name: str, namespace: str, *, timeout: float) -> dic
         stale = [c["type"] for c in resource["status"]["conditions"] if c.get("observedGeneration") != generation]
         return None if stale else resource
 
-    return wait_for(current, f"{kind}/{name} to be Current (kstatus) and Ready", timeout, POLL_SECONDS)
+    try:
+        return wait_for(current, f"{kind}/{name} to be Current (kstatus) and Ready", timeout, POLL_SECONDS)
+    except WaitTimeout as timeout_error:
+        # CI keeps only the end of the output: the summary line itself says where the resource got stuck.
+        raise WaitTimeout(f"{timeout_error}; {describe(kind, name, namespace)}") from None
+
+
+def describe(kind: str, name: str, namespace: str) -> str:
+    """One line on why a resource is not Current: its kstatus and conditions, each pod of the namespace
+    and the namespace's latest warning events."""
+    resource = get(kind, name, namespace)
+    if resource is None:
+        state = f"{kind}/{name} does not exist"
+    else:
+        conditions = resource.get("status", {}).get("conditions", [])
+        summary = ", ".join(f"{c['type']}={c['status']} ({c.get('reason', '')}: {c.get('message', '')})"
+                            for c in conditions)  # fmt: skip
+        health = kstatus(resource)
+        state = f"kstatus {health.status} ({health.reason}); conditions: {summary or 'none'}"
+    pods = json.loads(kubectl("get", "pods", "-n", namespace, "-o", "json"))["items"]
+    state += "; pods: " + (", ".join(_pod_line(pod) for pod in pods) or "none")
+    warnings = kubectl("get", "events", "-n", namespace, "--field-selector", "type=Warning",
+                       "--sort-by=.lastTimestamp", "-o", "custom-columns=OBJECT:.involvedObject.name,"
+                       "REASON:.reason,MESSAGE:.message", "--no-headers")  # fmt: skip
+    latest = [line.strip() for line in warnings.splitlines() if line.strip()][-5:]
+    return state + "; latest warnings: " + (" | ".join(latest) or "none")
+
+
+def _pod_line(pod: dict[str, Any]) -> str:
+    status = pod.get("status", {})
+    waiting = [c["state"]["waiting"].get("reason", "") for c in status.get("containerStatuses", [])
+               if "waiting" in c.get("state", {})]  # fmt: skip
+    restarts = sum(c.get("restartCount", 0) for c in status.get("containerStatuses", []))
+    ready = condition(pod, "Ready")
+    deleting = " deleting" if pod["metadata"].get("deletionTimestamp") else ""
+    detail = f" {','.join(waiting)}" if waiting else ""
+    return (
+        f"{pod['metadata']['name']} {status.get('phase')}{deleting} ready={ready['status'] if ready else '?'}"
+        f" restarts={restarts}{detail}"
+    )
 
 
 def install_operator(namespace: str) -> None:

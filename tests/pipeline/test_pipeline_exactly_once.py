@@ -95,18 +95,41 @@ INPUTS = 300
 PER_TRIGGER = 100
 
 
-def _fail_first_attempts() -> Callable[[bytes], bytes]:
-    """value -> b"out-" + value; a task's first attempt fails at its 25th row, after the sink was handed some.
+def _fail_first_attempts(bootstrap: str, target: str, wait_for_the_sink: bool) -> Callable[[bytes], bytes]:
+    """value -> b"out-" + value; a task's first attempt fails at its 25th row, once the sink has written some of it
+    when `wait_for_the_sink` (a replayed batch writes nothing: waiting there would only run out the clock).
 
     Made in a function so that Spark's pickler ships it by value (workers cannot import this test module)."""
-    rows_seen: dict[int, int] = {}  # per task attempt, in the Python worker that runs the UDF
+    log_end_at_first_row: dict[int, int] = {}  # per task attempt, in the Python worker that runs the UDF
+    rows_seen: dict[int, int] = {}
+
+    def log_end() -> int:
+        """The target's records and markers, open transactions included: the high watermark, which ListOffsets
+        gives only to read_uncommitted (librdkafka's default, read_committed, gets the last stable offset)."""
+        # Imported in the worker: cloudpickle cannot ship the client's classes by value.
+        from confluent_kafka import Consumer, TopicPartition
+
+        settings = {"bootstrap.servers": bootstrap, "group.id": "watermarks", "isolation.level": "read_uncommitted"}
+        consumer = Consumer(settings)
+        try:
+            return sum(consumer.get_watermark_offsets(TopicPartition(target, p), TIMEOUT_S)[1] for p in range(2))
+        finally:
+            consumer.close()
 
     def transform(value: bytes) -> bytes:
         context = TaskContext.get()
         assert context is not None
-        seen = rows_seen[context.taskAttemptId()] = rows_seen.get(context.taskAttemptId(), 0) + 1
+        attempt = context.taskAttemptId()
+        seen = rows_seen[attempt] = rows_seen.get(attempt, 0) + 1
+        if wait_for_the_sink and context.attemptNumber() == 0 and seen == 1:
+            log_end_at_first_row[attempt] = log_end()
         if context.attemptNumber() == 0 and seen == FAIL_AT_ROW:
-            time.sleep(0.5)  # the sink sends what it was given before the task fails
+            # Fail only once the log grew while this attempt ran. Up to the first failure of a query only first
+            # attempts write, so the first one to fail leaves rows its retry never commits (a fixed pause here
+            # was too short on a loaded machine, where the sink was still starting its transaction).
+            deadline = time.monotonic() + 2 * TIMEOUT_S
+            while wait_for_the_sink and log_end() <= log_end_at_first_row[attempt] and time.monotonic() < deadline:
+                time.sleep(0.1)
             raise RuntimeError("first attempt fails on purpose")
         return b"out-" + value
 
@@ -122,9 +145,10 @@ def _start(spark: SparkSession, bootstrap: str, source: str, target: str, checkp
         .option("maxOffsetsPerTrigger", str(PER_TRIGGER))
         .load()
     )
+    transform = _fail_first_attempts(bootstrap, target, wait_for_the_sink=not available_now)  # the replay
     writer = (
         stream.select(
-            F.udf(_fail_first_attempts(), "binary")("value").alias("value"),
+            F.udf(transform, "binary")("value").alias("value"),
             # A column the sink ignores, big enough that the UDF's worker flushes its output buffer (64 KiB) every
             # few rows: the sink gets rows of a task before the task's first attempt fails.
             F.udf(lambda _: b"p" * PAD_BYTES, "binary")("value").alias("pad"),
@@ -172,9 +196,13 @@ def test_exactly_once_sink_through_failed_tasks_a_zombie_and_a_replayed_batch(
             query.stop()
         assert query.exception() is None
         # The driver dies after the sink committed a batch but before Spark logged it: its commit-log entry is
-        # missing, so the restart runs that batch again with the same id and offsets.
-        last = max(int(path.name) for path in (checkpoint / "commits").iterdir() if path.name.isdigit())
-        (checkpoint / "commits" / str(last)).unlink()
+        # missing, so the restart runs that batch again with the same id and offsets. Hadoop's local file system
+        # may have written the entry's checksum beside it; a crash before the entry leaves neither, and a checksum
+        # left alone makes Spark's rename of the new entry fail as if another query were writing it.
+        commits = checkpoint / "commits"
+        last = max(int(path.name) for path in commits.iterdir() if path.name.isdigit())
+        (commits / str(last)).unlink()
+        (commits / f".{last}.crc").unlink(missing_ok=True)
 
         query = _start(spark, broker.bootstrap, source, target, checkpoint, available_now=True)
         query.awaitTermination(180)
