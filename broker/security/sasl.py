@@ -9,8 +9,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-import scramp
-
 from kafkette.broker.security.scram import ScramCredential, ScramMechanism, password_matches
 
 # (user name, mechanism) -> that user's credential, None when it has none.
@@ -58,6 +56,8 @@ class ScramExchange:
     """RFC 5802 server: client-first -> server-first, client-final -> server-final (`scramp` does the work)."""
 
     def __init__(self, mechanism: ScramMechanism, credentials: Credentials) -> None:
+        import scramp  # on the first SCRAM exchange, as scram.py explains
+
         self._mechanism = mechanism
         self._credentials = credentials
         self._server = scramp.ScramMechanism(mechanism.mechanism_name).make_server(self._auth_info)
@@ -80,6 +80,8 @@ class ScramExchange:
         )
 
     def step(self, token: bytes) -> bytes:
+        import scramp
+
         self._round += 1
         try:
             text = token.decode("utf-8")
