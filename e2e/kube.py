@@ -115,8 +115,9 @@ def describe(kind: str, name: str, namespace: str) -> str:
         state = f"{kind}/{name} does not exist"
     else:
         conditions = resource.get("status", {}).get("conditions", [])
-        summary = ", ".join(f"{c['type']}={c['status']} ({c.get('reason', '')}: {c.get('message', '')})"
-                            for c in conditions)  # fmt: skip
+        # The transition times tell a status the operator stopped writing from one that keeps changing.
+        summary = ", ".join(f"{c['type']}={c['status']} since {c.get('lastTransitionTime')} ({c.get('reason', '')}: "
+                            f"{c.get('message', '')})" for c in conditions)  # fmt: skip
         health = kstatus(resource)
         state = f"kstatus {health.status} ({health.reason}); conditions: {summary or 'none'}"
     pods = json.loads(kubectl("get", "pods", "-n", namespace, "-o", "json"))["items"]
