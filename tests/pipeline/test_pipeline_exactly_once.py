@@ -93,6 +93,7 @@ PAD_BYTES = 16 * 1024
 FAIL_AT_ROW = 25
 INPUTS = 300
 PER_TRIGGER = 100
+SOURCE_PARTITIONS, TARGET_PARTITIONS = 3, 2
 
 
 def _fail_first_attempts(bootstrap: str, target: str, wait_for_the_sink: bool) -> Callable[[bytes], bytes]:
@@ -112,7 +113,10 @@ def _fail_first_attempts(bootstrap: str, target: str, wait_for_the_sink: bool) -
         settings = {"bootstrap.servers": bootstrap, "group.id": "watermarks", "isolation.level": "read_uncommitted"}
         consumer = Consumer(settings)
         try:
-            return sum(consumer.get_watermark_offsets(TopicPartition(target, p), TIMEOUT_S)[1] for p in range(2))
+            return sum(
+                consumer.get_watermark_offsets(TopicPartition(target, p), TIMEOUT_S)[1]
+                for p in range(TARGET_PARTITIONS)
+            )
         finally:
             consumer.close()
 
@@ -166,7 +170,7 @@ def _start(spark: SparkSession, bootstrap: str, source: str, target: str, checkp
 def test_exactly_once_sink_through_failed_tasks_a_zombie_and_a_replayed_batch(
     spark: SparkSession, broker: BrokerProcess, tmp_path: Path
 ) -> None:
-    source, target = source_and_target(broker.bootstrap, "eos", 3, 2)
+    source, target = source_and_target(broker.bootstrap, "eos", SOURCE_PARTITIONS, TARGET_PARTITIONS)
     produce(broker.bootstrap, source, [(None, str(i).encode(), i % 3) for i in range(INPUTS)])
     expected = sorted(f"out-{i}".encode() for i in range(INPUTS))
     checkpoint = tmp_path / "cp"
