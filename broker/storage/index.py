@@ -7,7 +7,11 @@ timestamps to offsets: (timestamp int64, relative offset int32), appended only
 when the segment's largest timestamp grows.
 
 Files are appended, not preallocated; ``segment.index.bytes`` caps the entry
-count and the log rolls a segment when an index is full. Entries live in
+count and the log rolls a segment when an index is full. A file is written
+only for an index with entries, and a missing one reads as empty: a segment
+that never grows past ``index.interval.bytes`` has no entries and so no index
+files (creating a file costs more than the few KiB of log a reopen reads
+instead). Entries live in
 memory once used, loaded lazily so idle segments cost nothing; new entries
 reach the file on ``flush`` (after a crash, recovery rebuilds the indexes of
 every segment that was not flushed).
@@ -15,6 +19,7 @@ every segment that was not flushed).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 from array import array
@@ -45,7 +50,7 @@ class _Index:
 
     @classmethod
     def create(cls, path: Path, base_offset: int, max_bytes: int) -> Self:
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
+        """An index with no entries; its file is created by the first flush that has an entry to write."""
         index = cls(path, base_offset, max_bytes, 0)
         index._keys = array(cls._KEY_TYPE)
         return index
@@ -109,7 +114,8 @@ class _Index:
         """Drop every entry, for a rebuild."""
         self._keys = array(self._KEY_TYPE)
         self._values = array(self._VALUE_TYPE)
-        os.truncate(self.path, 0)
+        with contextlib.suppress(FileNotFoundError):
+            os.truncate(self.path, 0)
         self._persisted = 0
         self._dirty = True
 
@@ -117,6 +123,12 @@ class _Index:
         """Write entries appended since the last flush and make the file durable."""
         count = len(self)
         if count == self._persisted and not self._dirty:
+            return
+        if not count:
+            # No entries, no file: a missing index reads as an empty one.
+            self.delete()
+            self._persisted = 0
+            self._dirty = False
             return
         keys, values = self._columns()
         pending = b"".join(self._ENTRY.pack(keys[i], values[i]) for i in range(self._persisted, count))

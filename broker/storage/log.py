@@ -134,11 +134,12 @@ class Log:
             created = not directory.exists()
             if created:
                 directory.mkdir()
-            _remove_leftovers(directory)
-            segments = [LogSegment.open(directory, base, config) for base in _segment_bases(directory)]
-            if not segments:
-                segments.append(LogSegment.create(directory, log_start_offset, config))
-                if not created:
+                segments = [LogSegment.create(directory, log_start_offset, config)]
+            else:
+                _remove_leftovers(directory)
+                segments = [LogSegment.open(directory, base, config) for base in _segment_bases(directory)]
+                if not segments:
+                    segments.append(LogSegment.create(directory, log_start_offset, config))
                     fsync_dir(directory)
             first_unflushed = len(segments)
             if not clean_shutdown and not created:
@@ -154,9 +155,13 @@ class Log:
             if _drop_overlapping(segments) or durable_now:
                 # Rebuilding may have created index files; their names must survive a crash too.
                 fsync_dir(directory)
-            leader_epochs = _load_leader_epochs(directory, segments, first_unflushed)
-            scan_from = min(first_unflushed, max(0, len(segments) - TXN_SCAN_SEGMENTS))
-            transactions = _load_transactions(segments, scan_from)
+            if created:
+                # Nothing to read: a new directory holds no listing, checkpoint or transaction index to load.
+                leader_epochs, transactions = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT), TransactionTable()
+            else:
+                leader_epochs = _load_leader_epochs(directory, segments, first_unflushed)
+                scan_from = min(first_unflushed, max(0, len(segments) - TXN_SCAN_SEGMENTS))
+                transactions = _load_transactions(segments, scan_from)
             log = cls(
                 directory,
                 config,
@@ -625,8 +630,11 @@ class Log:
             first = old[0]
             first.offset_index.delete()
             first.time_index.delete()
-            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-                os.replace(segment_path(cleaned, base, suffix), segment_path(self.directory, base, suffix))
+            os.replace(segment_path(cleaned, base, LOG_SUFFIX), first.path)
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                # A cleaned segment no bigger than index.interval.bytes has no index files.
+                with contextlib.suppress(FileNotFoundError):
+                    os.replace(segment_path(cleaned, base, suffix), segment_path(self.directory, base, suffix))
             os.rmdir(cleaned)
             fsync_dir(self.directory)
             # The merged segment holds every old one's markers, so it takes their aborted transactions.

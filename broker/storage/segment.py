@@ -1,5 +1,8 @@
 """One log segment: a ``.log`` file of record batches with its ``.index`` and ``.timeindex``.
 
+The index files exist once the segment has grown past ``index.interval.bytes``: below that its offset index
+is empty, and what its time index would hold, the largest timestamp, is read from its few KiB of batches.
+
 A segment knows nothing of its neighbours; :class:`~kafkette.broker.storage.log.Log`
 decides when to roll, which segments to recover and where reads start.
 """
@@ -87,6 +90,7 @@ class LogSegment:
         offset_index: OffsetIndex,
         time_index: TimeIndex,
         index_problem: str | None,
+        index_files_absent: bool = False,
     ) -> None:
         self.base_offset = base_offset
         self.path = segment_path(directory, base_offset, LOG_SUFFIX)
@@ -105,6 +109,7 @@ class LogSegment:
         self._index_interval = config.index_interval_bytes
         self._bytes_since_index = 0
         self._index_problem = index_problem
+        self._index_files_absent = index_files_absent
         self._dirty = False
 
     @classmethod
@@ -124,6 +129,11 @@ class LogSegment:
         file = _open_file(segment_path(directory, base_offset, LOG_SUFFIX), 0)
         index_path = segment_path(directory, base_offset, INDEX_SUFFIX)
         time_path = segment_path(directory, base_offset, TIME_INDEX_SUFFIX)
+        if not index_path.exists() and not time_path.exists():
+            # A small segment's indexes (see the module's docstring); `load` checks that it is small.
+            offset_index = OffsetIndex.create(index_path, base_offset, config.segment_index_bytes)
+            time_index = TimeIndex.create(time_path, base_offset, config.segment_index_bytes)
+            return cls(directory, base_offset, config, file, offset_index, time_index, None, index_files_absent=True)
         try:
             offset_index = OffsetIndex.open(index_path, base_offset, config.segment_index_bytes)
             time_index = TimeIndex.open(time_path, base_offset, config.segment_index_bytes)
@@ -148,13 +158,15 @@ class LogSegment:
         Reads the last index entries and the batches after the last offset-index
         entry (about ``index.interval.bytes``) to learn the next offset. Raises
         CorruptLogError when an index is missing or disagrees with the log, or the
-        tail is torn; the caller then recovers the segment.
+        tail is torn; the caller then recovers the segment. Index files that are both
+        absent are empty indexes when no batch starts past ``index.interval.bytes``
+        (where the first entry goes); past it they were lost, and the segment is rebuilt.
         """
         if self._index_problem is not None:
             raise CorruptLogError(self._index_problem)
-        self._restore_state()
+        self._restore_state(check_unindexed=self._index_files_absent)
 
-    def _restore_state(self) -> None:
+    def _restore_state(self, check_unindexed: bool = False) -> None:
         """Derive next offset, largest timestamp and roll time from the indexes and the tail."""
         start = 0
         last = self.offset_index.last_entry()
@@ -168,7 +180,11 @@ class LogSegment:
         time_last = self.time_index.last_entry()
         if time_last is not None:
             self.max_timestamp, self.offset_of_max_timestamp = time_last
+        # Without index files the scan reads at most index.interval.bytes and one batch.
+        unindexed_end = self._index_interval if check_unindexed else self.size
         for span in self._spans(start, self.size):
+            if span.position > unindexed_end:
+                raise CorruptLogError(f"{self.offset_index.path.name} is missing")
             self._observe(span.last_offset, span.max_timestamp)
         if time_last is not None and not self.base_offset <= time_last[1] < self.next_offset:
             raise CorruptLogError(f"{self.time_index.path.name}: last entry points outside the segment")
@@ -363,8 +379,11 @@ class LogSegment:
         self._dirty = True
 
     def seal(self) -> None:
-        """Record the largest timestamp in the time index, so a reopen finds it in the last entry."""
-        if self.max_timestamp != NO_TIMESTAMP:
+        """Record the largest timestamp in the time index, so a reopen finds it in the last entry.
+
+        Not in a segment without offset-index entries: a reopen reads all its batches anyway, and it keeps no
+        index files."""
+        if self.max_timestamp != NO_TIMESTAMP and len(self.offset_index):
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
 
     def flush(self) -> None:

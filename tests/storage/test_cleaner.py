@@ -177,3 +177,24 @@ def test_cleanable_segment_count() -> None:
     overdue = config(min_cleanable_dirty_ratio=0.9, max_compaction_lag_ms=5)
     assert cleanable_segment_count(segments, CleanerCheckpoint(30), overdue, START + 10) == 4
     assert cleanable_segment_count(segments, CleanerCheckpoint(0), config(compact=False), START) == 0
+
+
+def test_compaction_of_segments_without_index_files(tmp_path: Path) -> None:
+    """Segments within index.interval.bytes keep no index files: the swap and a reopen must do without them."""
+    clock = Clock()
+    small = config(index_interval_bytes=32 * 1024)
+    logs = LogManager.open([tmp_path], small, clock=clock)
+    log = logs.get_or_create("c", 0)
+    latest = fill(log, clock, Codec.NONE)
+    size_before = log.size_bytes
+
+    clean(logs, clock)
+
+    expected = [(r.offset, r.value) for r in sorted(latest.values(), key=lambda r: r.offset)]
+    assert [(r.offset, r.value) for r in records_of(log)] == expected
+    assert log.size_bytes < size_before / 5
+    logs.close()
+    assert not [p.name for p in log.directory.iterdir() if p.suffix in (".index", ".timeindex")]
+    reopened = Log.open(log.directory, small, clean_shutdown=True)
+    assert [(r.offset, r.value) for r in records_of(reopened)] == expected
+    reopened.close()

@@ -208,8 +208,9 @@ def test_corrupt_middle_segment_drops_later_segments(template: Template, tmp_pat
     log = Log.open(directory, CONFIG, recovery_point=int(victim.stem) + 1)
     assert log.log_end_offset == lost_from
     segment_files = [p.name for p in directory.iterdir() if p.suffix in (".index", ".log", ".timeindex")]
+    # The victim, cut to two batches, has an empty offset index: its rebuild left no index files.
     assert sorted(segment_files) == sorted(
-        segment.with_suffix(suffix).name for segment in segments[:2] for suffix in (".index", ".log", ".timeindex")
+        [segments[0].with_suffix(suffix).name for suffix in (".index", ".log", ".timeindex")] + [victim.name]
     )
     assert all_values(log, decode_region) == expected_values(template, lost_from)
 
