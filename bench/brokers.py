@@ -148,6 +148,16 @@ def _first_produce(bootstrap: str, started: float, process: subprocess.Popen[byt
     raise RuntimeError(f"no produce was acknowledged within {READY_TIMEOUT_S} s")
 
 
+def with_absolute_pythonpath(env: dict[str, str]) -> dict[str, str]:
+    """`env` with PYTHONPATH's entries made absolute: a broker runs in its data directory, where a relative entry
+    (`PYTHONPATH=typecheck` to start another tree's code) names nothing and the venv's code would start instead."""
+    entries = env.get("PYTHONPATH")
+    if not entries:
+        return env
+    absolute = [str(Path(entry).resolve()) if entry else entry for entry in entries.split(os.pathsep)]
+    return {**env, "PYTHONPATH": os.pathsep.join(absolute)}
+
+
 # How a launch decides the broker is ready: (bootstrap, monotonic start time, process) -> seconds since start.
 Ready = Callable[[str, float, "subprocess.Popen[bytes]"], float]
 
@@ -161,6 +171,7 @@ def _launch(
     ready: Ready = _first_produce,
 ) -> RunningBroker:
     log = (data_dir / "broker.log").open("ab")  # appended: a restarted broker keeps its earlier lines
+    env = with_absolute_pythonpath(env if env is not None else dict(os.environ))
     started = time.monotonic()
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=data_dir, env=env)
     broker = RunningBroker(name, process, bootstrap, data_dir, env)
