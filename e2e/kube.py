@@ -126,7 +126,18 @@ def describe(kind: str, name: str, namespace: str) -> str:
                        "--sort-by=.lastTimestamp", "-o", "custom-columns=OBJECT:.involvedObject.name,"
                        "REASON:.reason,MESSAGE:.message", "--no-headers")  # fmt: skip
     latest = [line.strip() for line in warnings.splitlines() if line.strip()][-5:]
-    return state + "; latest warnings: " + (" | ".join(latest) or "none")
+    state += "; latest warnings: " + (" | ".join(latest) or "none")
+    unready = [pod for pod in pods if (condition(pod, "Ready") or {}).get("status") != "True"]
+    return state + "".join(_log_tail(pod["metadata"]["name"], namespace) for pod in unready)
+
+
+def _log_tail(pod: str, namespace: str, lines: int = 12) -> str:
+    """The end of an unready pod's log (a broker that never listens says there where it waits)."""
+    try:
+        tail = kubectl("logs", pod, "-n", namespace, "--all-containers", f"--tail={lines}", timeout=20)
+    except (CommandFailed, subprocess.TimeoutExpired) as problem:
+        tail = f"(no log: {problem})"
+    return f"\n--- last {lines} log lines of {pod} ---\n{tail.rstrip()}"
 
 
 def _pod_line(pod: dict[str, Any]) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Callable
 from typing import NamedTuple
@@ -28,6 +29,8 @@ from kafkette.broker.tasks import cancel_and_wait
 log = logging.getLogger(__name__)
 
 # Kafka's SecurityProtocol ids, as BrokerRegistration carries them.
+# How often a registered broker that is still fenced says so (and why) in its log.
+FENCED_REPORT_INTERVAL_S = 10.0
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
 
@@ -63,6 +66,7 @@ class BrokerLifecycle:
         # Checked by the heartbeat loop: on Python 3.11 asyncio.wait_for may swallow a cancellation that
         # arrives as its answer does, and stop() must not then wait for a loop that goes on.
         self._stopping = False
+        self._fenced_reported = time.monotonic()
 
     async def start(self) -> None:
         """Register, then keep heartbeating in the background."""
@@ -121,7 +125,27 @@ class BrokerLifecycle:
             except KafkaError as exc:
                 log.warning("heartbeat failed: %s", exc)
                 self._unanswered.set()
+            except Exception:
+                # A task that died here left a registered broker fenced for ever, and nothing said why: the
+                # next heartbeat may well succeed, so the loop goes on and the error is logged whole.
+                log.exception("heartbeat raised an unexpected error")
+                self._unanswered.set()
             await asyncio.sleep(interval / 5 if self._want_shut_down else interval)
+
+    def _report_still_fenced(self, applied_offset: int, caught_up: bool) -> None:
+        """A broker stays fenced (and does not listen) until the controller finds it caught up: say so now and then,
+        with the offsets the controller judges by, so a broker that never starts serving shows where it waits."""
+        now = time.monotonic()
+        if now - self._fenced_reported < FENCED_REPORT_INTERVAL_S:
+            return
+        self._fenced_reported = now
+        log.info(
+            "broker %d (epoch %d) still fenced: applied metadata offset %d, controller says caught up: %s",
+            self.config.node_id,
+            self.epoch,
+            applied_offset,
+            caught_up,
+        )
 
     async def _heartbeat(self) -> None:
         request = BrokerHeartbeatRequest(
@@ -143,5 +167,7 @@ class BrokerLifecycle:
         self.fenced = response.is_fenced
         if not response.is_fenced:
             self._unfenced.set()
+        elif not self._want_shut_down:
+            self._report_still_fenced(request.current_metadata_offset, response.is_caught_up)
         if response.should_shut_down:
             self._may_shut_down.set()
