@@ -7,15 +7,20 @@ the same committed entries in the same order).
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import random
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from kafkette.broker.controller import epochs
 from kafkette.broker.controller import messages as m
 from kafkette.broker.controller.log import ElectionState
 from kafkette.broker.controller.messages import OffsetAndEpoch
+from kafkette.broker.controller.metadata_log import MetadataLog
+from kafkette.broker.controller.quorum import _region_bytes
 from kafkette.broker.controller.raft import RaftNode, Role, Timing
+from kafkette.broker.protocol.records import decode_batches
 from kafkette.broker.storage import EpochEntry
 
 LEADER_CHANGE = b"<leader>"
@@ -121,6 +126,30 @@ class MemoryLog:
         self.snapshot = (snapshot_id, data)
 
 
+class DiskLog(MetadataLog):
+    """The broker's own metadata log on a real directory, read back as the simulation's entries.
+
+    Its batches are the proposals' (one to three records each), so a follower's fetch offsets meet the
+    batch boundaries that the in-memory log does not have; a crash reopens it from disk, through recovery.
+    """
+
+    def entry(self, offset: int) -> Entry:
+        region = self.read(offset, 1 << 20)
+        assert region is not None, f"no entry at {offset} (log end {self.end_offset})"
+        for batch in decode_batches(_region_bytes(region)):  # type: ignore[arg-type]
+            for record in batch.records:
+                if record.offset == offset:
+                    payload = LEADER_CHANGE if batch.is_control else record.value
+                    assert payload is not None
+                    return Entry(batch.partition_leader_epoch, payload)
+        raise AssertionError(f"offset {offset} not in the batches read from it")
+
+    @property
+    def snapshot(self) -> tuple[OffsetAndEpoch, bytes] | None:
+        snapshot_id, data = self.latest_snapshot(), self.read_snapshot()
+        return None if snapshot_id is None or data is None else (snapshot_id, data)
+
+
 def encode_state(payloads: list[bytes]) -> bytes:
     return b"\n".join(payloads)
 
@@ -133,7 +162,7 @@ def decode_state(data: bytes) -> list[bytes]:
 class Replica:
     """A node's durable parts (log, election state) and, while it is up, its Raft state machine."""
 
-    log: MemoryLog = field(default_factory=MemoryLog)
+    log: MemoryLog | DiskLog = field(default_factory=MemoryLog)
     store: MemoryStore = field(default_factory=MemoryStore)
     node: RaftNode | None = None
     applied: list[bytes] = field(default_factory=list)
@@ -154,7 +183,14 @@ class Faults:
 
 
 class Simulation:
-    def __init__(self, seed: int, voters: int = 3, faults: Faults | None = None, timing: Timing | None = None) -> None:
+    def __init__(
+        self,
+        seed: int,
+        voters: int = 3,
+        faults: Faults | None = None,
+        timing: Timing | None = None,
+        disk: Path | None = None,
+    ) -> None:
         self.rng = random.Random(seed)
         self.ids = frozenset(range(voters))
         self.faults = faults or Faults()
@@ -162,7 +198,9 @@ class Simulation:
             election_timeout_ms=150, fetch_timeout_ms=300, fetch_max_wait_ms=50, request_timeout_ms=100
         )
         self.now = 0
-        self.replicas = {i: Replica() for i in self.ids}
+        # With ``disk``, each node's log is a DiskLog in its own directory there.
+        self.disk = disk
+        self.replicas = {i: Replica(log=DiskLog(disk / str(i)) if disk else MemoryLog()) for i in self.ids}
         self.down_until: dict[int, int] = {}
         self.cut: frozenset[int] = frozenset()  # nodes isolated from the rest
         self.cut_until = 0
@@ -178,11 +216,14 @@ class Simulation:
 
     def _start(self, i: int) -> None:
         rep = self.replicas[i]
+        if self.disk is not None and i in self.down_until:
+            rep.log = DiskLog(self.disk / str(i))  # what survived the crash, recovered as at a broker's start
         rep.node = RaftNode(i, self.ids, rep.log, rep.store, self.timing, random.Random(self.rng.random()), self.now)
         rep.applied = decode_state(rep.log.snapshot[1]) if rep.log.snapshot else []
         self.down_until.pop(i, None)
 
     def _crash(self, i: int) -> None:
+        # A disk log is left as it is (its appends were fsynced) and reopened at the restart, through recovery.
         self.replicas[i].node = None
         self.down_until[i] = self.now + self.rng.randrange(1, self.faults.max_down_ms)
 
@@ -199,7 +240,11 @@ class Simulation:
                 continue
             self._seq += 1
             delay = 1 + self.rng.randrange(self.faults.max_delay_ms)
-            heapq.heappush(self._queue, (self.now + delay, self._seq, source, o.destination, o.message))
+            message = o.message
+            if isinstance(message, m.FetchResponse) and message.records is not None:
+                # A disk log answers with a file region: the bytes leave when the answer is sent.
+                message = dataclasses.replace(message, records=_region_bytes(message.records))
+            heapq.heappush(self._queue, (self.now + delay, self._seq, source, o.destination, message))
 
     def run(self, duration_ms: int, faults: bool = True, propose: bool = True) -> None:
         end = self.now + duration_ms
@@ -246,7 +291,10 @@ class Simulation:
         for i, rep in self.replicas.items():
             if rep.node is not None and rep.node.is_leader:
                 self.proposed += 1
-                out = rep.node.propose(self.now, [f"v{self.proposed}".encode()])[1]
+                # One to three records a proposal, as the controller commits a decision's records together.
+                count = 1 + self.rng.randrange(3) if self.disk is not None else 1
+                records = [f"v{self.proposed}.{k}".encode() for k in range(count)]
+                out = rep.node.propose(self.now, records)[1]
                 self._deliver(i, out)
                 self._after_step(i)
 
@@ -267,7 +315,7 @@ class Simulation:
         if known != i:
             raise SafetyViolation(f"two leaders in epoch {node.epoch}: {known} and {i}")
         log = node.log
-        assert isinstance(log, MemoryLog)
+        assert isinstance(log, MemoryLog | DiskLog)
         for offset in range(log.start_offset, len(self.committed)):
             if offset >= log.end_offset or log.entry(offset) != self.committed[offset]:
                 raise SafetyViolation(f"leader {i} of epoch {node.epoch} lacks committed offset {offset}")

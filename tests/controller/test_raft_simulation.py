@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 from raft_sim import Faults, Simulation
@@ -32,6 +33,24 @@ def _converged(sim: Simulation) -> None:
 def test_safety_under_loss_reordering_crashes_and_partitions(seed: int) -> None:
     voters = 3 if seed % 3 else 5
     sim = Simulation(seed, voters=voters)
+    sim.run(3000)
+    sim.crash_leaders()
+    sim.run(3000)
+    sim.check_log_matching()
+    _converged(sim)
+    assert len(sim.committed) > 20, "the quorum made progress despite the faults"
+    assert len(sim.leaders) >= 2, "the schedule exercised elections"
+
+
+@pytest.mark.parametrize("seed", range(max(2, CASES // 3)))
+@pytest.mark.parametrize("pre_vote", [True, False], ids=["pre-vote", "no-pre-vote"])
+def test_the_metadata_log_on_disk_under_the_same_faults(seed: int, pre_vote: bool, tmp_path: Path) -> None:
+    """The broker's own MetadataLog (real files, batches of several records, recovery after each crash) in
+    place of the in-memory log; brokers run without pre-vote, so both ways are covered."""
+    timing = Timing(
+        election_timeout_ms=150, fetch_timeout_ms=300, fetch_max_wait_ms=50, request_timeout_ms=100, pre_vote=pre_vote
+    )
+    sim = Simulation(100 + seed, voters=3, timing=timing, disk=tmp_path)
     sim.run(3000)
     sim.crash_leaders()
     sim.run(3000)
