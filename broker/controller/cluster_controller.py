@@ -50,6 +50,8 @@ log = logging.getLogger(__name__)
 SESSION_CHECK_S = 0.1
 # A new active controller first replays what its predecessors committed; this bounds that wait.
 CATCH_UP_TIMEOUT_S = 10.0
+# How often the active controller says that a broker is still behind its registration (and so fenced).
+BEHIND_REPORT_INTERVAL_MS = 10_000
 
 Decision = tuple[list[Message], Message]
 
@@ -78,6 +80,7 @@ class ClusterController:
         self.liveness = control.BrokerLiveness()
         # Metadata offset each broker must have applied to count as caught up (its registration committed).
         self._registered_at: dict[int, int] = {}
+        self._behind_reported: dict[int, int] = {}
         self._lock = asyncio.Lock()
         self._was_leader = False
         self._tasks: list[asyncio.Task[None]] = []
@@ -137,7 +140,10 @@ class ClusterController:
                 # Like Kafka, the broker epoch is the metadata offset of the registration: unique, increasing.
                 return control.register_broker(image, body, self.quorum.log.end_offset, self.cluster_id, settings)
             case BrokerHeartbeatRequest():
-                caught_up = body.current_metadata_offset >= self._registered_at.get(body.broker_id, 0)
+                needed = self._registered_at.get(body.broker_id, 0)
+                caught_up = body.current_metadata_offset >= needed
+                if not caught_up:
+                    self._report_behind(body.broker_id, body.current_metadata_offset, needed, now)
                 return control.heartbeat(image, body, caught_up, settings)
             case AlterPartitionRequest():
                 return control.alter_partition(image, body)
@@ -166,6 +172,18 @@ class ClusterController:
             case DeleteAclsRequest():
                 return control.delete_acls(image, body)
         raise ValueError(f"{type(body).__name__} is not a controller request")
+
+    def _report_behind(self, broker_id: int, applied: int, needed: int, now: int) -> None:
+        """A broker stays fenced while behind its own registration: say so now and then, with both offsets."""
+        if now - self._behind_reported.get(broker_id, -BEHIND_REPORT_INTERVAL_MS) < BEHIND_REPORT_INTERVAL_MS:
+            return
+        self._behind_reported[broker_id] = now
+        log.info(
+            "broker %d stays fenced: it applied metadata to offset %d, its registration committed at %d",
+            broker_id,
+            applied,
+            needed,
+        )
 
     def _after_commit(self, body: Message, now: int) -> None:
         match body:
