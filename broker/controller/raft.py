@@ -432,8 +432,13 @@ class RaftNode:
         end = self.log.end_offset_for(request.last_fetched_epoch)
         if end.epoch == request.last_fetched_epoch and request.fetch_offset <= end.offset:
             return None
-        if end.epoch == -1 and snapshot is not None:
-            return m.FetchResponse(self.epoch, self.node_id, self.high_watermark, snapshot_id=snapshot)
+        if end.epoch == -1:
+            if snapshot is not None:
+                return m.FetchResponse(self.epoch, self.node_id, self.high_watermark, snapshot_id=snapshot)
+            # The follower's epoch precedes every epoch here: its log diverges where the first one starts. The
+            # answer names the follower's own epoch there, as Kafka's does, because on the wire epoch -1 is the
+            # field's default, "not diverging": a follower told that took its divergent tail for the leader's.
+            end = OffsetAndEpoch(end.offset, request.last_fetched_epoch)
         return m.FetchResponse(self.epoch, self.node_id, self.high_watermark, diverging=end)
 
     def _advance_high_watermark(self) -> None:

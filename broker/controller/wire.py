@@ -174,6 +174,9 @@ def _fetch_partition(response: m.FetchResponse) -> fr_r.PartitionData:
         records=response.records,  # type: ignore[arg-type]
     )
     if response.diverging is not None:
+        if response.diverging.epoch < 0:
+            # -1 is the field's default: the follower would read "not diverging" and keep its divergent tail.
+            raise ValueError(f"a diverging epoch must be at least 0 on the wire, not {response.diverging}")
         part.diverging_epoch = fr_r.EpochEndOffset(epoch=response.diverging.epoch, end_offset=response.diverging.offset)
     if response.snapshot_id is not None:
         part.snapshot_id = fr_r.SnapshotId(end_offset=response.snapshot_id.offset, epoch=response.snapshot_id.epoch)

@@ -20,6 +20,14 @@ from kafkette.broker.controller.messages import OffsetAndEpoch
 from kafkette.broker.controller.metadata_log import MetadataLog
 from kafkette.broker.controller.quorum import _region_bytes
 from kafkette.broker.controller.raft import RaftNode, Role, Timing
+from kafkette.broker.controller.wire import (
+    VERSIONS,
+    request_from_wire,
+    request_to_wire,
+    response_from_wire,
+    response_to_wire,
+)
+from kafkette.broker.protocol.framing import decode_request, decode_response, encode_request, encode_response
 from kafkette.broker.protocol.records import decode_batches
 from kafkette.broker.storage import EpochEntry
 
@@ -131,6 +139,7 @@ class DiskLog(MetadataLog):
 
     Its batches are the proposals' (one to three records each), so a follower's fetch offsets meet the
     batch boundaries that the in-memory log does not have; a crash reopens it from disk, through recovery.
+    Without pre-vote (as brokers run) their messages also go through Kafka's wire encoding, as between brokers.
     """
 
     def entry(self, offset: int) -> Entry:
@@ -148,6 +157,19 @@ class DiskLog(MetadataLog):
     def snapshot(self) -> tuple[OffsetAndEpoch, bytes] | None:
         snapshot_id, data = self.latest_snapshot(), self.read_snapshot()
         return None if snapshot_id is None or data is None else (snapshot_id, data)
+
+
+def through_the_wire(message: m.Message) -> m.Message:
+    """``message`` as its receiver gets it from a broker: Kafka's request or response, encoded and decoded."""
+    if isinstance(message, m.REQUEST_TYPES):
+        body = request_to_wire(message, "simulation")  # type: ignore[arg-type]
+        frame = encode_request(body, VERSIONS[body.API_KEY], 1, "simulation")  # type: ignore[index]
+        return request_from_wire(decode_request(memoryview(frame)[4:]).body)[1]
+    answer = response_to_wire(message)  # type: ignore[arg-type]
+    api_key = answer.API_KEY
+    response, splices = encode_response(api_key, VERSIONS[api_key], 1, answer)  # type: ignore[arg-type, index]
+    assert not splices, "records travel as bytes here"
+    return response_from_wire(decode_response(memoryview(response)[4:], api_key, VERSIONS[api_key])[1])  # type: ignore[arg-type, index]
 
 
 def encode_state(payloads: list[bytes]) -> bytes:
@@ -244,6 +266,8 @@ class Simulation:
             if isinstance(message, m.FetchResponse) and message.records is not None:
                 # A disk log answers with a file region: the bytes leave when the answer is sent.
                 message = dataclasses.replace(message, records=_region_bytes(message.records))
+            if self.disk is not None and not self.timing.pre_vote:  # Vote v0 on the wire has no pre-vote
+                message = through_the_wire(message)
             heapq.heappush(self._queue, (self.now + delay, self._seq, source, o.destination, message))
 
     def run(self, duration_ms: int, faults: bool = True, propose: bool = True) -> None:

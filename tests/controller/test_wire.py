@@ -54,3 +54,11 @@ def test_responses(response: m.Response) -> None:
     assert not splices
     _, decoded = decode_response(memoryview(bytes(frame))[4:], api_key, VERSIONS[api_key])
     assert response_from_wire(decoded) == response
+
+
+def test_a_diverging_epoch_below_zero_is_refused_rather_than_sent_as_no_divergence() -> None:
+    # On the wire -1 is DivergingEpoch's default: the follower would read "not diverging" and keep its tail.
+    with pytest.raises(ValueError, match="diverging epoch"):
+        response_to_wire(m.FetchResponse(7, 1, 50, None, diverging=OffsetAndEpoch(0, -1)))
+    answer = response_to_wire(m.FetchResponse(7, 1, 50, None, diverging=OffsetAndEpoch(0, 4)))
+    assert response_from_wire(answer) == m.FetchResponse(7, 1, 50, None, diverging=OffsetAndEpoch(0, 4))
