@@ -16,6 +16,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 
 from ..protocol.batch import BatchHeader, iter_batches, patch_base_offset, patch_leader_epoch, set_log_append_time
 from .config import LogConfig
@@ -49,6 +50,25 @@ logger = logging.getLogger(__name__)
 # recovery validates), as producer state is: a transaction open across more segments than that is a
 # limit of the rebuild (Kafka keeps producer-state snapshots instead).
 TXN_SCAN_SEGMENTS = 2
+
+
+class _GoingOfflineOnDiskError:
+    """``Log._going_offline_on_disk_error``: a plain class rather than ``contextlib.contextmanager`` (as
+    ``disk_errors``), since it wraps every append; the exception goes on to the caller either way."""
+
+    __slots__ = ("_log",)
+
+    def __init__(self, log: Log) -> None:
+        self._log = log
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        if isinstance(exc, LogStorageError):
+            self._log._go_offline(exc)
 
 
 def wall_clock_ms() -> int:
@@ -318,7 +338,8 @@ class Log:
             if self._should_roll(size, metas[-1].last_offset, now):
                 self._roll(first_offset)
             self._active.append(data, metas, now)
-            self._observe_transactions(txn_batches)
+            if txn_batches:
+                self._observe_transactions(txn_batches)
         self._log_end_offset = metas[-1].last_offset + 1
         if self._flush_due(now):
             self.flush()
@@ -555,17 +576,15 @@ class Log:
         if self.offline_reason is not None:
             raise LogStorageError(f"log {self.directory} is offline: {self.offline_reason}")
 
-    @contextlib.contextmanager
-    def _going_offline_on_disk_error(self) -> Iterator[None]:
+    def _going_offline_on_disk_error(self) -> _GoingOfflineOnDiskError:
         """A failed write leaves the files in an unknown state: stop serving until recovery at restart."""
-        try:
-            yield
-        except LogStorageError as exc:
-            self.offline_reason = str(exc)
-            logger.error("%s: going offline: %s", self.directory, exc)
-            if self.on_offline is not None:
-                self.on_offline(self.offline_reason)
-            raise
+        return _GoingOfflineOnDiskError(self)
+
+    def _go_offline(self, exc: LogStorageError) -> None:
+        self.offline_reason = str(exc)
+        logger.error("%s: going offline: %s", self.directory, exc)
+        if self.on_offline is not None:
+            self.on_offline(self.offline_reason)
 
     # --- retention, DeleteRecords and compaction --------------------------------------------
 
