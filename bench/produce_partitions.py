@@ -59,15 +59,12 @@ def produce_frame(partitions: int, records: int, correlation_id: int) -> bytes:
 
 
 def read_frame(sock: socket.socket) -> bytes:
-    head = sock.recv(4, socket.MSG_WAITALL)
-    (size,) = SIZE.unpack(head)
-    out = bytearray()
-    while len(out) < size:
-        chunk = sock.recv(size - len(out))
-        if not chunk:
-            raise ConnectionError("broker closed the connection")
-        out += chunk
-    return bytes(out)
+    # MSG_WAITALL: a blocking socket returns the whole frame, or less only when the broker closed it.
+    (size,) = SIZE.unpack(sock.recv(4, socket.MSG_WAITALL))
+    body = sock.recv(size, socket.MSG_WAITALL)
+    if len(body) < size:
+        raise ConnectionError("broker closed the connection")
+    return body
 
 
 def check(answer: bytes, partitions: int) -> None:
