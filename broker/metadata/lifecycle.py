@@ -28,9 +28,9 @@ from kafkette.broker.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
-# Kafka's SecurityProtocol ids, as BrokerRegistration carries them.
 # How often a registered broker that is still fenced says so (and why) in its log.
 FENCED_REPORT_INTERVAL_S = 10.0
+# Kafka's SecurityProtocol ids, as BrokerRegistration carries them.
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
 
