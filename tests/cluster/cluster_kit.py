@@ -5,8 +5,10 @@ Everything listens on 127.0.0.1 on free ports; every wait is bounded and fails w
 
 from __future__ import annotations
 
+import signal
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -192,6 +194,15 @@ class Cluster:
 
     def down(self) -> None:
         runtime.down(self.directory, timeout=20)
+
+    @contextmanager
+    def paused(self, node_id: int) -> Iterator[None]:
+        """The broker stopped with SIGSTOP (alive, but answering nobody) for the block, then continued."""
+        assert runtime.signal_broker(self.directory, self.state, node_id, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            runtime.signal_broker(self.directory, self.state, node_id, signal.SIGCONT)
 
     # -- views
 

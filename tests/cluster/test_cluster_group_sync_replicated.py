@@ -7,9 +7,6 @@ back, and after the coordinator's SIGKILL the coordinator that takes over knows 
 
 from __future__ import annotations
 
-import signal
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -24,7 +21,6 @@ from kafkette.broker.protocol.messages.join_group_request import JoinGroupReques
 from kafkette.broker.protocol.messages.join_group_response import JoinGroupResponse
 from kafkette.broker.protocol.messages.sync_group_request import SyncGroupRequest, SyncGroupRequestAssignment
 from kafkette.broker.protocol.messages.sync_group_response import SyncGroupResponse
-from kafkette.operator.local import runtime
 
 pytestmark = pytest.mark.timeout(180)
 GROUP = "synced-group"
@@ -112,21 +108,12 @@ def stable_group(cluster: Cluster, instance_id: str | None, follower_stopped_dur
     )
     if follower_stopped_during_sync:
         # The follower is still in the ISR and cannot fetch the group's record: no answer yet.
-        with stopped(cluster, follower), pytest.raises(OSError):
+        with cluster.paused(follower), pytest.raises(OSError):
             request(port, sync, SYNC_VERSION, timeout=1.5)
     synced = request(port, sync, SYNC_VERSION)  # the leader asking again, as a client whose request timed out would
     assert isinstance(synced, SyncGroupResponse) and synced.error_code == 0, synced
     assert bytes(synced.assignment) == b"assigned"
     return StableGroup(coordinator, follower, joined)
-
-
-@contextmanager
-def stopped(cluster: Cluster, broker: int) -> Iterator[None]:
-    assert runtime.signal_broker(cluster.directory, cluster.state, broker, signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        runtime.signal_broker(cluster.directory, cluster.state, broker, signal.SIGCONT)
 
 
 def test_sync_group_waits_for_the_followers_and_the_next_coordinator_knows_the_group(make_cluster: MakeCluster) -> None:
@@ -147,7 +134,7 @@ def test_static_rejoin_waits_for_the_followers_and_the_next_coordinator_knows_th
     port = cluster.port(group.coordinator)
 
     # A restarted static member (no member id) rejoins the stable group: no rebalance, a new member id.
-    with stopped(cluster, group.follower), pytest.raises(OSError):
+    with cluster.paused(group.follower), pytest.raises(OSError):
         request(port, join_request(INSTANCE), JOIN_VERSION, timeout=1.5)
     rejoined = request(port, join_request(INSTANCE), JOIN_VERSION)  # asking again, as the restarted client would
     assert isinstance(rejoined, JoinGroupResponse) and rejoined.error_code == 0, rejoined

@@ -70,11 +70,12 @@ def test_move_under_an_idempotent_acks_all_producer(make_cluster: MakeCluster, n
     create_topic(cluster, TOPIC, assignment=[[0, 1, 2]])
     assert replica_dirs(cluster, 0) and not replica_dirs(cluster, 3)
     with SteadyProducer(cluster.bootstrap, TOPIC, 1, rate=300) as producer:
-        # A backlog for the new replica to copy, so the move is seen in flight.
-        wait_for(lambda: len(producer.acks) > 1500, "the producer gets going", 60)
+        wait_for(lambda: len(producer.acks) > 1500, "a backlog for the new replica to copy", 60)
         started = time.monotonic()
-        assert reassign(cluster, 3, [1, 2, 3]) == ErrorCode.NONE
-        assert in_flight(cluster, 2) == {0: ([1, 2, 3, 0], [3], [0])}
+        # Broker 3 paused, so the move is seen in flight however fast it copies (it once finished before the List).
+        with cluster.paused(3):
+            assert reassign(cluster, 0, [1, 2, 3]) == ErrorCode.NONE
+            assert in_flight(cluster, 2) == {0: ([1, 2, 3, 0], [3], [0])}
         wait_for(lambda: settled(cluster, (1, 2, 3)), "the move completes", 60)
         numbers["reassign_rf3_one_partition_s"] = time.monotonic() - started
         assert cluster.partitions(TOPIC)[0].leader in (1, 2, 3)
