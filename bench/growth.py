@@ -11,10 +11,10 @@ group.initial.rebalance.delay.ms=0.
 
 - partitions: CreateTopics (and CreatePartitions past 5,000) to every partition led in this broker's Metadata
   (one broker: "metadata propagation" is to the broker that serves it) and to a record acknowledged on every
-  partition, librdkafka producing 100 B records
-  round-robin over all partitions (acks=1, linger.ms=5), RSS and idle CPU afterwards, then a restart after
-  SIGTERM and one after SIGKILL, each timed from launch to the port listening and to a record acknowledged
-  on every partition.
+  partition, librdkafka producing 100 B records round-robin over all partitions (acks=1, linger.ms=5) with
+  the broker's CPU per record and per batch (the batches counted in the segment files, whose format both
+  brokers share), RSS and idle CPU afterwards, then a restart after SIGTERM and one after SIGKILL, each timed
+  from launch to the port listening and to a record acknowledged on every partition.
 - connections: N connections open (each past ApiVersions), 3 s of the produce load below to warm up; RSS and
   idle CPU with them open, then produce requests (one 100 B record, acks=1) at a fixed rate spread over the N
   in turn: latency p50/p99 and the broker's CPU per request.
@@ -38,6 +38,7 @@ import math
 import os
 import platform
 import resource
+import struct
 import subprocess
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -115,6 +116,9 @@ DIMENSIONS: dict[str, list[Metric]] = {
         Metric("create_written_s", "create -> every partition written (s)", 2),
         Metric("produce_rate", "produce, records/s", 0),
         Metric("produce_cpu", "produce, broker CPU s per M records", 2),
+        # The client's batches shrink as the records spread over more partitions; a batch is the broker's unit.
+        Metric("produce_records_per_batch", "produce, records per batch written", 1),
+        Metric("produce_cpu_per_batch_us", "produce, broker CPU per batch written (µs)", 1),
         RSS,
         IDLE_CPU,
         Metric("disk_mb", "data on disk (MB)", 0),
@@ -215,6 +219,25 @@ def disk_mb(path: Path) -> float:
     return int(subprocess.run(["du", "-sk", str(path)], capture_output=True, text=True).stdout.split()[0]) / 1024
 
 
+# A record batch on disk starts with its base offset (int64) and the length of the rest (int32).
+_BATCH_HEAD = struct.Struct(">qi")
+
+
+def batches_on_disk(path: Path, topic: str) -> int:
+    """Record batches in the `.log` segments of `topic`'s partition directories under `path`."""
+    batches = 0
+    for segment in path.rglob(f"{topic}-*/*.log"):
+        data = segment.read_bytes()
+        position = 0
+        while position + _BATCH_HEAD.size <= len(data):
+            _base_offset, length = _BATCH_HEAD.unpack_from(data, position)
+            if length <= 0:  # zeroes past the last batch of a preallocated segment
+                break
+            position += _BATCH_HEAD.size + length
+            batches += 1
+    return batches
+
+
 def partitions_point(name: str, count: int, plan: Plan) -> dict[str, float]:
     broker = start(name)
     try:
@@ -223,10 +246,15 @@ def partitions_point(name: str, count: int, plan: Plan) -> dict[str, float]:
         # Kafka answers Metadata from its new image before its replica manager has created the logs
         # (BrokerMetadataPublisher): a record acknowledged on every partition is when they take writes.
         point["create_written_s"] = every_partition_written(TOPIC, count, [])(broker.bootstrap, started, broker.process)
+        batches_before = batches_on_disk(broker.data_dir, TOPIC)
         before = broker.cpu_seconds()
         produced = confluent("produce", broker, TOPIC, Scenario(100, count, "1", "none", plan.records))
+        cpu_s = broker.cpu_seconds() - before
+        batches = batches_on_disk(broker.data_dir, TOPIC) - batches_before
         point["produce_rate"] = produced["records"] / produced["seconds"]
-        point["produce_cpu"] = (broker.cpu_seconds() - before) / produced["records"] * 1e6
+        point["produce_cpu"] = cpu_s / produced["records"] * 1e6
+        point["produce_records_per_batch"] = produced["records"] / batches
+        point["produce_cpu_per_batch_us"] = cpu_s / batches * 1e6
         time.sleep(1)  # the producer's last requests answered, its connections closed
         point["idle_cpu_pct"] = idle_cpu_pct(broker, plan.idle_s)
         point["rss_mb"] = broker.rss_mb()
