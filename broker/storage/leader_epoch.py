@@ -76,11 +76,16 @@ def _check_monotonic(entries: list[EpochEntry]) -> None:
 class LeaderEpochCache:
     """(epoch, start offset) entries, both increasing; the latest epoch is the one still being written."""
 
-    def __init__(self, path: Path, entries: Iterable[EpochEntry] = (), written: bool = True) -> None:
-        self.path = path
+    def __init__(self, directory: Path, entries: Iterable[EpochEntry] = (), written: bool = True) -> None:
+        # The log's own Path object; the checkpoint's path is derived when written (one Path fewer per partition).
+        self.directory = directory
         self._entries: list[EpochEntry] = list(entries)
         # The entries are not (all) in the file yet: ``written`` False says so from the start.
         self._dirty = not written
+
+    @property
+    def path(self) -> Path:
+        return self.directory / LEADER_EPOCH_CHECKPOINT
 
     @property
     def entries(self) -> tuple[EpochEntry, ...]:

@@ -122,8 +122,9 @@ class Log:
         # Told the new log end offset whenever truncate_to drops data: a copy of this log (a replica moving to
         # another log dir) must drop the same offsets before copying on.
         self.on_truncate: Callable[[int], None] | None = None
-        # Told the reason when the disk fails under this log: the log manager takes the whole log dir offline.
-        self.on_offline: Callable[[str], None] | None = None
+        # Told this log and the reason when the disk fails under it: the log manager takes the whole log dir
+        # offline (one callback shared by every log, rather than a closure apiece).
+        self.on_offline: Callable[[Log, str], None] | None = None
 
     @classmethod
     def open(
@@ -177,7 +178,7 @@ class Log:
                 fsync_dir(directory)
             if created:
                 # Nothing to read: a new directory holds no listing, checkpoint or transaction index to load.
-                leader_epochs, transactions = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT), TransactionTable()
+                leader_epochs, transactions = LeaderEpochCache(directory), TransactionTable()
             else:
                 leader_epochs = _load_leader_epochs(directory, segments, first_unflushed)
                 scan_from = min(first_unflushed, max(0, len(segments) - TXN_SCAN_SEGMENTS))
@@ -584,7 +585,7 @@ class Log:
         self.offline_reason = str(exc)
         logger.error("%s: going offline: %s", self.directory, exc)
         if self.on_offline is not None:
-            self.on_offline(self.offline_reason)
+            self.on_offline(self, self.offline_reason)
 
     # --- retention, DeleteRecords and compaction --------------------------------------------
 
@@ -692,15 +693,14 @@ def _load_leader_epochs(directory: Path, segments: list[LogSegment], recovered_f
     The file is written when the log flushes, before the recovery point passes its entries (see `Log.flush`), so
     after a crash its entries past the recovery point may be missing or stale; the batches are not.
     """
-    path = directory / LEADER_EPOCH_CHECKPOINT
     try:
-        entries = read_leader_epoch_checkpoint(path)
+        entries = read_leader_epoch_checkpoint(directory / LEADER_EPOCH_CHECKPOINT)
     except CorruptLogError as exc:
         logger.warning("%s; rebuilding it from the log", exc)
         entries = None
     has_batches = segments[-1].next_offset > segments[0].base_offset
     # A rebuilt file is written by the next flush even when no batch carries an epoch: no later start scans again.
-    cache = LeaderEpochCache(path, entries or (), written=entries is not None or not has_batches)
+    cache = LeaderEpochCache(directory, entries or (), written=entries is not None or not has_batches)
     rebuilt = segments[0 if entries is None else recovered_from :]
     if rebuilt:
         cache.replace_from(rebuilt[0].base_offset, _batch_epochs(directory, rebuilt))

@@ -61,6 +61,8 @@ class LogManager:
         # Where AlterReplicaLogDirs asked a partition not hosted yet to be created (Kafka's preferred log dir).
         self._preferred: dict[TopicPartition, Path] = {}
         self._clock = clock
+        # Bound once: each log holds this one object (a lambda apiece cost 0.2 KiB per partition).
+        self._on_log_offline = self._log_went_offline
         for log in [*logs.values(), *self._futures.values()]:
             self._watch(log)
 
@@ -210,7 +212,10 @@ class LogManager:
                 log.offline_reason = f"log directory {log_dir} is offline: {reason}"
 
     def _watch(self, log: Log) -> None:
-        log.on_offline = lambda reason: self.mark_offline(log.directory.parent, reason)
+        log.on_offline = self._on_log_offline
+
+    def _log_went_offline(self, log: Log, reason: str) -> None:
+        self.mark_offline(log.directory.parent, reason)
 
     # -- moves between log directories (AlterReplicaLogDirs) --------------------------------------
 

@@ -81,6 +81,25 @@ def _open_file(path: Path, flags: int) -> FileIO:
 
 
 class LogSegment:
+    # Slots: a broker keeps one of these per partition at least (see index.py's _Index).
+    __slots__ = (
+        "_bytes_since_index",
+        "_dirty",
+        "_index_files_absent",
+        "_index_interval",
+        "_index_problem",
+        "base_offset",
+        "directory",
+        "file",
+        "max_timestamp",
+        "next_offset",
+        "offset_index",
+        "offset_of_max_timestamp",
+        "rolling_ms",
+        "size",
+        "time_index",
+    )
+
     def __init__(
         self,
         directory: Path,
@@ -93,9 +112,8 @@ class LogSegment:
         index_files_absent: bool = False,
     ) -> None:
         self.base_offset = base_offset
-        self.path = segment_path(directory, base_offset, LOG_SUFFIX)
-        # Written by the log when an ABORT marker lands in this segment; absent otherwise.
-        self.txn_index_path = segment_path(directory, base_offset, TXN_INDEX_SUFFIX)
+        # The log's own Path object: the files' paths are derived when used (see index.py's _Index).
+        self.directory = directory
         self.file = file
         self.offset_index = offset_index
         self.time_index = time_index
@@ -115,12 +133,8 @@ class LogSegment:
     @classmethod
     def create(cls, directory: Path, base_offset: int, config: LogConfig) -> LogSegment:
         file = _open_file(segment_path(directory, base_offset, LOG_SUFFIX), os.O_CREAT | os.O_EXCL)
-        offset_index = OffsetIndex.create(
-            segment_path(directory, base_offset, INDEX_SUFFIX), base_offset, config.segment_index_bytes
-        )
-        time_index = TimeIndex.create(
-            segment_path(directory, base_offset, TIME_INDEX_SUFFIX), base_offset, config.segment_index_bytes
-        )
+        offset_index = OffsetIndex.create(directory, base_offset, config.segment_index_bytes)
+        time_index = TimeIndex.create(directory, base_offset, config.segment_index_bytes)
         return cls(directory, base_offset, config, file, offset_index, time_index, None)
 
     @classmethod
@@ -131,18 +145,27 @@ class LogSegment:
         time_path = segment_path(directory, base_offset, TIME_INDEX_SUFFIX)
         if not index_path.exists() and not time_path.exists():
             # A small segment's indexes (see the module's docstring); `load` checks that it is small.
-            offset_index = OffsetIndex.create(index_path, base_offset, config.segment_index_bytes)
-            time_index = TimeIndex.create(time_path, base_offset, config.segment_index_bytes)
+            offset_index = OffsetIndex.create(directory, base_offset, config.segment_index_bytes)
+            time_index = TimeIndex.create(directory, base_offset, config.segment_index_bytes)
             return cls(directory, base_offset, config, file, offset_index, time_index, None, index_files_absent=True)
         try:
-            offset_index = OffsetIndex.open(index_path, base_offset, config.segment_index_bytes)
-            time_index = TimeIndex.open(time_path, base_offset, config.segment_index_bytes)
+            offset_index = OffsetIndex.open(directory, base_offset, config.segment_index_bytes)
+            time_index = TimeIndex.open(directory, base_offset, config.segment_index_bytes)
             problem = None
         except CorruptLogError as exc:
-            offset_index = OffsetIndex.create(index_path, base_offset, config.segment_index_bytes)
-            time_index = TimeIndex.create(time_path, base_offset, config.segment_index_bytes)
+            offset_index = OffsetIndex.create(directory, base_offset, config.segment_index_bytes)
+            time_index = TimeIndex.create(directory, base_offset, config.segment_index_bytes)
             problem = str(exc)
         return cls(directory, base_offset, config, file, offset_index, time_index, problem)
+
+    @property
+    def path(self) -> Path:
+        return segment_path(self.directory, self.base_offset, LOG_SUFFIX)
+
+    @property
+    def txn_index_path(self) -> Path:
+        """Written by the log when an ABORT marker lands in this segment; absent otherwise."""
+        return segment_path(self.directory, self.base_offset, TXN_INDEX_SUFFIX)
 
     @property
     def info(self) -> SegmentInfo:

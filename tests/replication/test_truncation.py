@@ -7,7 +7,6 @@ from pathlib import Path
 
 from kafkette.broker.replication.fetcher import Truncation, truncation_point
 from kafkette.broker.storage import LeaderEpochCache
-from kafkette.broker.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT
 
 
 def epochs(*starts: tuple[int, int]) -> Callable[[int], tuple[int, int]]:
@@ -36,7 +35,7 @@ def test_the_same_epoch_ending_earlier_here_truncates_to_our_end_of_it(tmp_path:
     # epoch 8) and appended to 51086; the new leader had epoch 8 up to 50317 and then led epoch 10, so it
     # answers (8, 50317) to our epoch 9. Our 50310-50316 are epoch 9's records, not the leader's epoch 8 ones:
     # truncating at 50317 kept them, and every fetch after it was answered with a diverging epoch again.
-    cache = LeaderEpochCache(tmp_path / LEADER_EPOCH_CHECKPOINT)
+    cache = LeaderEpochCache(tmp_path)
     cache.assign(8, 41660)
     cache.assign(9, 50310)
 

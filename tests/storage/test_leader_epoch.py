@@ -18,7 +18,7 @@ E = EpochEntry
 
 def cache_with(tmp_path: Path, *entries: tuple[int, int]) -> LeaderEpochCache:
     """A cache holding ``entries``, synced to its file as a log's flush leaves it."""
-    cache = LeaderEpochCache(tmp_path / LEADER_EPOCH_CHECKPOINT)
+    cache = LeaderEpochCache(tmp_path)
     for epoch, start in entries:
         cache.assign(epoch, start)
     cache.sync()
@@ -193,7 +193,7 @@ def test_file_is_kafkas_format(tmp_path: Path) -> None:
 
 def test_entries_survive_a_new_instance(tmp_path: Path) -> None:
     cache = cache_with(tmp_path, (0, 0), (1, 3))
-    again = LeaderEpochCache(cache.path, read_leader_epoch_checkpoint(cache.path) or [])
+    again = LeaderEpochCache(cache.directory, read_leader_epoch_checkpoint(cache.path) or [])
     assert again.entries == cache.entries
     assert again.end_offset_for(0, 9) == (0, 3)
 
