@@ -481,6 +481,11 @@ class BrokerConfig(_PropertiesModel):
     kafkette_event_loop: Annotated[Literal["asyncio", "uvloop"], BeforeValidator(_trimmed)] = Field(
         "asyncio", alias="kafkette.event.loop"
     )
+    # A callback holding the one event loop this long is logged with where it was (broker/server/loop_watch.py);
+    # 0: not watched.
+    kafkette_event_loop_stall_warn_ms: Annotated[Int, Field(ge=0)] = Field(
+        200, alias="kafkette.event.loop.stall.warn.ms"
+    )
     # Where Prometheus scrapes this broker (same host as the client listener); 0: no metrics endpoint.
     metrics_port: Annotated[Int, Field(ge=0, le=65535)] = Field(0, alias="metrics.port")
 

@@ -43,6 +43,7 @@ from kafkette.broker.server.authorization import guard
 from kafkette.broker.server.context import RequestContext
 from kafkette.broker.server.handlers.metadata import MetadataEntries
 from kafkette.broker.server.handlers.transactions import write_txn_markers
+from kafkette.broker.server.loop_watch import LoopWatch
 from kafkette.broker.storage import LogConfig, LogManager
 from kafkette.broker.storage.housekeeping import LogHousekeeper
 from kafkette.broker.storage.naming import METADATA_TOPIC
@@ -87,6 +88,7 @@ class Broker:
         self._cluster_id: str | None = None
         self._checkpointer: asyncio.Task[None] | None = None
         self._housekeeper: LogHousekeeper | None = None
+        self._loop_watch: LoopWatch | None = None
         self._bound: dict[str, tuple[str, int]] = {}  # client listener name -> address bound
         self._metrics: BrokerMetrics | None = None
         self.metrics_port: int | None = None  # bound once serving, None when metrics.port is 0
@@ -184,6 +186,9 @@ class Broker:
     async def start(self) -> None:
         """Join the metadata quorum, register, catch up, and only then serve clients."""
         config = self.config
+        if config.kafkette_event_loop_stall_warn_ms:
+            self._loop_watch = LoopWatch(asyncio.get_running_loop(), config.kafkette_event_loop_stall_warn_ms / 1000)
+            self._loop_watch.start()
         log_dirs = list(config.log_dirs)
         self._logs = LogManager.open(log_dirs, LogConfig())
         self._cluster_id = load_or_create(self._logs.online_dirs(), self.node_id, config.cluster_id)
@@ -291,6 +296,10 @@ class Broker:
         if self._housekeeper is not None:
             await self._housekeeper.stop()
             self._housekeeper = None
+        if self._loop_watch is not None:
+            # Before the logs close: flushing every log holds the loop, as a shutdown may.
+            self._loop_watch.stop()
+            self._loop_watch = None
         if self._logs is not None:
             self._logs.close()
             self._logs = None

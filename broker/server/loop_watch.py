@@ -1,0 +1,88 @@
+"""A watchdog for the broker's one event loop: how long a callback held it, and where.
+
+Every request waits for the one event loop (design decision 9), so a callback that blocks it, a `pwrite`
+throttled by the kernel's dirty-page writeback, a long computation, holds every client at once. The loop
+beats every `interval_s`; a thread of its own notices a beat that is late by `warn_after_s` and takes the
+loop thread's stack then, while it is still blocked; the next beat reports the stall with that stack (a log
+warning by default). The thread wakes `1 / interval_s` times a second and takes the GIL only to read a float,
+and a stack when the loop is late.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
+
+INTERVAL_S = 0.02
+# The innermost frames of the blocked loop's stack that a report keeps.
+STACK_FRAMES = 8
+
+
+@dataclass(frozen=True)
+class Stall:
+    seconds: float  # how long the loop went without a beat, less the beat interval
+    where: str  # the loop thread's innermost frames while it was blocked
+
+
+def log_stall(stall: Stall) -> None:
+    log.warning("the event loop was held for %.0f ms, and every client with it; its thread was at:\n%s",
+                stall.seconds * 1000, stall.where)  # fmt: skip
+
+
+class LoopWatch:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        warn_after_s: float,
+        report: Callable[[Stall], None] = log_stall,
+        interval_s: float = INTERVAL_S,
+    ) -> None:
+        self._loop = loop
+        self._warn_after_s = warn_after_s
+        self._report = report
+        self._interval_s = interval_s
+        self._last_beat = time.monotonic()
+        # Set by the watching thread during a stall, taken by the loop's next beat: one assignment each side.
+        self._where: str | None = None
+        self._loop_thread = threading.get_ident()
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="kafkette-loop-watch", daemon=True)
+        self._beat_handle: asyncio.TimerHandle | None = None
+
+    def start(self) -> None:
+        """Start watching; called on the loop's own thread."""
+        self._loop_thread = threading.get_ident()
+        self._last_beat = time.monotonic()
+        self._beat_handle = self._loop.call_later(self._interval_s, self._beat)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        if self._beat_handle is not None:
+            self._beat_handle.cancel()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _beat(self) -> None:
+        now = time.monotonic()
+        where, self._where = self._where, None
+        if where is not None:
+            self._report(Stall(now - self._last_beat - self._interval_s, where))
+        self._last_beat = now
+        self._beat_handle = self._loop.call_later(self._interval_s, self._beat)
+
+    def _watch(self) -> None:
+        while not self._stopped.wait(self._interval_s):
+            late = time.monotonic() - self._last_beat - self._interval_s
+            if late >= self._warn_after_s and self._where is None:
+                frame = sys._current_frames().get(self._loop_thread)
+                if frame is not None:
+                    self._where = "".join(traceback.format_stack(frame)[-STACK_FRAMES:]).rstrip()

@@ -1,0 +1,62 @@
+"""The event-loop watchdog: a callback that holds the loop is reported with how long and where it was; an idle
+loop, or one whose callbacks are short, is not."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from kafkette.broker.config import BrokerConfig
+from kafkette.broker.server.loop_watch import LoopWatch, Stall
+
+
+def hold_the_loop(seconds: float) -> None:
+    time.sleep(seconds)  # a pwrite throttled by writeback, say: the loop thread blocked in a call
+
+
+def spin(seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:  # pure Python: the watching thread gets the GIL at switch intervals
+        pass
+
+
+Work = tuple[float, Callable[[float], None], float]  # (delay from the start, callback, seconds it holds the loop)
+
+
+async def watched(work: list[Work], then_idle_s: float = 0.2) -> list[Stall]:
+    """Run `work` as loop callbacks under a watch warning after 100 ms; the stalls it reported."""
+    stalls: list[Stall] = []
+    loop = asyncio.get_running_loop()
+    watch = LoopWatch(loop, 0.1, report=stalls.append)
+    watch.start()
+    try:
+        for delay, callback, seconds in work:
+            loop.call_later(delay, callback, seconds)
+        await asyncio.sleep(max(delay + seconds for delay, _, seconds in work) + then_idle_s)
+    finally:
+        watch.stop()
+    return stalls
+
+
+def test_a_blocked_loop_is_reported_with_where_it_was() -> None:
+    stalls = asyncio.run(watched([(0.05, hold_the_loop, 0.35)]))
+    assert len(stalls) == 1, stalls
+    assert 0.3 <= stalls[0].seconds < 0.6, stalls[0]
+    assert "hold_the_loop" in stalls[0].where and "time.sleep" in stalls[0].where
+
+
+def test_a_long_python_callback_is_reported_too() -> None:
+    stalls = asyncio.run(watched([(0.05, spin, 0.3)]))
+    assert len(stalls) == 1 and "in spin" in stalls[0].where, stalls
+
+
+def test_short_callbacks_and_idle_time_are_not_reported() -> None:
+    assert asyncio.run(watched([(0.05 * i, hold_the_loop, 0.01) for i in range(1, 10)], then_idle_s=0.5)) == []
+
+
+def test_the_threshold_is_a_broker_setting_that_can_turn_it_off() -> None:
+    assert BrokerConfig.from_properties({}).kafkette_event_loop_stall_warn_ms == 200
+    assert (
+        BrokerConfig.from_properties({"kafkette.event.loop.stall.warn.ms": "0"}).kafkette_event_loop_stall_warn_ms == 0
+    )
