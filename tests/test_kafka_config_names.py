@@ -58,6 +58,7 @@ def test_every_kafka_name_is_known_and_every_known_name_is_kafkas() -> None:
     # rates, and cluster.id (which Kafka reads from meta.properties).
     assert BrokerConfig.keys() - set(BROKER_KEYS) == {
         "kafkette.event.loop",
+        "kafkette.event.loop.stall.warn.ms",
         "metrics.port",
         "super.users",
         "allow.everyone.if.no.acl.found",
