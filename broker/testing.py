@@ -64,6 +64,7 @@ class InProcessBroker:
     broker: Any  # kafkette.broker.server.app.Broker, imported lazily to keep this module light
     data_dir: Path
     address: tuple[str, int]
+    loop: asyncio.AbstractEventLoop | None = None  # the broker's own, in a thread of its own
 
     @property
     def bootstrap(self) -> str:
@@ -98,7 +99,7 @@ def in_process_broker(
         stack.callback(loop.close)
         broker = loop.run(start(), timeout)
         stack.callback(lambda: loop.run(broker.stop(), timeout))
-        yield InProcessBroker(broker=broker, data_dir=Path(data_dir), address=broker.bound_address)
+        yield InProcessBroker(broker=broker, data_dir=Path(data_dir), address=broker.bound_address, loop=loop.loop)
 
 
 @pytest.fixture

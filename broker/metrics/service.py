@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from uuid import UUID
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, Counter
 
 from kafkette.broker.controller.image import MetadataImage
 from kafkette.broker.group.offsets import OffsetStore
@@ -39,6 +39,21 @@ class BrokerMetrics:
         self.registry.register(BrokerCollector(node_id, catalog, replicas.partitions, offsets, controller_id))
         self._endpoint = MetricsEndpoint(self.registry)
         self._topic_names: set[str] = set()
+        # The event-loop watchdog's reports (broker/server/loop_watch.py): no Kafka MBean says this.
+        self._loop_stalls = Counter(
+            "kafkette_event_loop_stalls",
+            "times the event loop ran nothing for kafkette.event.loop.stall.warn.ms",
+            registry=self.registry,
+        )
+        self._loop_stalled = Counter(
+            "kafkette_event_loop_stalled_seconds",
+            "time the event loop was held in those stalls",
+            registry=self.registry,
+        )
+
+    def loop_stalled(self, seconds: float) -> None:
+        self._loop_stalls.inc()
+        self._loop_stalled.inc(seconds)
 
     async def start(self, host: str, port: int) -> int:
         return await self._endpoint.start(host, port)

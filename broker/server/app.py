@@ -43,7 +43,7 @@ from kafkette.broker.server.authorization import guard
 from kafkette.broker.server.context import RequestContext
 from kafkette.broker.server.handlers.metadata import MetadataEntries
 from kafkette.broker.server.handlers.transactions import write_txn_markers
-from kafkette.broker.server.loop_watch import LoopWatch
+from kafkette.broker.server.loop_watch import LoopWatch, Stall, log_stall
 from kafkette.broker.storage import LogConfig, LogManager
 from kafkette.broker.storage.housekeeping import LogHousekeeper
 from kafkette.broker.storage.naming import METADATA_TOPIC
@@ -187,7 +187,8 @@ class Broker:
         """Join the metadata quorum, register, catch up, and only then serve clients."""
         config = self.config
         if config.kafkette_event_loop_stall_warn_ms:
-            self._loop_watch = LoopWatch(asyncio.get_running_loop(), config.kafkette_event_loop_stall_warn_ms / 1000)
+            warn_after_s = config.kafkette_event_loop_stall_warn_ms / 1000
+            self._loop_watch = LoopWatch(asyncio.get_running_loop(), warn_after_s, self._loop_stalled)
             self._loop_watch.start()
         log_dirs = list(config.log_dirs)
         self._logs = LogManager.open(log_dirs, LogConfig())
@@ -303,6 +304,11 @@ class Broker:
         if self._logs is not None:
             self._logs.close()
             self._logs = None
+
+    def _loop_stalled(self, stall: Stall) -> None:
+        log_stall(stall)
+        if self._metrics is not None:
+            self._metrics.loop_stalled(stall.seconds)
 
     def _has_peers(self) -> bool:
         return any(b.broker_id != self.node_id for b in self.topics.live_brokers())

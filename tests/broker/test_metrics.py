@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 import urllib.error
 import urllib.request
 import uuid
@@ -156,3 +157,19 @@ def test_a_failing_collector_answers_500_and_the_endpoint_stays_up() -> None:
         return first, second
 
     assert asyncio.run(scenario()) == (500, 200)
+
+
+def test_a_held_event_loop_is_counted() -> None:
+    settings = {"metrics.port": str(_free_port()), "kafkette.event.loop.stall.warn.ms": "100"}
+    with in_process_broker(settings) as running:
+        host, _ = running.address
+        assert running.loop is not None and running.broker.metrics_port is not None
+        # A loaded machine may hold the loop past 100 ms on its own: the counts are compared, not taken as such.
+        before = scrape(host, running.broker.metrics_port)
+        running.loop.call_soon_threadsafe(time.sleep, 0.4)  # a callback that blocks the broker's loop
+        time.sleep(0.6)
+        after = scrape(host, running.broker.metrics_port)
+        stalls = "kafkette_event_loop_stalls_total"
+        assert after.total(stalls) >= before.total(stalls) + 1
+        stalled = "kafkette_event_loop_stalled_seconds_total"
+        assert after.total(stalled) - before.total(stalled) >= 0.3
