@@ -186,10 +186,6 @@ class Broker:
     async def start(self) -> None:
         """Join the metadata quorum, register, catch up, and only then serve clients."""
         config = self.config
-        if config.kafkette_event_loop_stall_warn_ms:
-            warn_after_s = config.kafkette_event_loop_stall_warn_ms / 1000
-            self._loop_watch = LoopWatch(asyncio.get_running_loop(), warn_after_s, self._loop_stalled)
-            self._loop_watch.start()
         log_dirs = list(config.log_dirs)
         self._logs = LogManager.open(log_dirs, LogConfig())
         self._cluster_id = load_or_create(self._logs.online_dirs(), self.node_id, config.cluster_id)
@@ -245,6 +241,11 @@ class Broker:
         await self._transactions.start()
         for server in self._servers:
             await server.start_serving()
+        if config.kafkette_event_loop_stall_warn_ms:
+            # Watched from here on: before, no client waits for the loop (opening many logs holds it for seconds).
+            warn_after_s = config.kafkette_event_loop_stall_warn_ms / 1000
+            self._loop_watch = LoopWatch(asyncio.get_running_loop(), warn_after_s, self._loop_stalled)
+            self._loop_watch.start()
         if self._metrics is not None:
             self.metrics_port = await self._metrics.start(config.listen_address[0], config.metrics_port)
         self._checkpointer = asyncio.ensure_future(self._checkpoint_periodically())
