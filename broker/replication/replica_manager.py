@@ -92,6 +92,8 @@ class ReplicaManager:
         self._isr_checker: asyncio.Task[None] | None = None
         self._requests: set[asyncio.Task[None]] = set()
         self._stopped = False
+        # Bound once and shared by every partition (a bound method apiece cost 64 B per partition).
+        self._on_isr_proposal = self._propose_isr
 
     # -- what the broker reads ---------------------------------------------------------------------
 
@@ -179,7 +181,7 @@ class ReplicaManager:
             partition = Partition(
                 topic.name, index, topic.topic_id, log, settings.settings, node_id=self.node_id, clock=self._clock
             )
-            partition.on_isr_proposal = self._propose_isr
+            partition.on_isr_proposal = self._on_isr_proposal
             self._partitions[key] = partition
             self._configure(partition, settings)
             self._change_leadership(partition, state)

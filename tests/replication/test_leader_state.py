@@ -330,3 +330,36 @@ def test_the_image_of_an_epoch_the_isr_answer_already_brought_still_changes_the_
     partition.update_assignment(3, (1, 4, 2), (1, 2, 4))
     assert partition.replicas == (1, 4, 2)
     assert partition.follower_fetched(3, 0) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def lists_held(partition: Partition) -> list[list[object]]:
+    return [value for value in vars(partition).values() if isinstance(value, list)]
+
+
+def test_an_idle_partition_holds_no_waiter_lists_and_waiters_are_still_answered(tmp_path: Path) -> None:
+    """A broker's partitions are mostly idle: waiters get a list while they wait and leave none behind."""
+    partition, _ = leader(tmp_path, Clock())
+    assert lists_held(partition) == []
+
+    async def body() -> None:
+        outcome = partition.append_from_producer(batch(2), required_acks=-1)
+        first = partition.wait_for_acks(outcome.last_offset)
+        second = partition.wait_for_acks(outcome.last_offset)
+        fetch = partition.data_arrived()
+        follower_append = partition.data_arrived(up_to_log_end=True)
+        assert first is not None and second is not None
+        assert len(lists_held(partition)) == 3
+        partition.follower_fetched(2, 2)
+        partition.follower_fetched(3, 2)
+        assert (await first, await second) == (ErrorCode.NONE, ErrorCode.NONE)
+        assert fetch.done() and lists_held(partition) == [[follower_append]]
+        partition.append_from_producer(batch(1))
+        assert follower_append.done() and lists_held(partition) == []
+        # Leadership lost: the waiters of the moment are answered, and nothing is kept.
+        late = partition.wait_for_acks(partition.log_end_offset - 1)
+        assert late is not None
+        partition.become_follower(2, 2, 2, (1, 2, 3), (1, 2, 3))
+        assert await late == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert lists_held(partition) == []
+
+    run(body())
