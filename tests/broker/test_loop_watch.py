@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 
 from kafkette.broker.config import BrokerConfig
-from kafkette.broker.server.loop_watch import LoopWatch, Stall
+from kafkette.broker.server.loop_watch import INTERVAL_S, LoopWatch, Stall
 
 
 def hold_the_loop(seconds: float) -> None:
@@ -25,10 +25,11 @@ Work = tuple[float, Callable[[float], None], float]  # (delay from the start, ca
 
 
 async def watched(work: list[Work], then_idle_s: float = 0.2) -> list[Stall]:
-    """Run `work` as loop callbacks under a watch warning after 100 ms; the stalls it reported."""
+    """Run `work` as loop callbacks under a watch warning after 100 ms, beating every 20 ms so that a stall's
+    length reads within 20 ms; the stalls it reported."""
     stalls: list[Stall] = []
     loop = asyncio.get_running_loop()
-    watch = LoopWatch(loop, 0.1, report=stalls.append)
+    watch = LoopWatch(loop, 0.1, report=stalls.append, interval_s=0.02)
     watch.start()
     try:
         for delay, callback, seconds in work:
@@ -60,3 +61,22 @@ def test_the_threshold_is_a_broker_setting_that_can_turn_it_off() -> None:
     assert (
         BrokerConfig.from_properties({"kafkette.event.loop.stall.warn.ms": "0"}).kafkette_event_loop_stall_warn_ms == 0
     )
+
+
+def test_with_the_default_beat_a_hold_past_the_threshold_and_one_beat_is_reported() -> None:
+    async def held() -> list[Stall]:
+        stalls: list[Stall] = []
+        loop = asyncio.get_running_loop()
+        watch = LoopWatch(loop, 0.1, report=stalls.append)
+        watch.start()
+        try:
+            await asyncio.sleep(0.03)
+            hold_the_loop(0.1 + INTERVAL_S + 0.05)
+            await asyncio.sleep(2 * INTERVAL_S)
+        finally:
+            watch.stop()
+        return stalls
+
+    stalls = asyncio.run(held())
+    assert len(stalls) == 1 and "hold_the_loop" in stalls[0].where, stalls
+    assert 0.1 <= stalls[0].seconds <= 0.1 + INTERVAL_S + 0.05 + 0.05, stalls[0]
