@@ -345,6 +345,9 @@ def measure(
         raw["points"].setdefault(dimension, {})
         for size in sizes(plan, dimension):
             for name in brokers:
+                # What the last point left to write back (10,000 partitions' files, then their deletion) would
+                # otherwise slow the next one, always Kafkette's at equal sizes.
+                os.sync()
                 load = os.getloadavg()[0]
                 started = time.monotonic()
                 try:
