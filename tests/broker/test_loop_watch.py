@@ -4,7 +4,9 @@ loop, or one whose callbacks are short, is not."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
+import weakref
 from collections.abc import Callable
 
 from kafkette.broker.config import BrokerConfig
@@ -80,3 +82,32 @@ def test_with_the_default_beat_a_hold_past_the_threshold_and_one_beat_is_reporte
     stalls = asyncio.run(held())
     assert len(stalls) == 1 and "hold_the_loop" in stalls[0].where, stalls
     assert 0.1 <= stalls[0].seconds <= 0.1 + INTERVAL_S + 0.05 + 0.05, stalls[0]
+
+
+def test_a_reported_stall_keeps_nothing_of_the_blocked_callback_alive() -> None:
+    class Payload:
+        pass
+
+    seen: list[weakref.ref[Payload]] = []
+
+    def hold_with_a_local(seconds: float) -> None:
+        payload = Payload()  # a local of the blocked frame, as a created topic's records are in the broker
+        seen.append(weakref.ref(payload))
+        hold_the_loop(seconds)
+
+    async def held_then_idle() -> tuple[list[Stall], bool]:
+        stalls: list[Stall] = []
+        loop = asyncio.get_running_loop()
+        watch = LoopWatch(loop, 0.1, report=stalls.append, interval_s=0.02)
+        watch.start()
+        try:
+            loop.call_soon(hold_with_a_local, 0.3)
+            await asyncio.sleep(0.5)  # the watching thread sleeps on between stalls
+            gc.collect()
+            return stalls, seen[0]() is None
+        finally:
+            watch.stop()
+
+    stalls, released = asyncio.run(held_then_idle())
+    assert len(stalls) == 1 and "hold_with_a_local" in stalls[0].where, stalls
+    assert released, "the blocked frame's locals outlived the report"
