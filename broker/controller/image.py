@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
+from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, TypeVar
 from uuid import UUID
@@ -225,18 +226,29 @@ def _set_partition(
     return replace(image, topics=draft.with_(image.topics, topic_id, topic))
 
 
+def _brokers(ids: list[int]) -> tuple[int, ...]:
+    return _shared(tuple(ids))
+
+
+@lru_cache(maxsize=4096)
+def _shared(ids: tuple[int, ...]) -> tuple[int, ...]:
+    """The first equal tuple seen: partitions share their replica and ISR tuples, of which a cluster has few
+    distinct ones (two tuples apiece cost 0.1 KB per partition, 1 MB at 10,000 partitions)."""
+    return ids
+
+
 def _change_partition(image: MetadataImage, record: PartitionChangeRecord, draft: _Draft) -> MetadataImage:
     current = image.topics[record.topic_id].partitions[record.partition_id]
     leader_moved = record.leader != NO_LEADER_CHANGE
     changed = replace(
         current,
-        replicas=current.replicas if record.replicas is None else tuple(record.replicas),
-        isr=current.isr if record.isr is None else tuple(record.isr),
+        replicas=current.replicas if record.replicas is None else _brokers(record.replicas),
+        isr=current.isr if record.isr is None else _brokers(record.isr),
         leader=record.leader if leader_moved else current.leader,
         leader_epoch=current.leader_epoch + 1 if leader_moved else current.leader_epoch,
         partition_epoch=current.partition_epoch + 1,
-        adding=current.adding if record.adding_replicas is None else tuple(record.adding_replicas),
-        removing=current.removing if record.removing_replicas is None else tuple(record.removing_replicas),
+        adding=current.adding if record.adding_replicas is None else _brokers(record.adding_replicas),
+        removing=current.removing if record.removing_replicas is None else _brokers(record.removing_replicas),
     )
     return _set_partition(image, record.topic_id, record.partition_id, changed, draft)
 
@@ -279,13 +291,13 @@ def _replay(image: MetadataImage, record: Message, draft: _Draft) -> MetadataIma
             return replace(image, topics=draft.with_(image.topics, record.topic_id, topic))
         case PartitionRecord():
             partition = PartitionImage(
-                tuple(record.replicas),
-                tuple(record.isr),
+                _brokers(record.replicas),
+                _brokers(record.isr),
                 record.leader,
                 record.leader_epoch,
                 record.partition_epoch,
-                tuple(record.adding_replicas),
-                tuple(record.removing_replicas),
+                _brokers(record.adding_replicas),
+                _brokers(record.removing_replicas),
             )
             return _set_partition(image, record.topic_id, record.partition_id, partition, draft)
         case PartitionChangeRecord():

@@ -14,8 +14,9 @@ import asyncio
 import heapq
 import itertools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from uuid import UUID
 
 from kafkette.broker.protocol.batch import (
@@ -41,6 +42,8 @@ ISR_RETRY_BACKOFF_MS = 1000
 # Nobody waiting: a broker's partitions are mostly idle, and three empty lists and a counter apiece were 0.3 KiB
 # of its memory per partition; a list exists only while somebody waits.
 NO_WAITERS: tuple[()] = ()
+# No follower to track (a single replica, or this broker follows): replaced, never changed, so shared.
+NO_FOLLOWERS: Mapping[int, FollowerState] = MappingProxyType({})
 # Orders acks=all waiters with equal offsets (the heap never compares futures); shared, as only its order counts.
 _ACK_SEQUENCE = itertools.count()
 
@@ -183,7 +186,7 @@ class Partition:
         self.min_insync_replicas = 1
         # Called with (partition, proposed ISR, token) to send an AlterPartition; answered by isr_change_done.
         self.on_isr_proposal: IsrProposal | None = None
-        self._followers: dict[int, FollowerState] = {}
+        self._followers: Mapping[int, FollowerState] = NO_FOLLOWERS
         self._pending_isr: tuple[int, ...] | None = None
         self._pending_token = 0
         self._next_proposal_ms = 0
@@ -246,11 +249,12 @@ class Partition:
         # As Kafka's maybeAssignEpochStartOffset: OffsetForLeaderEpoch answers for the new epoch before any append.
         self.log.assign_leader_epoch(leader_epoch, self._epoch_start_offset)
         now = self._clock()
-        self._followers = {
+        followers = {
             replica: FollowerState(last_caught_up_ms=now if replica in self.isr else 0)
             for replica in self.replicas
             if replica != self.node_id
         }
+        self._followers = followers or NO_FOLLOWERS
         if not was_leader:
             # As follower the producer state was not kept batch by batch: rebuild it from the log's tail.
             self.producers = ProducerStateTable()
@@ -268,7 +272,7 @@ class Partition:
         self.replicas = tuple(replicas)
         self.isr = tuple(isr)
         self._pending_isr = None
-        self._followers = {}
+        self._followers = NO_FOLLOWERS
         self._hw_followers = ()
         self._fail_ack_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         # Long-polls re-run and answer NOT_LEADER_OR_FOLLOWER instead of waiting out their time.
@@ -303,7 +307,7 @@ class Partition:
                 for replica in self.replicas:
                     if replica != self.node_id and replica not in kept:
                         kept[replica] = FollowerState()
-                self._followers = kept
+                self._followers = kept or NO_FOLLOWERS
         if self.is_leader:
             self._isr_updated()
 

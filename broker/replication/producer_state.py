@@ -44,6 +44,8 @@ def _next_sequence(sequence: int) -> int:
 class ProducerStateTable:
     """Sequence state per producer id for one partition."""
 
+    __slots__ = ("_producers",)  # one table per partition
+
     def __init__(self) -> None:
         self._producers: dict[int, ProducerEntry] = {}
 

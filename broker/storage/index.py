@@ -24,6 +24,7 @@ import os
 import struct
 from array import array
 from bisect import bisect_left, bisect_right
+from functools import cache
 from pathlib import Path
 from typing import Self
 
@@ -31,6 +32,12 @@ from .errors import CorruptLogError
 from .naming import INDEX_SUFFIX, TIME_INDEX_SUFFIX, segment_path
 
 NO_TIMESTAMP = -1
+
+
+@cache
+def _max_entries(max_bytes: int, entry_size: int) -> int:
+    """One int object for every index of a size: counts past 256 are objects of their own, 64 B per segment."""
+    return max(1, max_bytes // entry_size)
 
 
 class _Index:
@@ -49,7 +56,7 @@ class _Index:
         # 10,000 partitions keeps 20,000 indexes, most of them empty, and a Path of each cost 0.2 KiB apiece.
         self.directory = directory
         self.base_offset = base_offset
-        self.max_entries = max(1, max_bytes // self._ENTRY.size)
+        self.max_entries = _max_entries(max_bytes, self._ENTRY.size)
         self._persisted = entries_on_disk
         # Both columns exist once loaded (or appended to); None while the entries are only on disk, or none.
         self._keys: array[int] | None = None

@@ -76,6 +76,9 @@ def _check_monotonic(entries: list[EpochEntry]) -> None:
 class LeaderEpochCache:
     """(epoch, start offset) entries, both increasing; the latest epoch is the one still being written."""
 
+    # Slots here and in the log's other per-partition tables: a broker keeps one of each per partition.
+    __slots__ = ("_dirty", "_entries", "directory")
+
     def __init__(self, directory: Path, entries: Iterable[EpochEntry] = (), written: bool = True) -> None:
         # The log's own Path object; the checkpoint's path is derived when written (one Path fewer per partition).
         self.directory = directory

@@ -667,7 +667,7 @@ class Log:
         self._segments[start : start + len(old)] = [replacement]
         self._transactions.drop_segments(seg.base_offset for seg in old)
         if merged:
-            self._transactions.aborted[base] = merged
+            self._transactions.set_aborted(base, merged)
         return renamed
 
 
@@ -715,10 +715,10 @@ def _load_transactions(segments: list[LogSegment], scan_from: int) -> Transactio
     for seg in segments:
         entries = _read_txn_index(seg)
         if entries:
-            table.aborted[seg.base_offset] = entries
+            table.set_aborted(seg.base_offset, entries)
     for seg in segments[scan_from:]:
         # A transaction that began before the scan is known only by its entry in the file.
-        known = {(e.producer_id, e.last_offset): e.first_offset for e in table.aborted.pop(seg.base_offset, [])}
+        known = {(e.producer_id, e.last_offset): e.first_offset for e in table.pop_aborted(seg.base_offset)}
         try:
             for batch in seg.transaction_batches():
                 table.observe(batch, seg.base_offset, known.get((batch.producer_id, batch.base_offset)))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import random
 import socket
@@ -352,7 +353,8 @@ def test_sendfile_serves_the_region(tmp_path: Path, make_batch) -> None:
         left, right = socket.socketpair()
         reader, reader_side = await asyncio.open_connection(sock=right)
         _, writer = await asyncio.open_connection(sock=left)
-        sent = await asyncio.get_running_loop().sendfile(writer.transport, result.file, result.position, result.size)
+        with open(result.fd, "rb", buffering=0, closefd=False) as file:  # asyncio's sendfile takes a file object
+            sent = await asyncio.get_running_loop().sendfile(writer.transport, file, result.position, result.size)
         assert sent == result.size
         data = await reader.readexactly(result.size)
         writer.close()
@@ -378,3 +380,22 @@ def test_delete_removes_the_directory(tmp_path: Path, make_batch) -> None:
     fill(log, make_batch, 10)
     log.delete()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_read_outlives_its_deleted_segment_and_the_last_reference_closes_the_file(tmp_path: Path, make_batch) -> None:
+    log = Log.open(tmp_path / "t-0", LogConfig(segment_bytes=1500, index_interval_bytes=150, retention_ms=1))
+    fill(log, make_batch, 40)
+    result = log.read(0, 600)  # a fetch response about to be sent from the first segment
+    assert result is not None
+    expected = os.pread(result.fd, result.size, result.position)
+    removed = log.delete_expired_segments(now=2**62)
+    assert removed and log.log_start_offset > result.first_offset
+    for path in removed:
+        path.unlink()
+    fd = result.fd
+    assert os.pread(fd, result.size, result.position) == expected  # renamed and unlinked, still open
+    del result
+    with pytest.raises(OSError) as closed:
+        os.fstat(fd)
+    assert closed.value.errno == errno.EBADF
+    log.close()
