@@ -158,6 +158,35 @@ class FollowerState:
 
 
 class Partition:
+    # Slots: one per partition (0.05 KB less apiece than an instance dict's values).
+    __slots__ = (
+        "_ack_waiters",
+        "_append_waiters",
+        "_clock",
+        "_data_waiters",
+        "_epoch_start_offset",
+        "_followers",
+        "_hw_followers",
+        "_next_proposal_ms",
+        "_pending_isr",
+        "_pending_token",
+        "index",
+        "is_leader",
+        "isr",
+        "leader_epoch",
+        "leader_id",
+        "log",
+        "min_insync_replicas",
+        "node_id",
+        "on_isr_proposal",
+        "partition_epoch",
+        "producers",
+        "replicas",
+        "settings",
+        "topic",
+        "topic_id",
+    )
+
     def __init__(
         self,
         topic: str,

@@ -8,8 +8,9 @@ being written twice, and a gap in sequence numbers is refused.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from kafkette.broker.protocol.batch import BatchHeader
 from kafkette.broker.protocol.errors import ErrorCode, KafkaError
@@ -41,13 +42,17 @@ def _next_sequence(sequence: int) -> int:
     return (sequence + 1) % SEQUENCE_MODULUS
 
 
+_NO_PRODUCERS: Mapping[int, ProducerEntry] = MappingProxyType({})
+
+
 class ProducerStateTable:
     """Sequence state per producer id for one partition."""
 
     __slots__ = ("_producers",)  # one table per partition
 
     def __init__(self) -> None:
-        self._producers: dict[int, ProducerEntry] = {}
+        # Shared and empty until the first idempotent or transactional batch: most partitions never see one.
+        self._producers: Mapping[int, ProducerEntry] = _NO_PRODUCERS
 
     def __len__(self) -> int:
         return len(self._producers)
@@ -85,6 +90,12 @@ class ProducerStateTable:
             )
         return None
 
+    def _writable(self) -> dict[int, ProducerEntry]:
+        producers = self._producers
+        if not isinstance(producers, dict):
+            producers = self._producers = {}
+        return producers
+
     def rebuild(self, headers: Iterable[BatchHeader]) -> None:
         """Replay stored batches (oldest first) so retries of batches written before a restart are recognised."""
         for header in headers:
@@ -108,14 +119,14 @@ class ProducerStateTable:
         batches stale."""
         entry = self._producers.get(producer_id)
         if entry is None or producer_epoch > entry.epoch:
-            self._producers[producer_id] = ProducerEntry(producer_epoch)
+            self._writable()[producer_id] = ProducerEntry(producer_epoch)
 
     def record(self, header: BatchHeader, first_offset: int, timestamp: int) -> None:
         """Remember a batch that was appended at ``first_offset``."""
         entry = self._producers.get(header.producer_id)
         if entry is None or header.producer_epoch != entry.epoch:
             entry = ProducerEntry(header.producer_epoch)
-            self._producers[header.producer_id] = entry
+            self._writable()[header.producer_id] = entry
         entry.batches.append(
             BatchRecord(
                 first_sequence=header.base_sequence,

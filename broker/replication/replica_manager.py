@@ -171,13 +171,13 @@ class ReplicaManager:
         return settings
 
     def _apply_partition(self, topic: TopicImage, index: int, state: PartitionImage, settings: _TopicSettings) -> None:
-        key = (topic.name, index)
+        key = TopicPartition(topic.name, index)  # one key object for this map and the log manager's
         partition = self._partitions.get(key)
         if partition is not None and partition.topic_id != topic.topic_id:
             self._remove(key)  # the topic was deleted and created again under the same name
             partition = None
         if partition is None:
-            log = self._logs.get_or_create(topic.name, index, settings.log_config)
+            log = self._logs.get_or_create_for(key, settings.log_config)
             partition = Partition(
                 topic.name, index, topic.topic_id, log, settings.settings, node_id=self.node_id, clock=self._clock
             )

@@ -45,7 +45,7 @@ class disk_errors:
 
     __slots__ = ("_action", "_path")
 
-    def __init__(self, action: str, path: Path) -> None:
+    def __init__(self, action: str, path: str | Path) -> None:
         self._action = action
         self._path = path
 

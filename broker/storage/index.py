@@ -51,9 +51,9 @@ class _Index:
     _VALUE_TYPE: str
     _SUFFIX: str
 
-    def __init__(self, directory: Path, base_offset: int, max_bytes: int, entries_on_disk: int) -> None:
-        # The directory is the log's own Path object and the file's path is derived when used: a broker with
-        # 10,000 partitions keeps 20,000 indexes, most of them empty, and a Path of each cost 0.2 KiB apiece.
+    def __init__(self, directory: str | Path, base_offset: int, max_bytes: int, entries_on_disk: int) -> None:
+        # The directory is the log's own string and the file's path is derived when used: a broker with 10,000
+        # partitions keeps 20,000 indexes, most of them empty, and a Path of each cost 0.2 KiB apiece.
         self.directory = directory
         self.base_offset = base_offset
         self.max_entries = _max_entries(max_bytes, self._ENTRY.size)
@@ -68,12 +68,12 @@ class _Index:
         return segment_path(self.directory, self.base_offset, self._SUFFIX)
 
     @classmethod
-    def create(cls, directory: Path, base_offset: int, max_bytes: int) -> Self:
+    def create(cls, directory: str | Path, base_offset: int, max_bytes: int) -> Self:
         """An index with no entries; its file is created by the first flush that has an entry to write."""
         return cls(directory, base_offset, max_bytes, 0)
 
     @classmethod
-    def open(cls, directory: Path, base_offset: int, max_bytes: int) -> Self:
+    def open(cls, directory: str | Path, base_offset: int, max_bytes: int) -> Self:
         """Open an existing file; CorruptLogError when missing or not a whole number of entries."""
         path = segment_path(directory, base_offset, cls._SUFFIX)
         try:

@@ -79,8 +79,8 @@ class LeaderEpochCache:
     # Slots here and in the log's other per-partition tables: a broker keeps one of each per partition.
     __slots__ = ("_dirty", "_entries", "directory")
 
-    def __init__(self, directory: Path, entries: Iterable[EpochEntry] = (), written: bool = True) -> None:
-        # The log's own Path object; the checkpoint's path is derived when written (one Path fewer per partition).
+    def __init__(self, directory: str | Path, entries: Iterable[EpochEntry] = (), written: bool = True) -> None:
+        # The log's own directory string; the checkpoint's path is derived when written.
         self.directory = directory
         self._entries: list[EpochEntry] = list(entries)
         # The entries are not (all) in the file yet: ``written`` False says so from the start.
@@ -88,7 +88,7 @@ class LeaderEpochCache:
 
     @property
     def path(self) -> Path:
-        return self.directory / LEADER_EPOCH_CHECKPOINT
+        return Path(self.directory, LEADER_EPOCH_CHECKPOINT)
 
     @property
     def entries(self) -> tuple[EpochEntry, ...]:

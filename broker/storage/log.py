@@ -86,9 +86,29 @@ class AppendResult:
 
 
 class Log:
+    # Slots: one per partition, as its segments' (see segment.py).
+    __slots__ = (
+        "_clock",
+        "_closed",
+        "_directory_unsynced",
+        "_last_flush_ms",
+        "_leader_epochs",
+        "_log_end_offset",
+        "_log_start_offset",
+        "_path",
+        "_recovery_point",
+        "_segments",
+        "_transactions",
+        "config",
+        "high_watermark",
+        "offline_reason",
+        "on_offline",
+        "on_truncate",
+    )
+
     def __init__(
         self,
-        directory: Path,
+        directory: str | Path,
         config: LogConfig,
         segments: list[LogSegment],
         log_start_offset: int,
@@ -98,7 +118,9 @@ class Log:
         transactions: TransactionTable | None = None,
         recovery_point: int | None = None,
     ) -> None:
-        self.directory = directory
+        # The directory as a string, shared with the segments, their indexes and the leader-epoch cache: a Path
+        # object (with its parts) held per partition cost 0.2 KB; `directory` makes one when asked.
+        self._path = os.fspath(directory)
         self._transactions = transactions if transactions is not None else TransactionTable()
         self.config = config
         self._segments = segments
@@ -125,6 +147,10 @@ class Log:
         # Told this log and the reason when the disk fails under it: the log manager takes the whole log dir
         # offline (one callback shared by every log, rather than a closure apiece).
         self.on_offline: Callable[[Log, str], None] | None = None
+
+    @property
+    def directory(self) -> Path:
+        return Path(self._path)
 
     @classmethod
     def open(
@@ -153,14 +179,15 @@ class Log:
             # data: creating it and making it a leader cost no fsync (eight before, two in Kafka, which made
             # 10,000 new partitions take minutes on a busy disk).
             created = not directory.exists()
+            path = os.fspath(directory)
             if created:
                 directory.mkdir()
-                segments = [LogSegment.create(directory, log_start_offset, config)]
+                segments = [LogSegment.create(path, log_start_offset, config)]
             else:
                 _remove_leftovers(directory)
-                segments = [LogSegment.open(directory, base, config) for base in _segment_bases(directory)]
+                segments = [LogSegment.open(path, base, config) for base in _segment_bases(directory)]
                 if not segments:
-                    segments.append(LogSegment.create(directory, log_start_offset, config))
+                    segments.append(LogSegment.create(path, log_start_offset, config))
                     fsync_dir(directory)
             first_unflushed = len(segments)
             if not clean_shutdown and not created:
@@ -178,13 +205,13 @@ class Log:
                 fsync_dir(directory)
             if created:
                 # Nothing to read: a new directory holds no listing, checkpoint or transaction index to load.
-                leader_epochs, transactions = LeaderEpochCache(directory), TransactionTable()
+                leader_epochs, transactions = LeaderEpochCache(path), TransactionTable()
             else:
-                leader_epochs = _load_leader_epochs(directory, segments, first_unflushed)
+                leader_epochs = _load_leader_epochs(path, segments, first_unflushed)
                 scan_from = min(first_unflushed, max(0, len(segments) - TXN_SCAN_SEGMENTS))
                 transactions = _load_transactions(segments, scan_from)
             log = cls(
-                directory,
+                path,
                 config,
                 segments,
                 log_start_offset,
@@ -317,7 +344,7 @@ class Log:
         (at its log end offset), so OffsetForLeaderEpoch for the previous epoch ends there.
         """
         self._check_open()
-        with self._going_offline_on_disk_error(), disk_errors("recording a leader epoch of", self.directory):
+        with self._going_offline_on_disk_error(), disk_errors("recording a leader epoch of", self._path):
             self._leader_epochs.assign(leader_epoch, start_offset)
 
     def _write(
@@ -333,7 +360,7 @@ class Log:
             raise ValueError("nothing to append")
         self._check_open()
         now = self._clock()
-        with self._going_offline_on_disk_error(), disk_errors("appending to", self.directory):
+        with self._going_offline_on_disk_error(), disk_errors("appending to", self._path):
             # Before the data, as Kafka: a crash in between leaves an entry past the log end, which open drops.
             self._leader_epochs.assign_all(epochs)
             if self._should_roll(size, metas[-1].last_offset, now):
@@ -389,9 +416,9 @@ class Log:
         else:
             old.seal()
             self.flush()
-        self._segments.append(LogSegment.create(self.directory, base_offset, self.config))
-        fsync_dir(self.directory)
-        logger.debug("%s: rolled segment at offset %d", self.directory, base_offset)
+        self._segments.append(LogSegment.create(self._path, base_offset, self.config))
+        fsync_dir(self._path)
+        logger.debug("%s: rolled segment at offset %d", self._path, base_offset)
 
     def _flush_due(self, now: int) -> bool:
         config = self.config
@@ -414,7 +441,7 @@ class Log:
         self._check_range(offset)
         if offset == self._log_end_offset:
             return None
-        with disk_errors("reading", self.directory):
+        with disk_errors("reading", self._path):
             for seg in self._segments[self._segment_index(offset) :]:
                 found = seg.translate_offset(offset)
                 if found is not None:
@@ -423,7 +450,7 @@ class Log:
 
     def offset_for_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:
         """The first record whose timestamp is at least ``timestamp``: its offset and timestamp."""
-        with disk_errors("reading", self.directory):
+        with disk_errors("reading", self._path):
             for seg in self._segments:
                 if seg.max_timestamp >= timestamp and seg.next_offset > self._log_start_offset:
                     found = seg.find_timestamp(timestamp, self._log_start_offset)
@@ -440,12 +467,12 @@ class Log:
         if not live:
             return OffsetAndTimestamp(-1, -1)
         best = max(live, key=lambda seg: seg.max_timestamp)
-        with disk_errors("reading", self.directory):
+        with disk_errors("reading", self._path):
             return best.record_with_max_timestamp()
 
     def tail_batch_headers(self, segments: int) -> Iterator[BatchHeader]:
         """Full headers of the batches in the last ``segments`` segments, oldest first."""
-        with disk_errors("reading", self.directory):
+        with disk_errors("reading", self._path):
             for seg in self._segments[-segments:]:
                 yield from seg.batch_headers()
 
@@ -459,14 +486,14 @@ class Log:
         """fsync segments holding offsets below ``up_to`` (default: all) and advance the recovery point."""
         self._check_open()
         target = self._log_end_offset if up_to is None else min(up_to, self._log_end_offset)
-        with self._going_offline_on_disk_error(), disk_errors("flushing", self.directory):
+        with self._going_offline_on_disk_error(), disk_errors("flushing", self._path):
             # The leader-epoch checkpoint, kept in memory since the last flush, before the recovery point passes
             # its entries: recovery takes the entries past the recovery point from the batches, those before from
             # the file.
             self._leader_epochs.sync()
             if self._directory_unsynced:
                 # The first flush of a new log: the entries of its directory, and its own entry in the log dir.
-                fsync_dir(self.directory)
+                fsync_dir(self._path)
                 fsync_dir(self.directory.parent)
                 self._directory_unsynced = False
             for seg in self._segments:
@@ -487,10 +514,10 @@ class Log:
             # No data to drop, but an epoch this replica started as leader without appending anything
             # (start offset == log end) must go: a follower announcing it as its latest epoch would be
             # told it diverged, truncate nothing, and ask again forever (Kafka trims here too).
-            with disk_errors("truncating", self.directory):
+            with disk_errors("truncating", self._path):
                 self._leader_epochs.truncate_from_end(self._log_end_offset)
             return
-        with disk_errors("truncating", self.directory):
+        with disk_errors("truncating", self._path):
             if offset <= self._segments[0].base_offset:
                 self._truncate_fully(offset)
             else:
@@ -501,7 +528,7 @@ class Log:
                 self._active.truncate_to(offset)
             # Durable at once: truncated bytes that came back after a crash would pass recovery.
             self._active.flush()
-            fsync_dir(self.directory)
+            fsync_dir(self._path)
             # After the data: a crash in between leaves entries past the log end, which open drops.
             self._leader_epochs.truncate_from_end(self._active.next_offset)
             # Durable at once, as the data: truncation is rare, and recovery then never meets entries for data
@@ -518,9 +545,9 @@ class Log:
     def reset_to(self, offset: int) -> None:
         """Drop everything and start the log empty at ``offset`` (Kafka's truncateFullyAndStartAt), durably."""
         self._check_open()
-        with self._going_offline_on_disk_error(), disk_errors("resetting", self.directory):
+        with self._going_offline_on_disk_error(), disk_errors("resetting", self._path):
             self._truncate_fully(offset)
-            fsync_dir(self.directory)
+            fsync_dir(self._path)
             self._leader_epochs.sync()  # as after truncate_to's
         self._log_end_offset = self._log_start_offset = self._recovery_point = offset
         self.high_watermark = offset
@@ -531,7 +558,7 @@ class Log:
     def _truncate_fully(self, offset: int) -> None:
         for seg in self._segments:
             seg.delete()
-        self._segments = [LogSegment.create(self.directory, offset, self.config)]
+        self._segments = [LogSegment.create(self._path, offset, self.config)]
         self._transactions = TransactionTable()
         self._log_start_offset = offset
         # Kafka's truncateFullyAndStartAt: no record is left for any epoch to describe.
@@ -555,7 +582,7 @@ class Log:
     def detach(self) -> Callable[[], None]:
         """Rename the directory to its ``-delete`` name (durably) and take no more writes; the returned function
         closes the files and removes them. Reads already handed out (file regions) stay valid until it runs."""
-        with disk_errors("deleting", self.directory):
+        with disk_errors("deleting", self._path):
             self._closed = True
             doomed = self.directory.with_name(deleted_dir_name(self.directory.name))
             os.rename(self.directory, doomed)
@@ -570,12 +597,12 @@ class Log:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise ValueError(f"log {self.directory} is closed")
+            raise ValueError(f"log {self._path} is closed")
         self._check_online()
 
     def _check_online(self) -> None:
         if self.offline_reason is not None:
-            raise LogStorageError(f"log {self.directory} is offline: {self.offline_reason}")
+            raise LogStorageError(f"log {self._path} is offline: {self.offline_reason}")
 
     def _going_offline_on_disk_error(self) -> _GoingOfflineOnDiskError:
         """A failed write leaves the files in an unknown state: stop serving until recovery at restart."""
@@ -597,14 +624,14 @@ class Log:
         """
         self._check_open()
         if active_segment_expired(self.segments, self.config, now):
-            with self._going_offline_on_disk_error(), disk_errors("rolling", self.directory):
+            with self._going_offline_on_disk_error(), disk_errors("rolling", self._path):
                 self._roll(self._log_end_offset)
         count = expired_segment_count(self.segments, self._log_start_offset, self.config, now)
         if not count:
             return []
         doomed, self._segments = self._segments[:count], self._segments[count:]
         self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
-        with self._going_offline_on_disk_error(), disk_errors("deleting segments of", self.directory):
+        with self._going_offline_on_disk_error(), disk_errors("deleting segments of", self._path):
             renamed = [path for seg in doomed for path in seg.rename_to_deleted()]
             self._transactions.drop_segments(seg.base_offset for seg in doomed)
             self._leader_epochs.truncate_from_start(self._log_start_offset)
@@ -620,7 +647,7 @@ class Log:
         if not 0 <= offset <= self._log_end_offset:
             raise OffsetOutOfRangeError(offset, self._log_start_offset, self._log_end_offset)
         self._log_start_offset = max(self._log_start_offset, offset)
-        with self._going_offline_on_disk_error(), disk_errors("moving the log start of", self.directory):
+        with self._going_offline_on_disk_error(), disk_errors("moving the log start of", self._path):
             self._leader_epochs.truncate_from_start(self._log_start_offset)
         return self._log_start_offset
 
@@ -646,7 +673,7 @@ class Log:
             shutil.rmtree(cleaned, ignore_errors=True)
             return None
         base = old[0].base_offset
-        with self._going_offline_on_disk_error(), disk_errors("swapping cleaned segments of", self.directory):
+        with self._going_offline_on_disk_error(), disk_errors("swapping cleaned segments of", self._path):
             first = old[0]
             first.offset_index.delete()
             first.time_index.delete()
@@ -654,15 +681,15 @@ class Log:
             for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
                 # A cleaned segment no bigger than index.interval.bytes has no index files.
                 with contextlib.suppress(FileNotFoundError):
-                    os.replace(segment_path(cleaned, base, suffix), segment_path(self.directory, base, suffix))
+                    os.replace(segment_path(cleaned, base, suffix), segment_path(self._path, base, suffix))
             os.rmdir(cleaned)
-            fsync_dir(self.directory)
+            fsync_dir(self._path)
             # The merged segment holds every old one's markers, so it takes their aborted transactions.
             merged = [entry for seg in old for entry in self._transactions.aborted.get(seg.base_offset, [])]
             if merged:
                 atomic_write(first.txn_index_path, encode_entries(merged))
             renamed = [path for seg in old[1:] for path in seg.rename_to_deleted()]
-            replacement = LogSegment.open(self.directory, base, self.config)
+            replacement = LogSegment.open(self._path, base, self.config)
             _loads_cleanly(replacement)
         self._segments[start : start + len(old)] = [replacement]
         self._transactions.drop_segments(seg.base_offset for seg in old)
@@ -686,7 +713,7 @@ def _loads_cleanly(seg: LogSegment) -> bool:
     return True
 
 
-def _load_leader_epochs(directory: Path, segments: list[LogSegment], recovered_from: int) -> LeaderEpochCache:
+def _load_leader_epochs(directory: str, segments: list[LogSegment], recovered_from: int) -> LeaderEpochCache:
     """The partition's leader-epoch cache: the file's entries, but those of ``segments[recovered_from:]`` (which
     recovery validated) from their batch headers; all from the batch headers when the file is missing or corrupt.
 
@@ -694,7 +721,7 @@ def _load_leader_epochs(directory: Path, segments: list[LogSegment], recovered_f
     after a crash its entries past the recovery point may be missing or stale; the batches are not.
     """
     try:
-        entries = read_leader_epoch_checkpoint(directory / LEADER_EPOCH_CHECKPOINT)
+        entries = read_leader_epoch_checkpoint(Path(directory, LEADER_EPOCH_CHECKPOINT))
     except CorruptLogError as exc:
         logger.warning("%s; rebuilding it from the log", exc)
         entries = None
@@ -745,7 +772,7 @@ def _read_txn_index(seg: LogSegment) -> list[AbortedTxn]:
         return []
 
 
-def _batch_epochs(directory: Path, segments: list[LogSegment]) -> Iterator[tuple[int, int]]:
+def _batch_epochs(directory: str, segments: list[LogSegment]) -> Iterator[tuple[int, int]]:
     """(epoch, base offset) where the leader epoch of the batches of ``segments`` changes, from their headers."""
     previous = -1
     try:

@@ -134,7 +134,12 @@ class LogManager:
     def get_or_create(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
         """The partition's log; a new one goes to its preferred log directory if one was asked for, else to the
         online directory holding the fewest partitions (future logs count, as in Kafka)."""
-        tp = TopicPartition(topic, partition)
+        return self.get_or_create_for(TopicPartition(topic, partition), config)
+
+    def get_or_create_for(self, tp: TopicPartition, config: LogConfig | None = None) -> Log:
+        """As `get_or_create`, keeping ``tp`` as the log's key: a caller keying its own map by the same object
+        holds one key per partition, not two."""
+        topic, partition = tp
         log = self._logs.get(tp)
         if log is None:
             online = self.online_dirs()

@@ -89,8 +89,8 @@ def _strip_unique(name: str, suffix: str) -> str | None:
     return base if dot and _UNIQUE.fullmatch(unique) is not None else None
 
 
-def segment_path(directory: Path, base_offset: int, suffix: str) -> Path:
-    return directory / f"{base_offset:020d}{suffix}"
+def segment_path(directory: str | Path, base_offset: int, suffix: str) -> Path:
+    return Path(directory, f"{base_offset:020d}{suffix}")
 
 
 def cleaned_dir(directory: Path, base_offset: int) -> Path:

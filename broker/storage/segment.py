@@ -125,7 +125,7 @@ class LogSegment:
 
     def __init__(
         self,
-        directory: Path,
+        directory: str | Path,
         base_offset: int,
         config: LogConfig,
         file: SegmentFile,
@@ -135,7 +135,7 @@ class LogSegment:
         index_files_absent: bool = False,
     ) -> None:
         self.base_offset = base_offset
-        # The log's own Path object: the files' paths are derived when used (see index.py's _Index).
+        # The log's own directory string: the files' paths are derived when used (see index.py's _Index).
         self.directory = directory
         self.file = file
         self.offset_index = offset_index
@@ -154,14 +154,14 @@ class LogSegment:
         self._dirty = False
 
     @classmethod
-    def create(cls, directory: Path, base_offset: int, config: LogConfig) -> LogSegment:
+    def create(cls, directory: str | Path, base_offset: int, config: LogConfig) -> LogSegment:
         file = _open_file(segment_path(directory, base_offset, LOG_SUFFIX), os.O_CREAT | os.O_EXCL)
         offset_index = OffsetIndex.create(directory, base_offset, config.segment_index_bytes)
         time_index = TimeIndex.create(directory, base_offset, config.segment_index_bytes)
         return cls(directory, base_offset, config, file, offset_index, time_index, None)
 
     @classmethod
-    def open(cls, directory: Path, base_offset: int, config: LogConfig) -> LogSegment:
+    def open(cls, directory: str | Path, base_offset: int, config: LogConfig) -> LogSegment:
         """Open existing files; a missing or malformed index is noted for :meth:`load` to report."""
         file = _open_file(segment_path(directory, base_offset, LOG_SUFFIX), 0)
         index_path = segment_path(directory, base_offset, INDEX_SUFFIX)

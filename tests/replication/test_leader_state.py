@@ -333,7 +333,8 @@ def test_the_image_of_an_epoch_the_isr_answer_already_brought_still_changes_the_
 
 
 def lists_held(partition: Partition) -> list[list[object]]:
-    return [value for value in vars(partition).values() if isinstance(value, list)]
+    values = (getattr(partition, name) for name in type(partition).__slots__)
+    return [value for value in values if isinstance(value, list)]
 
 
 def test_an_idle_partition_holds_no_waiter_lists_and_waiters_are_still_answered(tmp_path: Path) -> None:

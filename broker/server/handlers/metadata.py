@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Mapping
-from functools import lru_cache
 from typing import TYPE_CHECKING
 from uuid import UUID
 
@@ -43,43 +42,46 @@ def _partition_entry(
 ) -> MetadataResponsePartition:
     if state is None:
         return MetadataResponsePartition(error_code=ErrorCode.LEADER_NOT_AVAILABLE, partition_index=index, leader_id=-1)
-    offline = tuple(r for r in state.replicas if r not in brokers or brokers[r].fenced)
+    offline = [r for r in state.replicas if r not in brokers or brokers[r].fenced]
     return MetadataResponsePartition(
         error_code=ErrorCode.NONE if state.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
         partition_index=index,
         leader_id=state.leader,
         leader_epoch=state.leader_epoch,
-        replica_nodes=_shared_list(state.replicas),
-        isr_nodes=_shared_list(state.isr),
-        offline_replicas=_shared_list(offline),
+        replica_nodes=list(state.replicas),
+        isr_nodes=list(state.isr),
+        offline_replicas=offline,
     )
-
-
-@lru_cache(maxsize=4096)
-def _shared_list(ids: tuple[int, ...]) -> list[int]:
-    """One list per distinct broker set, shared by the kept entries (which are never changed): three lists of
-    each of 10,000 partitions cost 1.8 MB."""
-    return list(ids)
 
 
 class _KeptTopic(MetadataResponseTopic):
     """A topic's entry shared by every response while its image stands, with its bytes per version: the codec
     copies them instead of encoding its partitions again. No slots of its own, so that the struct's equality,
     repr and to_dict still see its fields only. Never changed once built (a response that needs another
-    error code replaces the entry)."""
+    error code replaces the entry).
+
+    Its partitions are read from the image whenever asked for, which the codec does once per version: kept
+    as objects, they cost 0.1 KB per partition for as long as the image stood."""
 
     def __init__(self, topic: TopicImage, brokers: Mapping[int, BrokerImage]) -> None:
-        partitions = topic.partitions
+        self.source = topic
+        self.brokers = brokers
+        self._encodings: dict[tuple[int, bool], bytes] = {}
         super().__init__(
             error_code=ErrorCode.NONE,
             name=topic.name,
             topic_id=topic.topic_id,
             is_internal=topic.name in INTERNAL_TOPICS,
-            partitions=[_partition_entry(brokers, i, partitions.get(i)) for i in range(len(partitions))],
         )
-        self.source = topic
-        self.brokers = brokers
-        self._encodings: dict[tuple[int, bool], bytes] = {}
+
+    @property
+    def partitions(self) -> list[MetadataResponsePartition]:
+        partitions = self.source.partitions
+        return [_partition_entry(self.brokers, i, partitions.get(i)) for i in range(len(partitions))]
+
+    @partitions.setter
+    def partitions(self, _empty: list[MetadataResponsePartition]) -> None:
+        """The struct's own __init__ sets an empty list; the partitions are the image's."""
 
     def encoded(self, version: int, flexible: bool) -> bytes:
         key = (version, flexible)
