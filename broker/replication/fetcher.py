@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TypeVar
+from uuid import UUID
 
 from kafkette.broker.config import BrokerConfig
 from kafkette.broker.net.client import BrokerClient
@@ -23,7 +24,7 @@ from kafkette.broker.protocol.batch import CorruptBatchError
 from kafkette.broker.protocol.errors import ErrorCode
 from kafkette.broker.protocol.messages.api_versions_request import ApiVersionsRequest
 from kafkette.broker.protocol.messages.api_versions_response import ApiVersionsResponse
-from kafkette.broker.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
+from kafkette.broker.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic, ReplicaState
 from kafkette.broker.protocol.messages.fetch_response import FetchResponse, PartitionData
 from kafkette.broker.protocol.messages.offset_for_leader_epoch_request import (
     OffsetForLeaderEpochRequest,
@@ -43,7 +44,9 @@ from kafkette.broker.tasks import cancel_and_wait
 
 logger = logging.getLogger(__name__)
 
-FETCH_VERSION = 12
+# Topic ids (v13) and this broker's epoch with its replica id (v15, KIP-903: an ISR expansion carries the epoch the
+# follower fetched with, and the controller refuses it once that broker has registered again).
+FETCH_VERSION = 15
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4
 OFFSET_FOR_LEADER_EPOCH_KEY = OffsetForLeaderEpochRequest.API_KEY
 API_VERSIONS_VERSION = 3
@@ -148,9 +151,11 @@ class ReplicaFetcher:
         leader_id: int,
         address_of: AddressOf,
         config: BrokerConfig,
+        broker_epoch: Callable[[], int],
         throttle: ReplicationQuota | None = None,
     ) -> None:
         self.node_id = node_id
+        self._broker_epoch = broker_epoch  # this broker's registration epoch, sent with every fetch
         self._throttle = throttle or ReplicationQuota()  # follower.replication.throttled.rate
         self.leader_id = leader_id
         self._address_of = address_of
@@ -329,14 +334,14 @@ class ReplicaFetcher:
             return
         request = self._fetch_request(states)
         response = await channel.request(request, FETCH_VERSION, FetchResponse, self._wait_ms / 1000)
-        sent = {state.key: state for state in states}
+        sent = {(state.partition.topic_id, state.partition.index): state for state in states}
         if response.error_code != ErrorCode.NONE:
             for state in states:
                 self._back_off(state, f"fetch: {ErrorCode(response.error_code).name}")
             return
         for topic in response.responses:
             for data in topic.partitions:
-                asked = sent.get((topic.topic, data.partition_index))
+                asked = sent.get((topic.topic_id, data.partition_index))
                 if asked is not None and self._current(asked):
                     self._apply_fetched(asked, data)
 
@@ -354,10 +359,10 @@ class ReplicaFetcher:
         return kept
 
     def _fetch_request(self, states: Iterable[FollowState]) -> FetchRequest:
-        by_topic: dict[str, list[FetchPartition]] = {}
+        by_topic: dict[UUID, list[FetchPartition]] = {}
         for state in states:
             partition = state.partition
-            by_topic.setdefault(partition.topic, []).append(
+            by_topic.setdefault(partition.topic_id, []).append(
                 FetchPartition(
                     partition=partition.index,
                     current_leader_epoch=state.leader_epoch,
@@ -368,11 +373,11 @@ class ReplicaFetcher:
                 )
             )
         return FetchRequest(
-            replica_id=self.node_id,
+            replica_state=ReplicaState(replica_id=self.node_id, replica_epoch=self._broker_epoch()),
             max_wait_ms=self._wait_ms,
             min_bytes=1,
             max_bytes=FETCH_RESPONSE_MAX_BYTES,
-            topics=[FetchTopic(topic=topic, partitions=parts) for topic, parts in by_topic.items()],
+            topics=[FetchTopic(topic_id=topic_id, partitions=parts) for topic_id, parts in by_topic.items()],
         )
 
     def _apply_fetched(self, state: FollowState, data: PartitionData) -> None:

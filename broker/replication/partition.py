@@ -144,6 +144,9 @@ class FollowerState:
     last_caught_up_ms: int = 0
     last_fetch_leader_end_offset: int = -1
     last_fetch_ms: int = 0
+    # The follower's broker epoch as its last fetch gave it (Fetch v15+, KIP-903), -1 when not given: sent with
+    # an ISR expansion, so that the controller refuses a replica whose broker restarted since that fetch.
+    broker_epoch: int = -1
 
     def record_fetch(self, fetch_offset: int, leader_end_offset: int, now: int) -> None:
         """Kafka's lastCaughtUpTimeMs rule: caught up now if it reached our log end, or when it last
@@ -258,6 +261,11 @@ class Partition:
 
     def follower_state(self, replica_id: int) -> FollowerState | None:
         return self._followers.get(replica_id)
+
+    def follower_broker_epoch(self, replica_id: int) -> int:
+        """The broker epoch a follower last fetched with; -1 when unknown (Kafka's brokerEpoch of a replica)."""
+        state = self._followers.get(replica_id)
+        return -1 if state is None else state.broker_epoch
 
     # -- leadership ---------------------------------------------------------
 
@@ -429,8 +437,9 @@ class Partition:
 
     # -- follower fetches (on the leader) -------------------------------------
 
-    def follower_fetched(self, replica_id: int, fetch_offset: int) -> ErrorCode:
-        """Record a follower's fetch offset as its log end; may advance the HW or propose an ISR expansion."""
+    def follower_fetched(self, replica_id: int, fetch_offset: int, broker_epoch: int = -1) -> ErrorCode:
+        """Record a follower's fetch offset as its log end (and the broker epoch it fetched with); may advance the
+        HW or propose an ISR expansion."""
         if not self.is_leader:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         state = self._followers.get(replica_id)
@@ -440,6 +449,7 @@ class Partition:
         if fetch_offset > leader_end:
             return ErrorCode.OFFSET_OUT_OF_RANGE  # a diverged follower: it truncates, then comes back
         state.record_fetch(fetch_offset, leader_end, self._clock())
+        state.broker_epoch = broker_epoch
         if replica_id not in self.isr and self._may_propose() and self._may_join_isr(state):
             self._propose_isr((*self.isr, replica_id))
         self._maybe_advance_high_watermark()

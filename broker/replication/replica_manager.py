@@ -211,7 +211,9 @@ class ReplicaManager:
             return
         fetcher = self._fetchers.get(state.leader)
         if fetcher is None:
-            fetcher = ReplicaFetcher(self.node_id, state.leader, self._address_of, self.config, self.follower_throttle)
+            fetcher = ReplicaFetcher(
+                self.node_id, state.leader, self._address_of, self.config, self._broker_epoch, self.follower_throttle
+            )
             self._fetchers[state.leader] = fetcher
         fetcher.add(partition)
         logger.info("%s: following broker %d at epoch %d", partition, state.leader, state.leader_epoch)
@@ -347,13 +349,20 @@ class ReplicaManager:
                             partition_index=partition.index,
                             leader_epoch=leader_epoch,
                             new_isr=list(isr),
-                            new_isr_with_epochs=[BrokerState(broker_id=replica) for replica in isr],
+                            new_isr_with_epochs=[
+                                BrokerState(broker_id=replica, broker_epoch=self._member_epoch(partition, replica))
+                                for replica in isr
+                            ],
                             partition_epoch=partition_epoch,
                         )
                     ],
                 )
             ],
         )
+
+    def _member_epoch(self, partition: Partition, replica: int) -> int:
+        """An ISR member's broker epoch for AlterPartition (KIP-903): ours, or the one a follower last fetched with."""
+        return self._broker_epoch() if replica == self.node_id else partition.follower_broker_epoch(replica)
 
     @staticmethod
     def _isr_answered(partition: Partition, isr: tuple[int, ...], token: int, response: AlterPartitionResponse) -> bool:

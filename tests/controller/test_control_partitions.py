@@ -78,6 +78,19 @@ def test_by_topic_name_for_old_versions() -> None:
     assert cluster.state("t") == (0, (0,), 0, 1)
 
 
+def test_a_member_joining_with_an_earlier_broker_epoch_is_refused() -> None:
+    """KIP-903: the leader names the broker epoch a follower fetched with; once that broker has registered again
+    (a restart, perhaps on an empty disk), what its earlier incarnation fetched does not get it into the ISR."""
+    cluster = Cluster(3)
+    cluster.create("t", assignments=[[0, 1, 2]])
+    cluster.run(alter_partition(cluster.image, _alter(0, [0, 1])))
+    request = _alter(0, [0, 1, 2], partition_epoch=1, epochs=True)
+    request.topics[0].partitions[0].new_isr_with_epochs[2].broker_epoch = epoch_of(2) - 1
+    records, response = alter_partition(cluster.image, request)
+    assert records == [] and _result(response)[0] == ErrorCode.INELIGIBLE_REPLICA
+    assert cluster.state("t") == (0, (0, 1), 0, 1)
+
+
 @pytest.mark.parametrize(
     ("request_", "code"),
     [

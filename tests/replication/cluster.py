@@ -71,7 +71,8 @@ class Node:
         self.node_id = node_id
         self.config = BrokerConfig.from_properties({"node.id": str(node_id), **FAST})
         self.logs = LogManager.open([data / f"node-{node_id}"], LogConfig())
-        self.replicas = ReplicaManager(node_id, self.config, self.logs, alter_partition, lambda: 1)
+        self.broker_epoch = 100 + node_id  # as registered; sent with its fetches (KIP-903)
+        self.replicas = ReplicaManager(node_id, self.config, self.logs, alter_partition, lambda: self.broker_epoch)
         self.topics = Topics(self.replicas, self.logs)
         self.server: asyncio.Server | None = None
         self.port = 0
@@ -136,7 +137,7 @@ class Cluster:
         records: list[Message] = [
             RegisterBrokerRecord(
                 broker_id=node.node_id,
-                broker_epoch=1,
+                broker_epoch=node.broker_epoch,
                 incarnation_id=uuid.UUID(int=node.node_id),
                 end_points=[BrokerEndpoint(name="PLAINTEXT", host=HOST, port=node.port, security_protocol=0)],
                 fenced=False,

@@ -36,7 +36,7 @@ def swallowing(counter: list[int], seconds: float = 0.01) -> Callable[[], Corout
 
 @pytest.mark.timeout(20)
 def test_fetcher_stops_after_a_swallowed_cancel(monkeypatch: pytest.MonkeyPatch) -> None:
-    fetcher = ReplicaFetcher(1, 2, lambda node_id: None, CONFIG)
+    fetcher = ReplicaFetcher(1, 2, lambda node_id: None, CONFIG, lambda: 1)
     turns: list[int] = []
     monkeypatch.setattr(fetcher, "_turn", swallowing(turns))
 

@@ -217,6 +217,10 @@ def test_a_follower_outside_the_isr_joins_it_once_caught_up(tmp_path: Path) -> N
         await wait_for_async(lambda: cluster.state()[1] == (1, 2), "the ISR to grow to (1, 2)")
         assert partition_of(leader).isr == (1, 2)
         assert cluster.nodes[2].log_bytes() == leader.log_bytes()
+        # KIP-903: the expansion names each member's broker epoch, the follower's as its fetches gave it, so that
+        # the controller can refuse a broker that registered again since those fetches.
+        expansion = cluster.alter_requests[-1].topics[0].partitions[0]
+        assert [(m.broker_id, m.broker_epoch) for m in expansion.new_isr_with_epochs] == [(1, 101), (2, 102)]
 
     with_cluster(tmp_path, body)
 

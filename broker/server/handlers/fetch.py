@@ -44,6 +44,8 @@ class _FetchPass:
         self.has_error = False
         state_in_struct = ctx.api_version >= REPLICA_STATE_FROM_VERSION
         self.replica_id = request.replica_state.replica_id if state_in_struct else request.replica_id
+        # The follower's broker epoch (KIP-903): goes with its ISR expansion to the controller.
+        self.replica_epoch = request.replica_state.replica_epoch if state_in_struct else -1
         self.from_follower = self.replica_id >= 0
         self.read_committed = request.isolation_level == READ_COMMITTED and not self.from_follower
 
@@ -92,7 +94,7 @@ class _FetchPass:
                 result.diverging_epoch = diverging
                 self.has_error = True
                 return result
-            code = partition.follower_fetched(self.replica_id, wanted.fetch_offset)
+            code = partition.follower_fetched(self.replica_id, wanted.fetch_offset, self.replica_epoch)
         if code != ErrorCode.NONE:
             self.has_error = True
             result.error_code = code
