@@ -100,9 +100,12 @@ class TransactionTable:
         return _NONE if self._aborted is None else self._aborted
 
     def set_aborted(self, segment_base: int, entries: list[AbortedTxn]) -> None:
+        self._aborted_by_segment()[segment_base] = entries
+
+    def _aborted_by_segment(self) -> dict[int, list[AbortedTxn]]:
         if self._aborted is None:
             self._aborted = {}
-        self._aborted[segment_base] = entries
+        return self._aborted
 
     def pop_aborted(self, segment_base: int) -> list[AbortedTxn]:
         return [] if self._aborted is None else self._aborted.pop(segment_base, [])
@@ -132,9 +135,7 @@ class TransactionTable:
         still_open = self.first_unstable_offset()
         stable = batch.base_offset + 1 if still_open is None else still_open
         entry = AbortedTxn(batch.producer_id, first, batch.base_offset, stable)
-        if self._aborted is None:
-            self._aborted = {}
-        self._aborted.setdefault(segment_base, []).append(entry)
+        self._aborted_by_segment().setdefault(segment_base, []).append(entry)
         return entry
 
     def aborted_between(self, start: int, end: int) -> list[AbortedTxn]:
