@@ -6,7 +6,7 @@
     python bench/compare.py --only "1024 B, 6 part" --client librdkafka --out consume --rounds 5
                                        # some workloads only -> bench/results/consume.md (no latency runs)
     python bench/compare.py --only "acks=1, none" --consume-only --out consume
-                                       # the consume rows only (topics filled by librdkafka, unmeasured)
+                                       # the consume rows only
     python bench/compare.py --only "acks=1, none" --consume-only --client librdkafka --scale 10 --out consume-long
                                        # the same with 10x the records (each topic deleted once read)
 
@@ -58,6 +58,12 @@ FULL = [
 QUICK = [Scenario(100, 1, "1", "none", 200_000)]
 LATENCY_RATE = 2000
 JAVA_LATENCY_RECORDS = 2000
+# The consume rows read a topic whose batches the broker's speed does not shape: with linger.ms=5 a producer
+# sends whatever it holds each time the connection is free, so a broker that takes requests sooner is sent
+# smaller batches (1 KiB records over six partitions: 965 batches of 622 records to Kafkette, 625 of 960 to
+# Kafka), and every fetch of a partition then carries fewer records. Lingering a second, every batch fills to
+# librdkafka's batch.size before it goes: the same batches on every broker.
+FILL_LINGER_MS = 1000
 
 
 @dataclass
@@ -136,25 +142,21 @@ def run_scenario(
     clients: Clients = CLIENTS,
     consume_only: bool = False,
 ) -> None:
-    """Each client produces its topic and consumes it; with ``consume_only`` one topic, filled by librdkafka
-    (unmeasured), is consumed by every client in turn. Topics are dropped once read: Tansu keeps records in
-    memory, and a run would hold every round's."""
-    if consume_only:
-        topic = f"bench-{round_index}-{index}"
-        create_topic(broker.bootstrap, topic, scenario.partitions)
-        confluent("produce", broker, topic, scenario)
-        for client, (_, consume) in clients.items():
-            _measure(results, broker, (scenario.label, client, "consume", broker.name), consume, topic, scenario)
-        delete_topic(broker.bootstrap, topic)
-        return
-    for client, (produce, consume) in clients.items():
-        topic = f"bench-{round_index}-{index}-{client}"
-        create_topic(broker.bootstrap, topic, scenario.partitions)
-        for operation, measure in (("produce", produce), ("consume", consume)):
-            key = (scenario.label, client, operation, broker.name)
-            if not _measure(results, broker, key, measure, topic, scenario):
-                break
-        delete_topic(broker.bootstrap, topic)
+    """Each client produces its own topic (unless ``consume_only``); then one topic, filled by librdkafka
+    (unmeasured) with batches cut by size alone, is consumed by every client in turn. Topics are dropped once
+    read: Tansu keeps records in memory, and a run would hold every round's."""
+    if not consume_only:
+        for client, (produce, _) in clients.items():
+            topic = f"bench-{round_index}-{index}-{client}"
+            create_topic(broker.bootstrap, topic, scenario.partitions)
+            _measure(results, broker, (scenario.label, client, "produce", broker.name), produce, topic, scenario)
+            delete_topic(broker.bootstrap, topic)
+    topic = f"bench-{round_index}-{index}"
+    create_topic(broker.bootstrap, topic, scenario.partitions)
+    confluent("produce", broker, topic, scenario, linger_ms=FILL_LINGER_MS)
+    for client, (_, consume) in clients.items():
+        _measure(results, broker, (scenario.label, client, "consume", broker.name), consume, topic, scenario)
+    delete_topic(broker.bootstrap, topic)
 
 
 def _measure(
@@ -202,6 +204,7 @@ def report(
     finished: str,
     clients: Clients = CLIENTS,
     consume_only: bool = False,
+    fill_linger_ms: int | None = FILL_LINGER_MS,
 ) -> str:
     lines = [
         "# Kafkette vs Apache Kafka vs Tansu",
@@ -275,14 +278,26 @@ def report(
         "MB/s counts record values only. CPU: user + system seconds of the broker process while the workload ran. "
         "Start-up: process start to the first acknowledged produce (topic auto-created), polling the port every "
         "5 ms; Kafkette runs from byte-compiled modules, as a pip-installed package does."
-        + (
-            " Consume only: each round fills one topic per workload with the librdkafka producer (unmeasured) and "
-            "every client consumes all of it."
-            if consume_only
-            else ""
-        ),
+        + _consume_rows_note(fill_linger_ms, consume_only),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _consume_rows_note(fill_linger_ms: int | None, consume_only: bool) -> str:
+    """What the consume rows read; runs from before FILL_LINGER_MS (their JSON has none) read other topics."""
+    if fill_linger_ms is not None:
+        return (
+            " Consume rows: each round fills one topic per workload with the librdkafka producer (unmeasured, "
+            f"linger.ms={fill_linger_ms}, so batches are cut by batch.size alone and are the same on every broker) "
+            "and every client consumes all of it"
+            + ("." if consume_only else "; each produce row writes its own topic.")
+        )
+    if consume_only:
+        return (
+            " Consume only: each round fills one topic per workload with the librdkafka producer (unmeasured, "
+            "linger.ms=5) and every client consumes all of it."
+        )
+    return " Each client consumes the topic it produced."
 
 
 def _latency_tables(results: Results) -> list[str]:
@@ -335,7 +350,7 @@ def main() -> None:
     parser.add_argument(
         "--consume-only",
         action="store_true",
-        help="measure consumes only: one topic per workload, filled by librdkafka, read by every client",
+        help="measure consumes only (no produce rows)",
     )
     parser.add_argument(
         "--scale", type=int, default=1, help="multiply every workload's record count (longer runs, less load noise)"
@@ -363,8 +378,10 @@ def main() -> None:
         json_path.parent.mkdir(exist_ok=True)
         json_path.write_text(json.dumps(raw, indent=1))
     facts = {name: BrokerFacts(**fields) for name, fields in raw["brokers"].items()}
-    consume_only = raw.get("consume_only", False)
-    text = report(Results.from_json(raw), facts, scenarios, raw["rounds"], raw["finished"], clients, consume_only)
+    consume_only, fill_linger_ms = raw.get("consume_only", False), raw.get("fill_linger_ms")
+    text = report(
+        Results.from_json(raw), facts, scenarios, raw["rounds"], raw["finished"], clients, consume_only, fill_linger_ms
+    )
     markdown_path.write_text(text)
     print(text)
 
@@ -423,6 +440,7 @@ def measure(
         "finished": finished,
         "rounds": rounds,
         "consume_only": consume_only,
+        "fill_linger_ms": FILL_LINGER_MS,
         "brokers": facts,
         **results.to_json(),
     }

@@ -89,8 +89,9 @@ def confluent(mode: str, broker: Bootstrapped, topic: str, scenario: Scenario, *
         "--compression",
         scenario.compression,
     ]
-    if "rate" in extra:
-        command += ["--rate", str(extra["rate"])]
+    for option in ("rate", "linger_ms"):
+        if option in extra:
+            command += [f"--{option.replace('_', '-')}", str(extra[option])]
     if scenario.acks == "all":
         command.append("--idempotence")
     result: dict[str, float] = json.loads(_run(command).strip().splitlines()[-1])

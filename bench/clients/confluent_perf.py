@@ -21,7 +21,7 @@ def produce(args: argparse.Namespace) -> dict[str, float]:
         {
             "bootstrap.servers": args.bootstrap,
             "acks": args.acks,
-            "linger.ms": 5,
+            "linger.ms": args.linger_ms,
             "compression.type": args.compression,
             "queue.buffering.max.messages": 1_000_000,
             "enable.idempotence": args.idempotence,
@@ -145,6 +145,7 @@ def main() -> None:
     parser.add_argument("--acks", default="1")
     parser.add_argument("--compression", default="none")
     parser.add_argument("--rate", type=int, default=1000)
+    parser.add_argument("--linger-ms", type=int, default=5, help="the producer's linger.ms")
     parser.add_argument("--idempotence", action="store_true", help="enable.idempotence=true (default false)")
     args = parser.parse_args()
     print(json.dumps({"produce": produce, "consume": consume, "latency": latency}[args.mode](args)))
