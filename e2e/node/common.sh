@@ -30,7 +30,9 @@ API_SERVICE_IP=10.96.0.1
 CLUSTER_DOMAIN=cluster.local
 API_PORT=6443
 
-# State lives in the clone (git-ignored); sockets in a short folder, since a unix socket path has 107 bytes.
+# State lives in the clone (git-ignored); sockets in a short folder, since a unix socket path has 107 bytes. That
+# folder also keeps what node-down puts back on the machine (host sysctls, paths and mounts made outside our
+# folders): a clone deleted while its node ran cannot take the record with it.
 STATE="$REPO/e2e/.node"
 LOGS="$STATE/logs"
 PIDS="$STATE/pids"

@@ -83,19 +83,19 @@ if [ -e "$NETNS_PATH" ]; then
     echo "deleted network namespace $NETNS"
 fi
 
-if [ -s "$STATE/outside-mounts" ]; then
+if [ -s "$RUNDIR/outside-mounts" ]; then
     while read -r target; do
         if [ -z "$(ls -A "$target" 2>/dev/null)" ]; then
             while mountpoint -q "$target"; do umount "$target"; done
             rmdir "$target"
         fi
-    done <"$STATE/outside-mounts"
+    done <"$RUNDIR/outside-mounts"
 fi
-if [ -s "$STATE/host-sysctls" ]; then
-    sysctl -q -w $(cat "$STATE/host-sysctls")
-    echo "restored $(tr '\n' ' ' <"$STATE/host-sysctls")"
+if [ -s "$RUNDIR/host-sysctls" ]; then
+    sysctl -q -w $(cat "$RUNDIR/host-sysctls")
+    echo "restored $(tr '\n' ' ' <"$RUNDIR/host-sysctls")"
 fi
-if [ -s "$STATE/outside-paths" ]; then
+if [ -s "$RUNDIR/outside-paths" ]; then
     while read -r path; do
         if [ "$path" = /run/containerd ]; then
             # Any other containerd on the machine keeps its shims' sockets here: only our emptied folders go.
@@ -103,7 +103,7 @@ if [ -s "$STATE/outside-paths" ]; then
         else
             rm -rf --one-file-system "$path"
         fi
-    done <"$STATE/outside-paths"
+    done <"$RUNDIR/outside-paths"
 fi
 
 # Nothing of the node may outlive it: a mount, a process of its daemons (each names this state folder on its

@@ -38,14 +38,14 @@ mkdir -p "$LOGS" "$PIDS" "$RUNDIR"
 
 # What node-down puts back: kubelet rewrites these host sysctls, and some state lands outside our folders
 # whatever the flags say. Recorded only before the first daemon starts.
-if [ ! -s "$STATE/host-sysctls" ]; then
+if [ ! -s "$RUNDIR/host-sysctls" ]; then
     rm -f "$LOGS"/*.log
-    sysctl -e vm.overcommit_memory kernel.panic kernel.panic_on_oops | tr -d ' ' >"$STATE/host-sysctls"
+    sysctl -e vm.overcommit_memory kernel.panic kernel.panic_on_oops | tr -d ' ' >"$RUNDIR/host-sysctls"
     for path in /var/lib/kubelet /var/lib/cni /run/containerd /var/log/pods /var/log/containers; do
         [ -e "$path" ] || echo "$path"
-    done >"$STATE/outside-paths"
+    done >"$RUNDIR/outside-paths"
     # `ip netns add` bind-mounts /run/netns on itself the first time.
-    mountpoint -q /run/netns || echo /run/netns >"$STATE/outside-mounts"
+    mountpoint -q /run/netns || echo /run/netns >"$RUNDIR/outside-mounts"
 fi
 
 if [ ! -e "$NETNS_PATH" ]; then
