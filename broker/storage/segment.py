@@ -111,6 +111,7 @@ class LogSegment:
         "_index_files_absent",
         "_index_interval",
         "_index_problem",
+        "_read_ahead",
         "base_offset",
         "directory",
         "file",
@@ -152,6 +153,8 @@ class LogSegment:
         self._index_problem = index_problem
         self._index_files_absent = index_files_absent
         self._dirty = False
+        # The first batch past the last read's end: where a consumer reading in order fetches next.
+        self._read_ahead: BatchSpan | None = None
 
     @classmethod
     def create(cls, directory: str | Path, base_offset: int, config: LogConfig) -> LogSegment:
@@ -262,6 +265,7 @@ class LogSegment:
         self.max_timestamp, self.offset_of_max_timestamp = NO_TIMESTAMP, -1
         self._bytes_since_index = 0
         valid_end = 0
+        self._read_ahead = None
         try:
             for span in iter_file_batches(self._fd, 0, self.size, validate=True):
                 if span.base_offset < self.next_offset:
@@ -320,6 +324,9 @@ class LogSegment:
 
     def translate_offset(self, offset: int, start: int = 0) -> BatchSpan | None:
         """The first batch whose last offset is at least ``offset``."""
+        ahead = self._read_ahead
+        if ahead is not None and ahead.base_offset <= offset <= ahead.last_offset and start <= ahead.position:
+            return ahead
         position = max(start, self.offset_index.lookup(offset))
         for span in self._spans(position, self.size):
             if span.last_offset >= offset:
@@ -376,6 +383,7 @@ class LogSegment:
         end = max(start, self.offset_index.floor_position(limit))
         for span in self._spans(end, stop):
             if span.position + span.size > limit:
+                self._read_ahead = span  # so the next fetch of an in-order reader walks no header to find it
                 break
             end = span.position + span.size
         return end
@@ -419,6 +427,7 @@ class LogSegment:
             return
         os.ftruncate(self._fd, found.position)
         self.size = found.position
+        self._read_ahead = None  # its position may hold another batch after the next append
         self.offset_index.truncate_to_position(found.position)
         self.time_index.truncate_to_offset(found.base_offset)
         self._restore_state()

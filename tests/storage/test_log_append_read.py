@@ -7,6 +7,7 @@ import errno
 import os
 import random
 import socket
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 
 from kafkette.broker.protocol.batch import CorruptBatchError, validate_batch
 from kafkette.broker.storage import (
+    AppendResult,
     InvalidAppendOffsetError,
     Log,
     LogConfig,
@@ -326,6 +328,32 @@ def test_truncate_to_across_segments(tmp_path: Path, make_batch, decode_region) 
     assert decode_region(read)[0][3] == [(cut.base, 1000, b"new")]
     before = log.read(stored[0].base, 10)
     assert before is not None and before.size == stored[0].size
+
+
+def test_a_truncated_batch_is_not_served_from_the_last_reads_look_ahead(
+    tmp_path: Path, make_batch, decode_region
+) -> None:
+    # A read remembers the first batch past its end, where an in-order reader fetches next. Truncation may put
+    # another batch (other offsets, another size) at that position.
+    log = Log.open(tmp_path / "t-0", LogConfig())
+    now = int(time.time() * 1000)  # recent timestamps: the appends after the truncation stay in the segment
+
+    def append(*values: bytes) -> AppendResult:
+        return log.append(make_batch(values, base_timestamp=now), leader_epoch=0)
+
+    first = append(b"a" * 100)
+    doomed = append(b"b" * 100, b"c" * 100, b"d" * 100)
+    append(b"e")
+    read = log.read(0, max_bytes=first.size)
+    assert read is not None and read.size == first.size
+    log.truncate_to(doomed.first_offset)
+    replacement = append(b"x")
+    append(b"y")
+    assert len(log.segments) == 1
+    read = log.read(doomed.first_offset, max_bytes=replacement.size)
+    assert read is not None
+    assert (read.first_offset, read.size) == (doomed.first_offset, replacement.size)
+    assert [value for _, _, value in decode_region(read)[0][3]] == [b"x"]
 
 
 def test_truncate_to_start(tmp_path: Path, make_batch) -> None:
