@@ -207,10 +207,10 @@ def report(
     scenarios: list[Scenario],
     rounds: int,
     finished: str,
-    clients: Clients = CLIENTS,
-    consume_only: bool = False,
-    fill_linger_ms: int | None = FILL_LINGER_MS,
-    synced: bool = True,
+    clients: Clients,
+    consume_only: bool,
+    fill_linger_ms: int | None,
+    synced: bool,
 ) -> str:
     lines = [
         "# Kafkette vs Apache Kafka vs Tansu",
@@ -390,7 +390,6 @@ def main() -> None:
         json_path.parent.mkdir(exist_ok=True)
         json_path.write_text(json.dumps(raw, indent=1))
     facts = {name: BrokerFacts(**fields) for name, fields in raw["brokers"].items()}
-    consume_only, fill_linger_ms, synced = raw.get("consume_only", False), raw.get("fill_linger_ms"), raw.get("synced")
     text = report(
         Results.from_json(raw),
         facts,
@@ -398,9 +397,9 @@ def main() -> None:
         raw["rounds"],
         raw["finished"],
         clients,
-        consume_only,
-        fill_linger_ms,
-        bool(synced),
+        raw.get("consume_only", False),
+        raw.get("fill_linger_ms"),
+        raw.get("synced", False),
     )
     markdown_path.write_text(text)
     print(text)
