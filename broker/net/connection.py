@@ -103,10 +103,9 @@ class Connection(asyncio.BufferedProtocol):
         self._tasks: set[asyncio.Future[Any]] = set()
         self._drain_waiter: asyncio.Future[None] | None = None
         self._sendfile_to = -1  # the socket's descriptor where file regions may bypass the transport
-        # A socket on a duplicate of that descriptor: frame bytes before a region go out through it with MSG_MORE,
-        # and it is watched for room in the socket while a region waits (asyncio lets only the transport watch the
-        # socket's own descriptor). Made on the first response with a region, closed with the connection.
-        self._direct: socket.socket | None = None
+        # A duplicate of that descriptor, watched for room in the socket while a region waits: asyncio lets only the
+        # transport watch the socket's own descriptor. Made on the first full socket, closed with the connection.
+        self._watched_fd = -1
         self._room_waiter: asyncio.Future[None] | None = None
         self.peer = "?"
         self.read_at = 0.0  # time.perf_counter() of the last read: where a request's queue time starts
@@ -260,7 +259,7 @@ class Connection(asyncio.BufferedProtocol):
             position, region = splices[outgoing.index]
             end = region.position + region.size
             if outgoing.offset < 0:
-                self._write_before_region(transport, outgoing.frame[outgoing.written : position])
+                transport.write(outgoing.frame[outgoing.written : position])
                 outgoing.written, outgoing.offset = position, region.position
             if outgoing.offset >= end:
                 outgoing.index, outgoing.offset = outgoing.index + 1, -1
@@ -283,24 +282,6 @@ class Connection(asyncio.BufferedProtocol):
                 return self._drained()
         return None
 
-    def _write_before_region(self, transport: asyncio.Transport, head: memoryview) -> None:
-        """Frame bytes that a file region follows. Where sendfile will send the region they go to the socket marked
-        MSG_MORE, so the kernel sends them in the region's first packet rather than alone (a packet, and a wake-up
-        of the client, for a few bytes of partition header)."""
-        if head and self._sendfile_to >= 0 and transport.get_write_buffer_size() == 0:
-            try:
-                sent = self._direct_socket().send(head, socket.MSG_MORE)
-            except BlockingIOError:
-                sent = 0
-            head = head[sent:]
-        if head:
-            transport.write(head)
-
-    def _direct_socket(self) -> socket.socket:
-        if self._direct is None:
-            self._direct = socket.socket(fileno=os.dup(self._sendfile_to))
-        return self._direct
-
     def _drained(self) -> asyncio.Future[None]:
         """Resolved when the transport's buffer is empty again (or the connection is lost)."""
         if self._drain_waiter is None or self._drain_waiter.done():
@@ -310,20 +291,22 @@ class Connection(asyncio.BufferedProtocol):
     def _room_in_socket(self) -> asyncio.Future[None]:
         """Resolved when the socket can take more bytes (or the connection is lost)."""
         loop = asyncio.get_running_loop()
+        if self._watched_fd < 0:
+            self._watched_fd = os.dup(self._sendfile_to)
         self._room_waiter = loop.create_future()
-        loop.add_writer(self._direct_socket().fileno(), self._room_made)
+        loop.add_writer(self._watched_fd, self._room_made)
         return self._room_waiter
 
     def _room_made(self) -> None:
-        asyncio.get_running_loop().remove_writer(self._direct_socket().fileno())
+        asyncio.get_running_loop().remove_writer(self._watched_fd)
         if self._room_waiter is not None and not self._room_waiter.done():
             self._room_waiter.set_result(None)
 
     def _stop_watching(self) -> None:
-        if self._direct is not None:
-            asyncio.get_running_loop().remove_writer(self._direct.fileno())
-            self._direct.close()  # the duplicate keeps the socket open until it is closed too
-            self._direct = None
+        if self._watched_fd >= 0:
+            asyncio.get_running_loop().remove_writer(self._watched_fd)
+            os.close(self._watched_fd)  # the duplicate keeps the socket open until it is closed too
+            self._watched_fd = -1
         if self._room_waiter is not None and not self._room_waiter.done():
             self._room_waiter.set_result(None)
 
