@@ -23,11 +23,14 @@ class Acknowledged:
     """What the brokers confirmed: per partition, (offset, value) in the order the producer sent them."""
 
     by_partition: Records = field(default_factory=lambda: defaultdict(list))
+    # Per partition, values librdkafka acknowledged implicitly: their request's outcome was unknown (a broker
+    # restarted under it) until a later batch of the same producer succeeded, so no offset came back.
+    implicit: dict[int, list[bytes]] = field(default_factory=lambda: defaultdict(list))
     errors: list[str] = field(default_factory=list)
 
     @property
     def count(self) -> int:
-        return sum(len(records) for records in self.by_partition.values())
+        return sum(len(records) for records in self.by_partition.values()) + sum(map(len, self.implicit.values()))
 
 
 def produce(bootstrap: str, topic: str, count: int, *, timeout: float = 120) -> Acknowledged:
@@ -60,10 +63,12 @@ def _produce(bootstrap: str, topic: str, indexes: Iterable[int], timeout: float)
             acknowledged.errors.append(str(error))
             return
         partition, offset, value = message.partition(), message.offset(), message.value()
-        if partition is None or offset is None or value is None:
-            acknowledged.errors.append(f"delivery report without a position: {message!r}")
-            return
-        acknowledged.by_partition[partition].append((offset, value))
+        if partition is None or value is None:
+            acknowledged.errors.append(f"delivery report without a partition or value: {message!r}")
+        elif offset is None:
+            acknowledged.implicit[partition].append(value)
+        else:
+            acknowledged.by_partition[partition].append((offset, value))
 
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
     for index in indexes:
@@ -120,4 +125,9 @@ def missing_or_reordered(acknowledged: Acknowledged, read: Records) -> list[str]
             problems.append(f"partition {partition}: {len(lost)} acknowledged records lost, first {lost[0]!r}")
         if [offset for offset, _ in sent] != sorted(offset for offset, _ in sent):
             problems.append(f"partition {partition}: acknowledged offsets not in send order")
+    for partition, values in acknowledged.implicit.items():
+        stored_values = {value for _, value in read.get(partition, [])}
+        gone = [value for value in values if value not in stored_values]
+        if gone:
+            problems.append(f"partition {partition}: {len(gone)} implicitly acknowledged lost, first {gone[0]!r}")
     return problems

@@ -31,7 +31,10 @@ Injected = TypeVar("Injected")
 
 class Ack(NamedTuple):
     partition: int
-    offset: int
+    # None when librdkafka acknowledged the message implicitly: a request failed with an unknown outcome (a
+    # timeout, a dropped connection) and a later batch of the same producer succeeded, which proves the earlier
+    # one was written but does not say where.
+    offset: int | None
     value: bytes
 
 
@@ -60,6 +63,7 @@ class ChaosConfig:
 class ChaosReport:
     seed: int
     acked: int = 0
+    implicit_acks: int = 0  # acknowledged with no offset (see Ack)
     delivery_errors: int = 0
     fatal_producer_errors: int = 0
     lost: list[bytes] = field(default_factory=list)
@@ -97,7 +101,8 @@ class ChaosReport:
     def summary(self) -> str:
         kinds = Counter(action for _, action, _ in self.faults)
         return (
-            f"seed={self.seed} acked={self.acked} lost={len(self.lost)} duplicates={len(self.duplicates)} "
+            f"seed={self.seed} acked={self.acked} implicit_acks={self.implicit_acks} "
+            f"lost={len(self.lost)} duplicates={len(self.duplicates)} "
             f"misplaced={len(self.misplaced)} reused_offsets={len(self.reused_offsets)} "
             f"divergent_replicas={len(self.divergent_replicas)} offset_problems={len(self.offset_problems)} "
             f"epoch_conflicts={len(self.epoch_conflicts)} leader_claims={self.leader_claims} "
@@ -124,12 +129,14 @@ class AckCheck:
 def check_acks(acked: Iterable[Ack], consumed: Mapping[int, Sequence[tuple[int, bytes]]]) -> AckCheck:
     """Every acknowledged value read back exactly once, at the offset its acknowledgement named.
 
-    Being at the acknowledged offset implies the per-partition order of acknowledged values is kept.
+    Being at the acknowledged offset implies the per-partition order of acknowledged values is kept. An
+    implicit acknowledgement names no offset: its value must be read back exactly once in its partition.
     """
     by_slot: dict[tuple[int, int], set[bytes]] = defaultdict(set)
     acked_values: dict[bytes, Ack] = {}
     for ack in acked:
-        by_slot[(ack.partition, ack.offset)].add(ack.value)
+        if ack.offset is not None:
+            by_slot[(ack.partition, ack.offset)].add(ack.value)
         acked_values[ack.value] = ack
     found: dict[bytes, list[tuple[int, int]]] = defaultdict(list)
     for partition, records in consumed.items():
@@ -141,10 +148,15 @@ def check_acks(acked: Iterable[Ack], consumed: Mapping[int, Sequence[tuple[int, 
     misplaced = [
         (ack, found[value])
         for value, ack in acked_values.items()
-        if len(found[value]) == 1 and found[value][0] != (ack.partition, ack.offset)
+        if len(found[value]) == 1 and not _found_where_acknowledged(ack, found[value][0])
     ]
     reused = sorted(slot for slot, values in by_slot.items() if len(values) > 1)
     return AckCheck(lost, duplicates, misplaced, reused)
+
+
+def _found_where_acknowledged(ack: Ack, where: tuple[int, int]) -> bool:
+    partition, offset = where
+    return partition == ack.partition and ack.offset in (None, offset)
 
 
 def log_prefix(partition_dir: Path, high_watermark: int) -> list[bytes]:
@@ -530,6 +542,7 @@ def check_after_healing(
     records, marks = consume_all(bootstrap, config.topic, config.partitions)
     check = check_acks(producers.acks, records)
     report.acked = len(producers.acks)
+    report.implicit_acks = sum(ack.offset is None for ack in producers.acks)
     report.delivery_errors = producers.errors
     report.fatal_producer_errors = producers.fatal
     report.lost, report.duplicates = check.lost, check.duplicates

@@ -158,8 +158,8 @@ def summary(
     verdict = "OK" if failure is None and report.ok else "FAILED"
     return (
         f"chaos-net {verdict}: seed {config.seed}, {elapsed:.0f} s, {len(report.faults)} faults "
-        f"({listed}; {rushed} rushed; latency by {'netem' if netem else 'tbf'}), acked {report.acked}, "
-        f"lost {len(report.lost)}, "
+        f"({listed}; {rushed} rushed; latency by {'netem' if netem else 'tbf'}), acked {report.acked} "
+        f"({report.implicit_acks} implicitly), lost {len(report.lost)}, "
         f"duplicated {len(report.duplicates)}, misplaced {len(report.misplaced)}, "
         f"reused offsets {len(report.reused_offsets)}, divergent replicas {len(report.divergent_replicas)}, "
         f"offset problems {len(report.offset_problems)}, epoch conflicts {len(report.epoch_conflicts)} "

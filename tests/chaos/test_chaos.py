@@ -60,6 +60,17 @@ def test_check_acks_finds_each_kind_of_failure() -> None:
     assert clean == type(clean)([], [], [], [])
 
 
+def test_an_implicit_acknowledgement_is_checked_for_its_partition_not_an_offset() -> None:
+    """librdkafka acknowledges a batch whose request timed out once a later batch succeeds, with no offset."""
+    acked = [Ack(0, None, b"a"), Ack(0, None, b"b"), Ack(1, None, b"c"), Ack(1, None, b"d"), Ack(0, 2, b"e")]
+    consumed = {0: [(0, b"a"), (1, b"b"), (2, b"e"), (3, b"c")], 1: [(0, b"d"), (1, b"d")]}
+    check = check_acks(acked, consumed)
+    assert check.lost == []
+    assert check.duplicates == [b"d"]
+    assert [(ack.value, where) for ack, where in check.misplaced] == [(b"c", [(0, 3)])]
+    assert check.reused_offsets == []
+
+
 def test_log_prefix_stops_at_the_high_watermark_and_a_torn_tail(tmp_path: Path) -> None:
     first, second, third = batch(0, 3), batch(3, 2), batch(5, 4)
     (tmp_path / "00000000000000000000.log").write_bytes(first + second)

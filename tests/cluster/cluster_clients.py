@@ -9,18 +9,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import KafkaError, Message, Producer
-from harness import consume_all
+from harness import Ack, check_acks, consume_all
 
 # Refused connections to a killed broker are expected here, not news for the test output.
 QUIET = {"log_level": 2}
 RELIABLE: Mapping[str, Any] = {"acks": "all", "enable.idempotence": True}
-
-
-@dataclass(frozen=True)
-class Ack:
-    partition: int
-    offset: int
-    value: bytes
 
 
 def produce_all(
@@ -62,12 +55,13 @@ def read_all(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0)
 
 
 def check_read_back(acks: list[Ack], records: Mapping[int, list[tuple[int, bytes]]]) -> None:
-    """Every acknowledged value read back exactly once, at its acknowledged offset."""
-    where = {(p, offset): value for p, found in records.items() for offset, value in found}
+    """Every value stored once, and every acknowledged one where its acknowledgement said (`check_acks`)."""
     values = [value for found in records.values() for _, value in found]
     assert len(values) == len(set(values)), "a value was stored twice"
-    wrong = [ack for ack in acks if where.get((ack.partition, ack.offset)) != ack.value]
+    check = check_acks(acks, records)
+    wrong = [*check.lost, *(ack.value for ack, _ in check.misplaced)]
     assert not wrong, f"{len(wrong)} of {len(acks)} acknowledged records not read back where acknowledged: {wrong[:5]}"
+    assert not check.reused_offsets, f"two acknowledgements named one offset: {check.reused_offsets[:5]}"
 
 
 @dataclass
