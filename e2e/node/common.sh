@@ -40,6 +40,9 @@ PKI="$STATE/pki"
 CONF="$STATE/conf"
 RUNDIR=/run/kafkette-node
 CONTAINERD_SOCKET="$RUNDIR/containerd.sock"
+HOST_SYSCTLS="$RUNDIR/host-sysctls"
+OUTSIDE_PATHS="$RUNDIR/outside-paths"
+OUTSIDE_MOUNTS="$RUNDIR/outside-mounts"
 
 # Daemons in the order they start; node-down stops them in reverse (the API server before etcd).
 DAEMONS=(containerd etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy coredns)

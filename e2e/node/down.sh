@@ -83,19 +83,19 @@ if [ -e "$NETNS_PATH" ]; then
     echo "deleted network namespace $NETNS"
 fi
 
-if [ -s "$RUNDIR/outside-mounts" ]; then
+if [ -s "$OUTSIDE_MOUNTS" ]; then
     while read -r target; do
         if [ -z "$(ls -A "$target" 2>/dev/null)" ]; then
             while mountpoint -q "$target"; do umount "$target"; done
             rmdir "$target"
         fi
-    done <"$RUNDIR/outside-mounts"
+    done <"$OUTSIDE_MOUNTS"
 fi
-if [ -s "$RUNDIR/host-sysctls" ]; then
-    sysctl -q -w $(cat "$RUNDIR/host-sysctls")
-    echo "restored $(tr '\n' ' ' <"$RUNDIR/host-sysctls")"
+if [ -s "$HOST_SYSCTLS" ]; then
+    sysctl -q -w $(cat "$HOST_SYSCTLS")
+    echo "restored $(tr '\n' ' ' <"$HOST_SYSCTLS")"
 fi
-if [ -s "$RUNDIR/outside-paths" ]; then
+if [ -s "$OUTSIDE_PATHS" ]; then
     while read -r path; do
         if [ "$path" = /run/containerd ]; then
             # Any other containerd on the machine keeps its shims' sockets here: only our emptied folders go.
@@ -103,7 +103,7 @@ if [ -s "$RUNDIR/outside-paths" ]; then
         else
             rm -rf --one-file-system "$path"
         fi
-    done <"$RUNDIR/outside-paths"
+    done <"$OUTSIDE_PATHS"
 fi
 
 # Nothing of the node may outlive it: a mount, a process of its daemons (each names this state folder on its

@@ -38,14 +38,14 @@ mkdir -p "$LOGS" "$PIDS" "$RUNDIR"
 
 # What node-down puts back: kubelet rewrites these host sysctls, and some state lands outside our folders
 # whatever the flags say. Recorded only before the first daemon starts.
-if [ ! -s "$RUNDIR/host-sysctls" ]; then
+if [ ! -s "$HOST_SYSCTLS" ]; then
     rm -f "$LOGS"/*.log
-    sysctl -e vm.overcommit_memory kernel.panic kernel.panic_on_oops | tr -d ' ' >"$RUNDIR/host-sysctls"
+    sysctl -e vm.overcommit_memory kernel.panic kernel.panic_on_oops | tr -d ' ' >"$HOST_SYSCTLS"
     for path in /var/lib/kubelet /var/lib/cni /run/containerd /var/log/pods /var/log/containers; do
         [ -e "$path" ] || echo "$path"
-    done >"$RUNDIR/outside-paths"
+    done >"$OUTSIDE_PATHS"
     # `ip netns add` bind-mounts /run/netns on itself the first time.
-    mountpoint -q /run/netns || echo /run/netns >"$RUNDIR/outside-mounts"
+    mountpoint -q /run/netns || echo /run/netns >"$OUTSIDE_MOUNTS"
 fi
 
 if [ ! -e "$NETNS_PATH" ]; then
