@@ -112,7 +112,8 @@ def read_back(bootstrap: str, topic: str, partitions: int, *, timeout: float = 1
 
 
 def missing_or_reordered(acknowledged: Acknowledged, read: Records) -> list[str]:
-    """Problems found: an acknowledged record absent at its offset, or a partition read out of order."""
+    """Problems found: an acknowledged record absent at its offset (an implicitly acknowledged one: absent from its
+    partition), or a partition read out of order."""
     problems: list[str] = []
     for partition, records in read.items():
         offsets = [offset for offset, _ in records]
