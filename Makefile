@@ -188,6 +188,12 @@ bench: bytecode
 bench-quick: bytecode
 	$(BIN)/python bench/compare.py --quick
 
+# How fast each broker serves fetches to a reader that costs almost nothing (the consume rows of `bench` are bound
+# by the client's CPU here): 9 interleaved rounds, about 4 minutes -> bench/results/fetch-serve.md.
+.PHONY: bench-fetch-serve
+bench-fetch-serve: bytecode
+	$(BIN)/python bench/fetch_serve.py
+
 # The replicated cluster (issue 5): a local 3-broker Kafkette cluster, RF 3, acks=1 vs acks=all, latency, leader and
 # controller failover, beside a 3-node Apache Kafka cluster -> bench/results/cluster.md. The quick one: Kafkette
 # only, one round, under three minutes -> bench/results/cluster-quick.md.
