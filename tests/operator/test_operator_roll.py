@@ -16,6 +16,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
 from kube_harness import Custom, eventually, mark_pods_ready
 from kubernetes import client
+from waiting import WaitTimeout
 
 from kafkette.broker.protocol.errors import ErrorCode
 from kafkette.operator.admin import Admin, AdminError
@@ -81,7 +82,10 @@ def follow_roll(kube: client.ApiClient, namespace: str, brokers: int, hold: floa
             gone = [ordinal for ordinal, uid in before.items() if now.get(ordinal) != uid]
             return gone or None
 
-        (restarted,) = eventually(replaced, timeout=40, what=f"restart {len(order) + 1}")
+        try:
+            (restarted,) = eventually(replaced, timeout=40, what=f"restart {len(order) + 1}")
+        except WaitTimeout as exc:
+            raise WaitTimeout(f"{exc}; {why_the_roll_waits(kube, namespace)}") from None
         order.append(restarted)
         deadline = time.monotonic() + hold
         while time.monotonic() < deadline:
@@ -91,6 +95,13 @@ def follow_roll(kube: client.ApiClient, namespace: str, brokers: int, hold: floa
         eventually(lambda restarted=restarted: restarted in pods(core, namespace), what="pod recreated")
         mark_pods_ready(kube, namespace, SELECTOR)
     return order
+
+
+def why_the_roll_waits(kube: client.ApiClient, namespace: str) -> str:
+    """The KafkaCluster's status.roll and the operator's roll events, for a failure message."""
+    roll = Custom(kube, namespace).get("kafkaclusters", "main").get("status", {}).get("roll")
+    said = [f"{reason}: {message}" for reason, message in events(client.CoreV1Api(kube), namespace)]
+    return f"status.roll {roll}; events {said[-8:]}"
 
 
 def controller_of(bootstrap: str) -> int:
