@@ -545,12 +545,11 @@ class BrokerConfig(_PropertiesModel):
     delete_topic_enable: Boolean = Field(True, alias="delete.topic.enable")
     message_max_bytes: _NonNegativeInt = Field(1048588, alias="message.max.bytes")
     socket_request_max_bytes: _PositiveInt = Field(104857600, alias="socket.request.max.bytes")
-    # Sends at Kafka's 100 KiB: with the kernel's autotuning one sendfile pushed megabytes at a time and librdkafka,
-    # sharing two cores with the broker, took 4.1 ms to receive a 6 MB fetch response that Kafka's paced one
-    # delivered in 2.5 (bench sequence, 1 KiB, six partitions, 7 rounds: medians 0.75 M/s against 0.62, Kafka 0.77).
-    # Receives stay autotuned: Kafka's 100 KiB there cost 1.6x the CPU per produced record
-    # (bench/results/socket-buffers.md).
-    socket_send_buffer_bytes: _SocketBuffer = Field(102400, alias="socket.send.buffer.bytes")
+    # -1 (the kernel's autotuning) where Kafka sets 100 KiB. Kafka's size paced the fetch responses of the 1 KiB
+    # six-partition librdkafka consume (0.81 -> 0.98x Kafka) but cost the other consume rows (1 KiB Java consume at
+    # 1.6x the CPU per record; geometric mean 1.03 -> 0.98); 1 MiB was autotuning's equal (1.01). Full runs:
+    # bench/results/latest.md, socket-send-100k.md, socket-send-1m.md; receives, socket-buffers.md.
+    socket_send_buffer_bytes: _SocketBuffer = Field(-1, alias="socket.send.buffer.bytes")
     socket_receive_buffer_bytes: _SocketBuffer = Field(-1, alias="socket.receive.buffer.bytes")
     min_insync_replicas: _PositiveInt = Field(1, alias="min.insync.replicas")
     unclean_leader_election_enable: Boolean = Field(False, alias="unclean.leader.election.enable")
