@@ -194,6 +194,13 @@ bench-quick: bytecode
 bench-fetch-serve: bytecode
 	$(BIN)/python bench/fetch_serve.py
 
+# socket.send.buffer.bytes: Kafkette at -1, 102400 and 262144 beside Apache Kafka over the 1 KiB and 100 B consume
+# rows, Java and librdkafka, with the TCP retransmissions and reorderings of each read: 3 warm-up and 8 counted
+# interleaved rounds, about 20 minutes -> bench/results/send-buffer.md.
+.PHONY: bench-send-buffer
+bench-send-buffer: bytecode
+	$(BIN)/python bench/send_buffer.py
+
 # The replicated cluster (issue 5): a local 3-broker Kafkette cluster, RF 3, acks=1 vs acks=all, latency, leader and
 # controller failover, beside a 3-node Apache Kafka cluster -> bench/results/cluster.md. The quick one: Kafkette
 # only, one round, under three minutes -> bench/results/cluster-quick.md.

@@ -545,11 +545,13 @@ class BrokerConfig(_PropertiesModel):
     delete_topic_enable: Boolean = Field(True, alias="delete.topic.enable")
     message_max_bytes: _NonNegativeInt = Field(1048588, alias="message.max.bytes")
     socket_request_max_bytes: _PositiveInt = Field(104857600, alias="socket.request.max.bytes")
-    # -1 (the kernel's autotuning) where Kafka sets 100 KiB. Kafka's size paced the fetch responses of the 1 KiB
-    # six-partition librdkafka consume (0.81 -> 0.98x Kafka) but cost the other consume rows (1 KiB Java consume at
-    # 1.6x the CPU per record; geometric mean 1.03 -> 0.98); 1 MiB was autotuning's equal (1.01). Full runs:
-    # bench/results/latest.md, socket-send-100k.md, socket-send-1m.md; receives, socket-buffers.md.
-    socket_send_buffer_bytes: _SocketBuffer = Field(-1, alias="socket.send.buffer.bytes")
+    # 256 KiB where Kafka sets 100 KiB. Autotuned (-1), a socket queues megabytes more than the client's window
+    # takes; the client's ACKs then send that backlog from its own core while the broker's next sendfile sends from
+    # another, segments arrive out of order and TCP retransmits them (137 reorderings, 63 segments over 8 rounds of
+    # the 1 KiB six-partition librdkafka consume: 0.89x Kafka; at 256 KiB none, 0.99x). At 100 KiB the event loop
+    # turns for every 200 KB sent (1 KiB Java consume 0.89x Kafka at 1.7x the CPU per record). Measured side by
+    # side: bench/results/send-buffer.md (make bench-send-buffer); receives, socket-buffers.md.
+    socket_send_buffer_bytes: _SocketBuffer = Field(262144, alias="socket.send.buffer.bytes")
     socket_receive_buffer_bytes: _SocketBuffer = Field(-1, alias="socket.receive.buffer.bytes")
     min_insync_replicas: _PositiveInt = Field(1, alias="min.insync.replicas")
     unclean_leader_election_enable: Boolean = Field(False, alias="unclean.leader.election.enable")

@@ -42,8 +42,8 @@ def test_defaults_are_kafkas() -> None:
     assert config.unclean_leader_election_enable is False
     assert config.cluster_id is None
     assert config.kafkette_event_loop == "asyncio"
-    # Not Kafka's 100 KiB: the kernel's autotuning (see BrokerConfig).
-    assert (config.socket_send_buffer_bytes, config.socket_receive_buffer_bytes) == (-1, -1)
+    # Not Kafka's 100 KiB sends, nor autotuned ones; receives autotuned (see BrokerConfig).
+    assert (config.socket_send_buffer_bytes, config.socket_receive_buffer_bytes) == (262144, -1)
 
 
 def test_from_properties_parses_strings_like_java() -> None:
