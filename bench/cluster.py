@@ -31,6 +31,7 @@ from typing import Any, Protocol
 
 import confluent_kafka
 from brokers import BENCH_DIR, KAFKA_VERSION, cpu_seconds, start_kafka_cluster, status_mb
+from clients.confluent_perf import CONSUMER_SETTINGS as LIBRDKAFKA_CONSUMER_SETTINGS
 from compare import LATENCY_RATE
 from confluent_kafka import Producer
 from workloads import Bootstrapped, Scenario, confluent, create_topic, error_summary
@@ -554,8 +555,9 @@ def report(results: Results, settings: Settings, targets: dict[str, Any], load: 
         "bench/clients/confluent_perf.py "
         f"(librdkafka {confluent_kafka.libversion()[0]}): throughput producer linger.ms=5, "
         "queue.buffering.max.messages=1000000, compression none, enable.idempotence=false for acks=1 and "
-        "true for acks=all; latency producer linger.ms=0, same acks/idempotence; consumers fetch.queue.backoff.ms=0, "
-        "queued.min.messages=100000, fetch.wait.max.ms=100, no client.rack (they read from leaders); a consume run "
+        "true for acks=all; latency producer linger.ms=0, same acks/idempotence; consumers "
+        f"{', '.join(f'{k}={v}' for k, v in LIBRDKAFKA_CONSUMER_SETTINGS.items())}, "
+        "no client.rack (they read from leaders); a consume run "
         "starts once the high watermarks cover every produced record (followers caught up). "
         f"Failover producer (in-process): {FAILOVER_RATE} msg/s round robin over {PARTITIONS} partitions, "
         + ", ".join(f"{k}={v}" for k, v in FAILOVER_PRODUCER.items())

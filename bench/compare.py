@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from brokers import BENCH_DIR, STARTERS, RunningBroker, start_kafka
+from clients.confluent_perf import CONSUMER_SETTINGS as LIBRDKAFKA_CONSUMER_SETTINGS
 from workloads import (
     JAVA_CONSUMER_SETTINGS,
     Measurement,
@@ -48,6 +49,12 @@ BROKERS = ("kafka", "tansu", "kafkette")
 # Kafka removes a deleted topic's files log.segment.delete.delay.ms (60 s) after the deletion, in whichever
 # workload then runs (0.1-0.2 s of system CPU per 650 MB topic); at 0 they go at once, outside the measurements.
 KAFKA_SETTINGS = {"log.segment.delete.delay.ms": "0"}
+# What the librdkafka consumers ran with in runs whose JSON does not say (before fetch.queue.backoff.ms went to 10).
+EARLIER_LIBRDKAFKA_CONSUMER_SETTINGS = {
+    "fetch.queue.backoff.ms": 0,
+    "queued.min.messages": 100000,
+    "fetch.wait.max.ms": 100,
+}
 COMPARE_STARTERS = {**STARTERS, "kafka": functools.partial(start_kafka, settings=KAFKA_SETTINGS)}
 # Records enough for a consumer to read for a second or more on this machine: with a third of these the consume
 # rows lasted 0.2-0.7 s, and one pause of the machine's (a fetch.wait.max.ms, a writeback) moved a row by 30 %.
@@ -217,6 +224,7 @@ def report(
     fill_linger_ms: int | None,
     synced: bool,
     deletes_awaited: bool,
+    librdkafka_consumer: Mapping[str, int],
 ) -> str:
     lines = [
         "# Kafkette vs Apache Kafka vs Tansu",
@@ -283,8 +291,8 @@ def report(
     lines += [
         "",
         "Client settings, identical for every broker: producers linger.ms=5, idempotence off for acks=1 "
-        "(on for acks=all); librdkafka consumers fetch.queue.backoff.ms=0, queued.min.messages=100000, "
-        f"fetch.wait.max.ms=100; Java consumer {JAVA_CONSUMER_SETTINGS}. The Java workloads are Kafka's "
+        f"(on for acks=all); librdkafka consumers {', '.join(f'{k}={v}' for k, v in librdkafka_consumer.items())}; "
+        f"Java consumer {JAVA_CONSUMER_SETTINGS}. The Java workloads are Kafka's "
         "ProducerPerformance and ConsumerPerformance; the librdkafka ones are bench/clients/confluent_perf.py. "
         f"Records per workload: {', '.join(f'{s.label}: {s.count:,}' for s in scenarios)}. "
         "MB/s counts record values only. CPU: user + system seconds of the broker process while the workload ran. "
@@ -413,6 +421,7 @@ def main() -> None:
         raw.get("fill_linger_ms"),
         raw.get("synced", False),
         raw.get("deletes_awaited", False),
+        raw.get("librdkafka_consumer", EARLIER_LIBRDKAFKA_CONSUMER_SETTINGS),
     )
     markdown_path.write_text(text)
     print(text)
@@ -475,6 +484,7 @@ def measure(
         "fill_linger_ms": FILL_LINGER_MS,
         "synced": True,  # os.sync before every workload (_measure)
         "deletes_awaited": True,  # delete_topic returns once the files are gone
+        "librdkafka_consumer": LIBRDKAFKA_CONSUMER_SETTINGS,
         "brokers": facts,
         **results.to_json(),
     }
