@@ -89,7 +89,7 @@ class Results:
 
     def add(self, key: tuple[str, str, str, str], measurement: Measurement, cpu_seconds: float) -> None:
         self.rates[key].append(measurement.rate)
-        self.cpu[key].append(cpu_seconds / measurement.records * 1_000_000)
+        self.cpu[key].append(measurement.cpu_s_per_million(cpu_seconds))
 
     def to_json(self) -> dict[str, Any]:
         return {

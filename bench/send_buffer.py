@@ -11,10 +11,10 @@ are run but not counted. Rounds here are longer than compare.py's (2 M 1 KiB rec
 about 1.5 s a read) and pair up: the report gives each broker's median rate, the median of its per-round ratios
 to Kafka, and in how many rounds it was faster.
 
-Beside the rates it counts what TCP did on the machine during each read (/proc/net/snmp and /proc/net/netstat,
-machine-wide, so the one connection being read from): segments retransmitted and reorderings the sender saw
-(TcpExt TCPSACKReorder). On loopback nothing is lost, so a retransmission there is spurious, sent because
-segments arrived out of order.
+Beside the rates it counts what TCP did during each read (/proc/net/snmp and /proc/net/netstat): segments
+retransmitted and reorderings the sender saw (TcpExt TCPSACKReorder). The counters are the whole machine's; during
+a read the one busy connection is the one being read from. On loopback nothing is lost, so a retransmission
+there is spurious, sent because segments arrived out of order.
 """
 
 from __future__ import annotations
@@ -61,6 +61,10 @@ def tcp_counters() -> dict[str, int]:
     return values
 
 
+# send-buffer.json of 2026-11-29 20:28, written before runs stored their core count, ran on this 2-core machine.
+EARLIER_RUNS_CORES = 2
+
+
 @dataclass
 class Sample:
     rate: float
@@ -104,7 +108,7 @@ def run(values: list[str], rounds: int, warmup: int) -> dict[str, dict[str, list
                         after = tcp_counters()
                         sample = Sample(
                             measurement.rate,
-                            (broker.cpu_seconds() - cpu) / measurement.records * 1_000_000,
+                            measurement.cpu_s_per_million(broker.cpu_seconds() - cpu),
                             {key: after[key] - tcp[key] for key in after},
                         )
                         print(f"  {workload(scenario, client):40} {name:>8} {sample.rate:>12,.0f} msg/s", flush=True)
@@ -123,11 +127,12 @@ def report(
     warmup: int,
     when: str,
     load: float,
+    cores: int,
 ) -> str:
     lines = [
         "# socket.send.buffer.bytes: Kafkette at each value beside Apache Kafka, consume rows",
         "",
-        f"{when}, {os.cpu_count()} cores, `make bench-send-buffer` (bench/send_buffer.py): {rounds} counted rounds "
+        f"{when}, {cores} cores, `make bench-send-buffer` (bench/send_buffer.py): {rounds} counted rounds "
         f"after {warmup} warm-up rounds, every broker running side by side on 127.0.0.1, their order rotated every "
         "round. Each broker's topics are filled once by the librdkafka producer "
         f"(linger.ms={FILL_LINGER_MS}) and read in full each round; clients and their settings as in latest.md "
@@ -172,6 +177,7 @@ def main() -> None:
         raw = {
             "when": f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.node()}",
             "load": os.getloadavg()[0],
+            "cores": os.cpu_count(),
             "values": values,
             "rounds": args.rounds,
             "warmup": args.warmup,
@@ -185,6 +191,7 @@ def main() -> None:
         raw["warmup"],
         raw["when"],
         raw["load"],
+        raw.get("cores", EARLIER_RUNS_CORES),
     )
     (out / f"{args.out}.md").write_text(text)
     print(text)

@@ -47,6 +47,10 @@ class Measurement:
     def rate(self) -> float:
         return self.records / self.seconds if self.seconds > 0 else 0.0
 
+    def cpu_s_per_million(self, cpu_seconds: float) -> float:
+        """A broker's CPU seconds over this workload, per million of its records."""
+        return cpu_seconds / self.records * 1_000_000
+
 
 class Bootstrapped(Protocol):
     """What a librdkafka workload needs of its target: one broker (RunningBroker) or a cluster."""

@@ -98,7 +98,7 @@ def follow_roll(kube: client.ApiClient, namespace: str, brokers: int, hold: floa
 
 
 def why_the_roll_waits(kube: client.ApiClient, namespace: str) -> str:
-    """The KafkaCluster's status.roll and the operator's roll events, for a failure message."""
+    """The KafkaCluster's status.roll and the namespace's last eight events, for a failure message."""
     roll = Custom(kube, namespace).get("kafkaclusters", "main").get("status", {}).get("roll")
     said = [f"{reason}: {message}" for reason, message in events(client.CoreV1Api(kube), namespace)]
     return f"status.roll {roll}; events {said[-8:]}"
