@@ -34,7 +34,7 @@ from brokers import BENCH_DIR, KAFKA_VERSION, cpu_seconds, start_kafka_cluster, 
 from clients.confluent_perf import CONSUMER_SETTINGS as LIBRDKAFKA_CONSUMER_SETTINGS
 from compare import LATENCY_RATE
 from confluent_kafka import Producer
-from workloads import Bootstrapped, Scenario, confluent, create_topic, error_summary
+from workloads import Bootstrapped, Scenario, confluent, create_topic, error_summary, settings_text
 
 from kafkette.operator.local import plan, runtime
 from kafkette.operator.local.plan import ClusterView
@@ -546,7 +546,7 @@ def report(results: Results, settings: Settings, targets: dict[str, Any], load: 
     ]
     for label, values in results.failover.items():
         lines.append(f"| {label} | {median(values):.2f} | {', '.join(f'{v:.2f}' for v in values)} |")
-    laptop = ", ".join(f"{k}={v}" for k, v in plan.LAPTOP_SETTINGS.items())
+    laptop = settings_text(plan.LAPTOP_SETTINGS)
     lines += [
         "",
         f"Settings: records {RECORD_BYTES} B (MB/s counts values only), topics {PARTITIONS} partitions, RF "
@@ -556,11 +556,11 @@ def report(results: Results, settings: Settings, targets: dict[str, Any], load: 
         f"(librdkafka {confluent_kafka.libversion()[0]}): throughput producer linger.ms=5, "
         "queue.buffering.max.messages=1000000, compression none, enable.idempotence=false for acks=1 and "
         "true for acks=all; latency producer linger.ms=0, same acks/idempotence; consumers "
-        f"{', '.join(f'{k}={v}' for k, v in LIBRDKAFKA_CONSUMER_SETTINGS.items())}, "
+        f"{settings_text(LIBRDKAFKA_CONSUMER_SETTINGS)}, "
         "no client.rack (they read from leaders); a consume run "
         "starts once the high watermarks cover every produced record (followers caught up). "
         f"Failover producer (in-process): {FAILOVER_RATE} msg/s round robin over {PARTITIONS} partitions, "
-        + ", ".join(f"{k}={v}" for k, v in FAILOVER_PRODUCER.items())
+        + settings_text(FAILOVER_PRODUCER)
         + "; the partition whose leader is killed is one not led by the active controller. Kafkette broker "
         f"settings (local runtime laptop defaults): {laptop}.",
         "",

@@ -43,6 +43,7 @@ from workloads import (
     java_consume,
     java_latency,
     java_produce,
+    settings_text,
 )
 
 BROKERS = ("kafka", "tansu", "kafkette")
@@ -291,7 +292,7 @@ def report(
     lines += [
         "",
         "Client settings, identical for every broker: producers linger.ms=5, idempotence off for acks=1 "
-        f"(on for acks=all); librdkafka consumers {', '.join(f'{k}={v}' for k, v in librdkafka_consumer.items())}; "
+        f"(on for acks=all); librdkafka consumers {settings_text(librdkafka_consumer)}; "
         f"Java consumer {JAVA_CONSUMER_SETTINGS}. The Java workloads are Kafka's "
         "ProducerPerformance and ConsumerPerformance; the librdkafka ones are bench/clients/confluent_perf.py. "
         f"Records per workload: {', '.join(f'{s.label}: {s.count:,}' for s in scenarios)}. "

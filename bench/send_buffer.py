@@ -31,8 +31,8 @@ from dataclasses import dataclass
 
 from brokers import BENCH_DIR, RunningBroker, start_kafka, start_kafkette
 from compare import CLIENTS as COMPARE_CLIENTS
-from compare import FILL_LINGER_MS, KAFKA_SETTINGS
-from workloads import Measurement, Scenario, confluent, create_topic
+from compare import EARLIER_LIBRDKAFKA_CONSUMER_SETTINGS, FILL_LINGER_MS, KAFKA_SETTINGS, LIBRDKAFKA_CONSUMER_SETTINGS
+from workloads import JAVA_CONSUMER_SETTINGS, Measurement, Scenario, confluent, create_topic, settings_text
 
 SCENARIOS = [
     Scenario(1024, 6, "1", "none", 2_000_000),
@@ -128,6 +128,7 @@ def report(
     when: str,
     load: float,
     cores: int,
+    librdkafka_consumer: Mapping[str, int],
 ) -> str:
     lines = [
         "# socket.send.buffer.bytes: Kafkette at each value beside Apache Kafka, consume rows",
@@ -135,8 +136,9 @@ def report(
         f"{when}, {cores} cores, `make bench-send-buffer` (bench/send_buffer.py): {rounds} counted rounds "
         f"after {warmup} warm-up rounds, every broker running side by side on 127.0.0.1, their order rotated every "
         "round. Each broker's topics are filled once by the librdkafka producer "
-        f"(linger.ms={FILL_LINGER_MS}) and read in full each round; clients and their settings as in latest.md "
-        "(librdkafka: bench/clients/confluent_perf.py; Java: ConsumerPerformance). Load average (1 min) at the end: "
+        f"(linger.ms={FILL_LINGER_MS}) and read in full each round by bench/clients/confluent_perf.py (librdkafka, "
+        f"{settings_text(librdkafka_consumer)}) and ConsumerPerformance (Java, {settings_text(JAVA_CONSUMER_SETTINGS)})"
+        ". Load average (1 min) at the end: "
         f"{load:.1f}. TCP counters are machine-wide during each read, summed over the counted rounds; on loopback "
         "nothing is lost, so every retransmission is spurious.",
         "",
@@ -178,6 +180,7 @@ def main() -> None:
             "when": f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.node()}",
             "load": os.getloadavg()[0],
             "cores": os.cpu_count(),
+            "librdkafka_consumer": LIBRDKAFKA_CONSUMER_SETTINGS,
             "values": values,
             "rounds": args.rounds,
             "warmup": args.warmup,
@@ -192,6 +195,7 @@ def main() -> None:
         raw["when"],
         raw["load"],
         raw.get("cores", EARLIER_RUNS_CORES),
+        raw.get("librdkafka_consumer", EARLIER_LIBRDKAFKA_CONSUMER_SETTINGS),
     )
     (out / f"{args.out}.md").write_text(text)
     print(text)

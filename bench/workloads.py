@@ -52,6 +52,11 @@ class Measurement:
         return cpu_seconds / self.records * 1_000_000
 
 
+def settings_text(settings: Mapping[str, object]) -> str:
+    """Client or broker settings as a report names them: key=value, comma-separated."""
+    return ", ".join(f"{key}={value}" for key, value in settings.items())
+
+
 class Bootstrapped(Protocol):
     """What a librdkafka workload needs of its target: one broker (RunningBroker) or a cluster."""
 
