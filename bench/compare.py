@@ -48,8 +48,13 @@ from workloads import (
 
 BROKERS = ("kafka", "tansu", "kafkette")
 # Kafka removes a deleted topic's files log.segment.delete.delay.ms (60 s) after the deletion, in whichever
-# workload then runs (0.1-0.2 s of system CPU per 650 MB topic); at 0 they go at once, outside the measurements.
-KAFKA_SETTINGS = {"log.segment.delete.delay.ms": "0"}
+# workload then runs (0.1-0.2 s of system CPU per 650 MB topic); at 100 ms they go before the next workload starts.
+# Not 0: with nothing left to remove Kafka runs its removal task again after max(delay, 1) ms, so at 0 its scheduler
+# threads woke a thousand times a second from the first deletion on, 8 % of a core in every later workload of
+# every broker (and in Kafka's CPU column); at 100 ms Kafka idles at 2 %, as before any deletion.
+KAFKA_SETTINGS = {"log.segment.delete.delay.ms": "100"}
+# What Kafka ran with in runs whose JSON does not say (they awaited deletions with the delay at 0).
+EARLIER_KAFKA_SETTINGS = {"log.segment.delete.delay.ms": "0"}
 # What the librdkafka consumers ran with in runs whose JSON does not say (before fetch.queue.backoff.ms went to 10).
 EARLIER_LIBRDKAFKA_CONSUMER_SETTINGS = {
     "fetch.queue.backoff.ms": 0,
@@ -226,6 +231,7 @@ def report(
     synced: bool,
     deletes_awaited: bool,
     librdkafka_consumer: Mapping[str, int],
+    kafka_settings: Mapping[str, str],
 ) -> str:
     lines = [
         "# Kafkette vs Apache Kafka vs Tansu",
@@ -308,7 +314,8 @@ def report(
         )
         + (
             " A topic read is deleted and the next workload starts once its broker has removed the files (Kafka "
-            f"with {KAFKA_SETTINGS}: by default it removes them 60 s later, inside whichever workload then runs)."
+            f"with {settings_text(kafka_settings)}: by default it removes them 60 s later, inside whichever "
+            "workload then runs)."
             if deletes_awaited
             else ""
         ),
@@ -423,6 +430,7 @@ def main() -> None:
         raw.get("synced", False),
         raw.get("deletes_awaited", False),
         raw.get("librdkafka_consumer", EARLIER_LIBRDKAFKA_CONSUMER_SETTINGS),
+        raw.get("kafka_settings", EARLIER_KAFKA_SETTINGS),
     )
     markdown_path.write_text(text)
     print(text)
@@ -486,6 +494,7 @@ def measure(
         "synced": True,  # os.sync before every workload (_measure)
         "deletes_awaited": True,  # delete_topic returns once the files are gone
         "librdkafka_consumer": LIBRDKAFKA_CONSUMER_SETTINGS,
+        "kafka_settings": KAFKA_SETTINGS,
         "brokers": facts,
         **results.to_json(),
     }
