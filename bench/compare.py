@@ -299,7 +299,7 @@ def report(
         "",
         "Client settings, identical for every broker: producers linger.ms=5, idempotence off for acks=1 "
         f"(on for acks=all); librdkafka consumers {settings_text(librdkafka_consumer)}; "
-        f"Java consumer {JAVA_CONSUMER_SETTINGS}. The Java workloads are Kafka's "
+        f"Java consumer {settings_text(JAVA_CONSUMER_SETTINGS)}. The Java workloads are Kafka's "
         "ProducerPerformance and ConsumerPerformance; the librdkafka ones are bench/clients/confluent_perf.py. "
         f"Records per workload: {', '.join(f'{s.label}: {s.count:,}' for s in scenarios)}. "
         "MB/s counts record values only. CPU: user + system seconds of the broker process while the workload ran. "
