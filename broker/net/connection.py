@@ -3,17 +3,20 @@
 Clients pipeline several requests per connection and expect the responses in
 the same order. Each request takes a slot in a queue; a handler fills its slot
 at once or later (fetch long-poll), and the head of the queue is written as
-soon as it is filled. File regions in a response go to the socket with sendfile
-while the transport has nothing buffered, waiting for room whenever the socket is
-full; only where sendfile cannot be used (TLS, or bytes already buffered in the
-transport) is a piece read with pread and written through the transport, which
-waits for the socket to drain. A response is sent at once, as far as the socket
-takes it; only the rest of one that filled the socket waits in a task.
+soon as it is filled. A response with file regions goes straight to the socket
+while the transport has nothing buffered: its own bytes with write, its regions
+with sendfile, and whenever the socket is full the rest waits for room, so no byte
+of a region passes through Python's memory. Only where sendfile cannot be used
+(TLS, or bytes already buffered in the transport) is a piece read with pread and
+written through the transport, which pauses us until it has drained. A response is
+sent at once, as far as the socket takes it; the rest goes on from the callback
+that says there is room again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import functools
 import logging
 import os
@@ -57,6 +60,14 @@ class ConnectionAbort(Exception):
     """Close this connection (and only this one): the peer sent something unanswerable."""
 
 
+class _Wait(enum.Enum):
+    """What the rest of a response waits for."""
+
+    NOTHING = enum.auto()  # it is all out
+    ROOM = enum.auto()  # room in the socket, which it fills directly
+    DRAIN = enum.auto()  # the transport's buffer to drain (resume_writing)
+
+
 class _Outgoing:
     """A response with file regions on its way out, and how far sending it got."""
 
@@ -97,16 +108,15 @@ class Connection(asyncio.BufferedProtocol):
         self._frames = FrameCutter(self._handle_frame, max_request_bytes)
         self._pending: deque[_Slot] = deque()
         self._transport: asyncio.Transport | None = None
-        self._sending = False
+        self._outgoing: _Outgoing | None = None  # the response on its way out, the ones behind it wait
         self._reading_paused = False
         self._writing_paused = False
         self._tasks: set[asyncio.Future[Any]] = set()
-        self._drain_waiter: asyncio.Future[None] | None = None
-        self._sendfile_to = -1  # the socket's descriptor where file regions may bypass the transport
-        # A duplicate of that descriptor, watched for room in the socket while a region waits: asyncio lets only the
-        # transport watch the socket's own descriptor. Made on the first full socket, closed with the connection.
+        self._sendfile_to = -1  # the socket's descriptor where responses with file regions may bypass the transport
+        # A duplicate of that descriptor, watched for room in the socket while a response waits: asyncio lets only
+        # the transport watch the socket's own descriptor. Made on the first full socket, closed with the connection.
         self._watched_fd = -1
-        self._room_waiter: asyncio.Future[None] | None = None
+        self._watching = False
         self.peer = "?"
         self.read_at = 0.0  # time.perf_counter() of the last read: where a request's queue time starts
 
@@ -131,7 +141,7 @@ class Connection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
-        self._wake_drain_waiter()
+        self._outgoing = None
         self._stop_watching()
         for task in list(self._tasks):
             task.cancel()
@@ -144,7 +154,7 @@ class Connection(asyncio.BufferedProtocol):
 
     def resume_writing(self) -> None:
         self._writing_paused = False
-        self._wake_drain_waiter()
+        self._go_on_sending()
         self._update_reading()
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -199,7 +209,7 @@ class Connection(asyncio.BufferedProtocol):
 
     def _drain(self) -> None:
         transport = self._transport
-        while not self._sending and self._pending and self._pending[0].done and transport is not None:
+        while self._outgoing is None and self._pending and self._pending[0].done and transport is not None:
             slot = self._pending.popleft()
             if slot.response is None:
                 continue
@@ -207,70 +217,70 @@ class Connection(asyncio.BufferedProtocol):
             if not splices:
                 transport.write(frame)
                 continue
-            # At once, as far as the socket takes it: a response that fits costs no task and no loop iteration.
-            outgoing = _Outgoing(frame, splices)
-            try:
-                wait = self._pump(outgoing)
-            except Exception as exc:  # this connection fails, not the server
-                self._send_failed(exc)
-                return
-            if wait is None:
-                continue
-            self._sending = True
-            task = asyncio.ensure_future(self._send_rest(outgoing, wait))
-            self._tasks.add(task)
-            task.add_done_callback(self._sent)
+            # At once, as far as the socket takes it: a response that fits costs no further turn of the loop.
+            self._outgoing = _Outgoing(frame, splices)
+            self._send_outgoing(self._outgoing)
         self._update_reading()
 
-    def _sent(self, task: asyncio.Future[None]) -> None:
-        self._tasks.discard(task)
-        self._sending = False
-        if task.cancelled():
-            return
-        exc = task.exception()
-        if exc is not None:
+    def _go_on_sending(self) -> None:
+        """There may be room again (in the socket or the transport's buffer): on with the response under way."""
+        if self._outgoing is not None and self._send_outgoing(self._outgoing):
+            self._drain()
+
+    def _send_outgoing(self, outgoing: _Outgoing) -> bool:
+        """Send as much of the response under way as the socket takes now; True once all of it is out.
+
+        While it waits for room in the socket, its descriptor stays watched, each callback sending the next piece:
+        one turn of the loop per socket's worth, and no watch set up and torn down per piece."""
+        try:
+            wait = self._pump(outgoing)
+        except Exception as exc:  # this connection fails, not the server
             self._send_failed(exc)
-            return
-        self._drain()
+            return False
+        self._watch_for_room(wait is _Wait.ROOM)
+        if wait is not _Wait.NOTHING:
+            return False
+        self._outgoing = None
+        return True
 
     def _send_failed(self, exc: BaseException) -> None:
         log.warning("closing %s: sending a response failed: %s", self.peer, exc)
         self.close()
 
-    async def _send_rest(self, outgoing: _Outgoing, wait: asyncio.Future[None]) -> None:
-        """The rest of a response that filled the socket (or the transport's buffer), once there is room again."""
-        next_wait: asyncio.Future[None] | None = wait
-        while next_wait is not None:
-            await next_wait
-            next_wait = self._pump(outgoing)
+    def _pump(self, outgoing: _Outgoing) -> _Wait:
+        """Send as much of ``outgoing`` as the socket takes now, and say what the rest waits for (nothing once all of
+        it is out, or the connection is closing).
 
-    def _pump(self, outgoing: _Outgoing) -> asyncio.Future[None] | None:
-        """Send as much of ``outgoing`` as the socket takes now: the future to await before going on, None once all
-        of it is out (or the connection is closing).
-
-        A region goes out with sendfile straight to the socket while the transport has nothing buffered (so the
-        bytes stay in order); else a piece read with pread is written through the transport."""
+        While the transport has nothing buffered the bytes go straight to the socket (so they stay in order), the
+        frame's with write and each region's with sendfile; else the frame's bytes and, per region, a piece read with
+        pread are written through the transport."""
         transport = self._transport
         splices = outgoing.splices
         while transport is not None and not transport.is_closing():
-            if outgoing.index == len(splices):
-                transport.write(outgoing.frame[outgoing.written :])
-                return None
-            position, region = splices[outgoing.index]
+            direct = self._sendfile_to >= 0 and transport.get_write_buffer_size() == 0
+            if outgoing.offset < 0:  # the frame's bytes up to the next region, or to its end
+                upto = splices[outgoing.index][0] if outgoing.index < len(splices) else len(outgoing.frame)
+                if direct:
+                    outgoing.written += write_until_full(self._sendfile_to, outgoing.frame[outgoing.written : upto])
+                    if outgoing.written < upto:
+                        return _Wait.ROOM
+                else:
+                    transport.write(outgoing.frame[outgoing.written : upto])
+                    outgoing.written = upto
+                if outgoing.index == len(splices):
+                    return _Wait.NOTHING
+                outgoing.offset = splices[outgoing.index][1].position
+            region = splices[outgoing.index][1]
             end = region.position + region.size
-            if outgoing.offset < 0:
-                transport.write(outgoing.frame[outgoing.written : position])
-                outgoing.written, outgoing.offset = position, region.position
             if outgoing.offset >= end:
                 outgoing.index, outgoing.offset = outgoing.index + 1, -1
                 continue
             fileno = region.file.fileno()
-            if self._sendfile_to >= 0 and transport.get_write_buffer_size() == 0:
+            if direct:
                 sent, full = sendfile_until_full(self._sendfile_to, fileno, outgoing.offset, end - outgoing.offset)
                 outgoing.offset += sent
                 if full:
-                    # Wait for room and go on with sendfile: the bytes never pass through Python's memory.
-                    return self._room_in_socket()
+                    return _Wait.ROOM
                 if outgoing.offset >= end:
                     continue
             # The transport holds bytes (or sendfile cannot be used, or the file ended early): one piece through the
@@ -279,40 +289,26 @@ class Connection(asyncio.BufferedProtocol):
             transport.write(os.pread(fileno, count, outgoing.offset))
             outgoing.offset += count
             if self._writing_paused:
-                return self._drained()
-        return None
+                return _Wait.DRAIN
+        return _Wait.NOTHING
 
-    def _drained(self) -> asyncio.Future[None]:
-        """Resolved when the transport's buffer is empty again (or the connection is lost)."""
-        if self._drain_waiter is None or self._drain_waiter.done():
-            self._drain_waiter = asyncio.get_running_loop().create_future()
-        return self._drain_waiter
-
-    def _room_in_socket(self) -> asyncio.Future[None]:
-        """Resolved when the socket can take more bytes (or the connection is lost)."""
+    def _watch_for_room(self, watch: bool) -> None:
+        if watch == self._watching:
+            return
         loop = asyncio.get_running_loop()
-        if self._watched_fd < 0:
-            self._watched_fd = os.dup(self._sendfile_to)
-        self._room_waiter = loop.create_future()
-        loop.add_writer(self._watched_fd, self._room_made)
-        return self._room_waiter
-
-    def _room_made(self) -> None:
-        asyncio.get_running_loop().remove_writer(self._watched_fd)
-        if self._room_waiter is not None and not self._room_waiter.done():
-            self._room_waiter.set_result(None)
+        if watch:
+            if self._watched_fd < 0:
+                self._watched_fd = os.dup(self._sendfile_to)
+            loop.add_writer(self._watched_fd, self._go_on_sending)
+        else:
+            loop.remove_writer(self._watched_fd)
+        self._watching = watch
 
     def _stop_watching(self) -> None:
+        self._watch_for_room(False)
         if self._watched_fd >= 0:
-            asyncio.get_running_loop().remove_writer(self._watched_fd)
             os.close(self._watched_fd)  # the duplicate keeps the socket open until it is closed too
             self._watched_fd = -1
-        if self._room_waiter is not None and not self._room_waiter.done():
-            self._room_waiter.set_result(None)
-
-    def _wake_drain_waiter(self) -> None:
-        if self._drain_waiter is not None and not self._drain_waiter.done():
-            self._drain_waiter.set_result(None)
 
     def _update_reading(self) -> None:
         transport = self._transport
@@ -322,7 +318,7 @@ class Connection(asyncio.BufferedProtocol):
         if should_pause and not self._reading_paused:
             transport.pause_reading()
             self._reading_paused = True
-        elif not should_pause and self._reading_paused and not self._sending:
+        elif not should_pause and self._reading_paused and self._outgoing is None:
             transport.resume_reading()
             self._reading_paused = False
 
@@ -354,6 +350,7 @@ def sendfile_until_full(socket_fd: int, file_fd: int, offset: int, count: int) -
     (rather than at ``count`` or at the end of the file)."""
     sent = 0
     while sent < count:
+        # A short count does not mean a full socket: on loopback the next call mostly takes more.
         try:
             n = os.sendfile(socket_fd, file_fd, offset + sent, count - sent)
         except BlockingIOError:
@@ -362,3 +359,14 @@ def sendfile_until_full(socket_fd: int, file_fd: int, offset: int, count: int) -
             break  # end of file: the pread path, which always moves on, takes the rest
         sent += n
     return sent, False
+
+
+def write_until_full(socket_fd: int, data: memoryview) -> int:
+    """Bytes of ``data`` the non-blocking socket took (all of them unless it filled up)."""
+    written = 0
+    while written < len(data):
+        try:
+            written += os.write(socket_fd, data[written:])
+        except BlockingIOError:
+            break
+    return written

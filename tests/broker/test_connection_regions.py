@@ -150,6 +150,52 @@ def test_a_region_larger_than_the_socket_buffers_never_passes_through_python(tmp
     assert (preads, buffered) == ([], 0)
 
 
+def test_the_bytes_between_regions_wait_for_room_as_the_regions_do(tmp_path: Path, monkeypatch: Any) -> None:
+    # A fetch response is a region per partition with the frame's bytes (each partition's header) between them. A
+    # header that meets a full socket waits for room like a region: were it buffered in the transport instead, the
+    # next region would have to go through Python's memory behind it, in pieces read with pread.
+    preads: list[int] = []
+    pread = os.pread
+
+    def counting(fd: int, count: int, offset: int) -> bytes:
+        preads.append(count)
+        return pread(fd, count, offset)
+
+    monkeypatch.setattr(os, "pread", counting)
+    count, size, between = 256, 32 << 10, b"partition header"
+    with data_file(tmp_path / "segment", count * size) as file:
+        content = (tmp_path / "segment").read_bytes()
+        frame = bytearray(HEAD)
+        splices: list[tuple[int, Region]] = []
+        for index in range(count):
+            splices.append((4 + len(frame), Region(file, index * size, size)))
+            frame += between
+        frame = bytearray(struct.pack(">i", len(frame) + count * size)) + frame
+        expected = HEAD + b"".join(content[i * size : (i + 1) * size] + between for i in range(count))
+
+        async def body() -> bytes:
+            def dispatch(_frame: bytearray, _connection: Any) -> Response:
+                return frame, splices
+
+            server = await asyncio.get_running_loop().create_server(
+                lambda: Connection(dispatch, 1 << 20, lambda _c: None), "127.0.0.1", 0
+            )
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.sockets[0].getsockname()[1])
+            writer.write(struct.pack(">i", 1) + b"r")
+            await asyncio.sleep(0.3)  # the socket fills up
+            (length,) = struct.unpack(">i", await reader.readexactly(4))
+            received = bytearray()
+            while len(received) < length:  # a slow reader: room comes in small pieces
+                received += await reader.read(min(16 << 10, length - len(received)))
+            writer.close()
+            server.close()
+            await server.wait_closed()
+            return bytes(received)
+
+        assert asyncio.run(asyncio.wait_for(body(), 60)) == expected
+    assert preads == []
+
+
 def test_a_response_that_fits_the_socket_goes_out_without_another_turn_of_the_event_loop(tmp_path: Path) -> None:
     # Each turn of the loop before a fetch response goes out is a wake-up and a task step per response; the callback
     # that answered the request sends it. The server's loop is blocked right after that callback: whatever would wait
