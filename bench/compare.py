@@ -265,11 +265,15 @@ def report(
                     if below_in_every_round(ours, theirs):
                         lost[peer].append(f"{scenario.label}, {client} {operation}")
                     won[peer] += below_in_every_round(theirs, ours)
-                cpu = " / ".join(f"{median(results.cpu.get(key, [])):.2f}" for key in keys.values())
+                cpu = " / ".join(
+                    f"{median(results.cpu.get(key, [])):.2f}" if name in brokers else "-" for name, key in keys.items()
+                )
                 cells = [
                     f"{rate[name]:,.0f} ({rate[name] * scenario.size / 1e6:.1f})"
                     if rate[name] == rate[name]
                     else f"error: {results.errors.get(keys[name], '?')}"
+                    if name in brokers
+                    else "not run"
                     for name in BROKERS
                 ]
                 lines.append(
@@ -386,6 +390,7 @@ def main() -> None:
         "--only", action="append", default=[], help="workloads whose label holds this text (repeatable; no latency)"
     )
     parser.add_argument("--client", action="append", choices=sorted(CLIENTS), help="these clients only (repeatable)")
+    parser.add_argument("--broker", action="append", choices=BROKERS, help="these brokers only (repeatable)")
     parser.add_argument("--out", help="results file stem under bench/results/ (default latest, or quick)")
     parser.add_argument(
         "--consume-only",
@@ -402,10 +407,11 @@ def main() -> None:
         if not scenarios:
             parser.error(f"no workload matches {args.only}: {[s.label for s in FULL]}")
     clients = {name: CLIENTS[name] for name in args.client} if args.client else CLIENTS
-    focused = bool(args.only or args.client or args.consume_only)
+    starters = {name: COMPARE_STARTERS[name] for name in args.broker} if args.broker else None
+    focused = bool(args.only or args.client or args.broker or args.consume_only)
     stem = BENCH_DIR / "results" / (args.out or ("quick" if args.quick else "latest"))
     if focused and stem.name == "latest":
-        parser.error("a focused run (--only, --client, --consume-only) writes its own file: give --out")
+        parser.error("a focused run (--only, --client, --broker, --consume-only) writes its own file: give --out")
     json_path, markdown_path = stem.with_suffix(".json"), stem.with_suffix(".md")
     if args.report:
         raw = json.loads(json_path.read_text())
@@ -413,7 +419,15 @@ def main() -> None:
     else:
         rounds = 1 if args.quick else args.rounds
         scenarios = scaled(scenarios, args.scale)
-        raw = measure(scenarios, rounds, args.quick, clients, latency=not focused, consume_only=args.consume_only)
+        raw = measure(
+            scenarios,
+            rounds,
+            args.quick,
+            clients,
+            latency=not focused,
+            consume_only=args.consume_only,
+            starters=starters,
+        )
         raw["scale"] = args.scale
         json_path.parent.mkdir(exist_ok=True)
         json_path.write_text(json.dumps(raw, indent=1))

@@ -6,7 +6,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-from compare import CLIENTS, Results, report
+from compare import CLIENTS, BrokerFacts, Results, report
+from workloads import Measurement, Scenario
 
 KAFKA = {"log.segment.delete.delay.ms": "100"}
 CONSUMER = {"fetch.queue.backoff.ms": 10}
@@ -24,3 +25,16 @@ def test_the_consumer_settings_come_from_the_run_not_from_the_code() -> None:
 
 def test_the_kafka_settings_come_from_the_run_not_from_the_code() -> None:
     assert "(Kafka with log.segment.delete.delay.ms=7:" in rendered(CONSUMER, {"log.segment.delete.delay.ms": "7"})
+
+
+def test_a_broker_left_out_of_the_run_is_not_reported_as_failed() -> None:
+    scenario = Scenario(100, 1, "1", "none", 1000)
+    results = Results()
+    for name, seconds in (("kafka", 2.0), ("kafkette", 1.0)):
+        results.add((scenario.label, "java", "consume", name), Measurement(1000, seconds), 0.001)
+    facts = {name: BrokerFacts(1.0, 10, 20, []) for name in ("kafka", "kafkette")}
+    text = report(
+        results, facts, [scenario], 1, "2026-11-30", {"java": CLIENTS["java"]}, True, 1000, True, True, CONSUMER, KAFKA
+    )
+    assert "| java | consume | 500 (0.1) | not run | 1,000 (0.1) | 2.00 | n/a | 1.00 / - / 1.00 |" in text
+    assert "error" not in text
