@@ -10,7 +10,7 @@ import struct
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 from kafkette.broker.net.connection import REGION_CHUNK_BYTES, Connection, Response
 
@@ -55,6 +55,19 @@ async def read_frame(reader: asyncio.StreamReader) -> bytes:
 def data_file(path: Path, size: int) -> BinaryIO:
     path.write_bytes(os.urandom(size))
     return path.open("rb")
+
+
+def counted_preads(monkeypatch: Any) -> list[int]:
+    """The sizes of every os.pread from now on: a region's bytes that passed through Python's memory."""
+    preads: list[int] = []
+    pread = os.pread
+
+    def counting(fd: int, count: int, offset: int) -> bytes:
+        preads.append(count)
+        return pread(fd, count, offset)
+
+    monkeypatch.setattr(os, "pread", counting)
+    return preads
 
 
 def test_pipelined_responses_carry_their_regions_whole_and_in_order(tmp_path: Path) -> None:
@@ -135,14 +148,7 @@ def test_regions_go_out_with_sendfile_while_the_socket_takes_them(tmp_path: Path
 
 def test_a_region_larger_than_the_socket_buffers_never_passes_through_python(tmp_path: Path, monkeypatch: Any) -> None:
     # The reader stalls, so the socket fills: the rest still goes out with sendfile once the socket has room again.
-    preads: list[int] = []
-    pread = os.pread
-
-    def counting(fd: int, count: int, offset: int) -> bytes:
-        preads.append(count)
-        return pread(fd, count, offset)
-
-    monkeypatch.setattr(os, "pread", counting)
+    preads = counted_preads(monkeypatch)
     size = 64 * REGION_CHUNK_BYTES  # 8 MiB: more than loopback's socket buffers take while nobody reads
     with data_file(tmp_path / "segment", size) as file:
         frame, buffered = asyncio.run(asyncio.wait_for(one_response({b"r": Region(file, 0, size)}, b"r", 0.5), 60))
@@ -151,17 +157,23 @@ def test_a_region_larger_than_the_socket_buffers_never_passes_through_python(tmp
 
 
 def test_the_bytes_between_regions_wait_for_room_as_the_regions_do(tmp_path: Path, monkeypatch: Any) -> None:
-    # A fetch response is a region per partition with the frame's bytes (each partition's header) between them. A
-    # header that meets a full socket waits for room like a region: were it buffered in the transport instead, the
-    # next region would have to go through Python's memory behind it, in pieces read with pread.
-    preads: list[int] = []
-    pread = os.pread
+    # A fetch response is a region per partition with the frame's bytes (each partition's header) between them.
+    # They all go straight to the socket and wait for room there: a header handed to the transport while the
+    # socket is full would stay buffered in it, and the next region would have to follow through Python's memory.
+    preads = counted_preads(monkeypatch)
+    transport_writes: list[int] = []
 
-    def counting(fd: int, count: int, offset: int) -> bytes:
-        preads.append(count)
-        return pread(fd, count, offset)
+    class Watched(Connection):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            super().connection_made(transport)
+            write = cast(asyncio.Transport, transport).write
 
-    monkeypatch.setattr(os, "pread", counting)
+            def counting(data: Any) -> None:
+                transport_writes.append(len(data))
+                write(data)
+
+            transport.write = counting  # type: ignore[attr-defined]
+
     count, size, between = 256, 32 << 10, b"partition header"
     with data_file(tmp_path / "segment", count * size) as file:
         content = (tmp_path / "segment").read_bytes()
@@ -178,7 +190,7 @@ def test_the_bytes_between_regions_wait_for_room_as_the_regions_do(tmp_path: Pat
                 return frame, splices
 
             server = await asyncio.get_running_loop().create_server(
-                lambda: Connection(dispatch, 1 << 20, lambda _c: None), "127.0.0.1", 0
+                lambda: Watched(dispatch, 1 << 20, lambda _c: None), "127.0.0.1", 0
             )
             reader, writer = await asyncio.open_connection("127.0.0.1", server.sockets[0].getsockname()[1])
             writer.write(struct.pack(">i", 1) + b"r")
@@ -193,7 +205,7 @@ def test_the_bytes_between_regions_wait_for_room_as_the_regions_do(tmp_path: Pat
             return bytes(received)
 
         assert asyncio.run(asyncio.wait_for(body(), 60)) == expected
-    assert preads == []
+    assert (preads, transport_writes) == ([], [])
 
 
 def test_a_response_that_fits_the_socket_goes_out_without_another_turn_of_the_event_loop(tmp_path: Path) -> None:
