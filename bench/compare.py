@@ -61,7 +61,10 @@ EARLIER_LIBRDKAFKA_CONSUMER_SETTINGS = {
     "queued.min.messages": 100000,
     "fetch.wait.max.ms": 100,
 }
-COMPARE_STARTERS = {**STARTERS, "kafka": functools.partial(start_kafka, settings=KAFKA_SETTINGS)}
+COMPARE_STARTERS: dict[str, Callable[[], RunningBroker]] = {
+    **STARTERS,
+    "kafka": functools.partial(start_kafka, settings=KAFKA_SETTINGS),
+}
 # Records enough for a consumer to read for a second or more on this machine: with a third of these the consume
 # rows lasted 0.2-0.7 s, and one pause of the machine's (a fetch.wait.max.ms, a writeback) moved a row by 30 %.
 # lz4 packs 500,000 of its records into 2.5 MB, ten fetches, so it gets ten times as many.
@@ -215,6 +218,15 @@ def below_in_every_round(lower: list[float], higher: list[float]) -> bool:
     return len(lower) == len(higher) > 1 and all(a < b for a, b in zip(lower, higher, strict=True))
 
 
+def _rate_cell(rate: float, size: int, ran: bool, error: str | None) -> str:
+    """A broker's cell in a workload's row: its rate, why it has none, or that the run left the broker out."""
+    if not ran:
+        return "not run"
+    if rate != rate:  # NaN: no measurement
+        return f"error: {error or '?'}"
+    return f"{rate:,.0f} ({rate * size / 1e6:.1f})"
+
+
 def _listed(workloads: list[str]) -> str:
     return f"{len(workloads)} ({'; '.join(workloads)})" if workloads else "0"
 
@@ -269,11 +281,7 @@ def report(
                     f"{median(results.cpu.get(key, [])):.2f}" if name in brokers else "-" for name, key in keys.items()
                 )
                 cells = [
-                    f"{rate[name]:,.0f} ({rate[name] * scenario.size / 1e6:.1f})"
-                    if rate[name] == rate[name]
-                    else f"error: {results.errors.get(keys[name], '?')}"
-                    if name in brokers
-                    else "not run"
+                    _rate_cell(rate[name], scenario.size, name in brokers, results.errors.get(keys[name]))
                     for name in BROKERS
                 ]
                 lines.append(
