@@ -11,6 +11,12 @@ end the same way), and Spark then fails the task and throws its message away.
   ``transactionalIdPrefix``, else ``kafkette-spark-<query id>``; Spark keeps the query id in the
   checkpoint). ``init_transactions`` bumps the producer epoch, which fences every earlier attempt of
   the task (failed, or a zombie on a lost executor) and aborts its open transaction.
+- Fencing follows the order of the ``init_transactions`` calls, not of the attempts. A failed attempt's
+  writer is not stopped with its task: one still inside ``init_transactions`` (the coordinator answered
+  CONCURRENT_TRANSACTIONS while it aborted an older transaction of the id; librdkafka asks again
+  500 ms later) can finish after its retry's and fence the retry. The driver's commit is then
+  refused (PRODUCER_FENCED) and the query fails; its restart runs the batch again, so nothing is lost
+  or written twice.
 - It sends its rows and, with TxnOffsetCommit, the offset ``batchId + 1`` for the consumer group
   named like the transactional id (the marker), flushes, and returns the transaction open: its
   transactional id, producer id and epoch.

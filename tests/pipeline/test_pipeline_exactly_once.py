@@ -97,28 +97,43 @@ SOURCE_PARTITIONS, TARGET_PARTITIONS = 3, 2
 
 
 def _fail_first_attempts(bootstrap: str, target: str, wait_for_the_sink: bool) -> Callable[[bytes], bytes]:
-    """value -> b"out-" + value; a task's first attempt fails at its 25th row, once the sink has written some of it
-    when `wait_for_the_sink` (a replayed batch writes nothing: waiting there would only run out the clock).
+    """value -> b"out-" + value; a task's first attempt fails at its 25th row, once the task's own sink has a
+    transaction open with rows in it when `wait_for_the_sink` (a replayed batch writes nothing: waiting there would
+    only run out the clock).
 
     Made in a function so that Spark's pickler ships it by value (workers cannot import this test module)."""
-    log_end_at_first_row: dict[int, int] = {}  # per task attempt, in the Python worker that runs the UDF
+    prefix = sink_prefix(target)  # a string in the closure: the module's functions would be shipped by reference
+    epoch_at_first_row: dict[int, int] = {}  # per task attempt, in the Python worker that runs the UDF
     rows_seen: dict[int, int] = {}
 
-    def log_end() -> int:
-        """The target's records and markers, open transactions included: the high watermark, which ListOffsets
-        gives only to read_uncommitted (librdkafka's default, read_committed, gets the last stable offset)."""
-        # Imported in the worker: cloudpickle cannot ship the client's classes by value.
-        from confluent_kafka import Consumer, TopicPartition
+    def sink_transaction(partition_id: int) -> tuple[bool, int]:
+        """(open with rows in the target, producer epoch) of the transaction the task's sink writes in, as its
+        coordinator (the test's one broker) describes it; epoch -1 before the transactional id's first use."""
+        # Imported in the worker: cloudpickle ships this module's functions by value, not the broker's classes.
+        import asyncio
 
-        settings = {"bootstrap.servers": bootstrap, "group.id": "watermarks", "isolation.level": "read_uncommitted"}
-        consumer = Consumer(settings)
-        try:
-            return sum(
-                consumer.get_watermark_offsets(TopicPartition(target, p), TIMEOUT_S)[1]
-                for p in range(TARGET_PARTITIONS)
-            )
-        finally:
-            consumer.close()
+        from kafkette.broker.net.client import BrokerClient
+        from kafkette.broker.protocol.messages.describe_transactions_request import DescribeTransactionsRequest
+        from kafkette.broker.protocol.messages.describe_transactions_response import DescribeTransactionsResponse
+
+        async def describe() -> DescribeTransactionsResponse:
+            host, _, port = bootstrap.rpartition(":")
+            client = BrokerClient(host, int(port), "eos-test")
+            try:
+                request = DescribeTransactionsRequest(transactional_ids=[f"{prefix}-{partition_id}"])
+                return await client.request(request, 0, TIMEOUT_S, DescribeTransactionsResponse)
+            finally:
+                await client.close()
+
+        (state,) = asyncio.run(describe()).transaction_states
+        if state.error_code:
+            return False, -1
+        writing = state.transaction_state == "Ongoing" and any(topic.topic == target for topic in state.topics)
+        return writing, state.producer_epoch
+
+    def this_attempt_is_writing(partition_id: int, attempt: int) -> bool:
+        writing, epoch = sink_transaction(partition_id)
+        return writing and epoch > epoch_at_first_row[attempt]
 
     def transform(value: bytes) -> bytes:
         context = TaskContext.get()
@@ -126,18 +141,28 @@ def _fail_first_attempts(bootstrap: str, target: str, wait_for_the_sink: bool) -
         attempt = context.taskAttemptId()
         seen = rows_seen[attempt] = rows_seen.get(attempt, 0) + 1
         if wait_for_the_sink and context.attemptNumber() == 0 and seen == 1:
-            log_end_at_first_row[attempt] = log_end()
+            epoch_at_first_row[attempt] = sink_transaction(context.partitionId())[1]
         if context.attemptNumber() == 0 and seen == FAIL_AT_ROW:
-            # Fail only once the log grew while this attempt ran. Up to the first failure of a query only first
-            # attempts write, so the first one to fail leaves rows its retry never commits (a fixed pause here
-            # was too short on a loaded machine, where the sink was still starting its transaction).
+            # Fail only once this attempt's sink is past init_transactions and writing (its epoch is newer than
+            # what the transactional id had at the first row): the retry's init_transactions then fences it and
+            # aborts its rows. An attempt failed while its sink was still inside init_transactions would take its
+            # epoch after the retry's and fence the retry instead (see exactly_once.py), failing the query.
             deadline = time.monotonic() + 2 * TIMEOUT_S
-            while wait_for_the_sink and log_end() <= log_end_at_first_row[attempt] and time.monotonic() < deadline:
+            while (
+                wait_for_the_sink
+                and not this_attempt_is_writing(context.partitionId(), attempt)
+                and time.monotonic() < deadline
+            ):
                 time.sleep(0.1)
             raise RuntimeError("first attempt fails on purpose")
         return b"out-" + value
 
     return transform
+
+
+def sink_prefix(target: str) -> str:
+    """The sink's transactionalIdPrefix: a task writes as <prefix>-<Spark partition id>."""
+    return f"{target}-sink"
 
 
 def _start(spark: SparkSession, bootstrap: str, source: str, target: str, checkpoint: Path, available_now: bool):
@@ -161,7 +186,7 @@ def _start(spark: SparkSession, bootstrap: str, source: str, target: str, checkp
         .option("kafka.bootstrap.servers", bootstrap)
         .option("topic", target)
         .option("deliveryGuarantee", "exactly-once")
-        .option("transactionalIdPrefix", f"{target}-sink")
+        .option("transactionalIdPrefix", sink_prefix(target))
         .option("checkpointLocation", str(checkpoint))
     )
     return writer.trigger(availableNow=True).start() if available_now else writer.start()
@@ -177,7 +202,7 @@ def test_exactly_once_sink_through_failed_tasks_a_zombie_and_a_replayed_batch(
 
     # A zombie: a producer with the transactional id the sink's task 0 will use, its transaction left open.
     # Its timeout outlasts the test, so only the fencing can end its transaction.
-    zombie_settings = {"transactional.id": f"{target}-sink-0", "transaction.timeout.ms": OPEN_TRANSACTION_MS}
+    zombie_settings = {"transactional.id": f"{sink_prefix(target)}-0", "transaction.timeout.ms": OPEN_TRANSACTION_MS}
     zombie = Producer({"bootstrap.servers": broker.bootstrap, **zombie_settings})
     zombie.init_transactions(TIMEOUT_S)
     zombie.begin_transaction()
