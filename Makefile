@@ -194,6 +194,13 @@ bench-quick: bytecode
 bench-fetch-serve: bytecode
 	$(BIN)/python bench/fetch_serve.py
 
+# Where the CPU goes while the librdkafka consume rows' client reads (broker user and system time, and the
+# client's), Kafka and Kafkette, reads three times as long: 8 interleaved rounds, about 3 minutes ->
+# bench/results/consume-cpu.md.
+.PHONY: bench-consume-cpu
+bench-consume-cpu: bytecode
+	$(BIN)/python bench/consume_cpu.py
+
 # socket.send.buffer.bytes: Kafkette at -1, 102400 and 262144 beside Apache Kafka over the 1 KiB and 100 B consume
 # rows, Java and librdkafka, with the TCP retransmissions and reorderings of each read: 3 warm-up and 8 counted
 # interleaved rounds, about 20 minutes -> bench/results/send-buffer.md.

@@ -70,10 +70,15 @@ def tansu_binary() -> Path:
     return binary
 
 
+def cpu_times(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of one process, all its threads included."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) / CLOCK_TICKS, int(fields[12]) / CLOCK_TICKS
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of one process, all its threads included."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    return sum(cpu_times(pid))
 
 
 def status_mb(pid: int, key: str) -> float:

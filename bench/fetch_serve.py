@@ -14,8 +14,6 @@ the response, and to its last byte. The topics are those of compare.py's consume
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import socket
 import statistics
@@ -23,11 +21,11 @@ import struct
 import time
 from collections import defaultdict
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from brokers import BENCH_DIR, RunningBroker
 from compare import COMPARE_STARTERS, FILL_LINGER_MS
+from rounds_report import measure_or_rerender, measured_rows, median_of
 from workloads import Scenario, confluent, create_topic, delete_topic
 
 from kafkette.broker.protocol.batch import parse_header, peek_length
@@ -214,22 +212,16 @@ def report(raw: dict[str, Any]) -> str:
         "(ms) | broker CPU s per M records |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for scenario in SCENARIOS:
-        kafka_rate = _median(rows.get(f"{scenario.label} | kafka", []), "rate")
-        for name in BROKERS:
-            runs = rows.get(f"{scenario.label} | {name}", [])
-            if not runs:
-                continue
-            rate = _median(runs, "rate")
+    for label, name, runs, rate, vs_kafka in measured_rows(rows, [scenario.label for scenario in SCENARIOS], BROKERS):
 
-            def pair(a: str, b: str, runs: list[dict[str, float]] = runs) -> str:
-                return f"{_median(runs, a):.2f} / {_median(runs, b):.2f}"
+        def pair(a: str, b: str, runs: list[dict[str, float]] = runs) -> str:
+            return f"{median_of(runs, a):.2f} / {median_of(runs, b):.2f}"
 
-            lines.append(
-                f"| {scenario.label} | {name} | {rate:,.0f} | {rate / kafka_rate:.2f} | "
-                f"{_median(runs, 'mb_per_fetch'):.2f} | {pair('first_p50_ms', 'first_p99_ms')} | "
-                f"{pair('last_p50_ms', 'last_p99_ms')} | {_median(runs, 'cpu_s_per_million'):.2f} |"
-            )
+        lines.append(
+            f"| {label} | {name} | {rate:,.0f} | {vs_kafka:.2f} | "
+            f"{median_of(runs, 'mb_per_fetch'):.2f} | {pair('first_p50_ms', 'first_p99_ms')} | "
+            f"{pair('last_p50_ms', 'last_p99_ms')} | {median_of(runs, 'cpu_s_per_million'):.2f} |"
+        )
     lines += [
         "",
         "Per round, msg/s: " + "; ".join(f"{key}: {_rates(runs)}" for key, runs in rows.items()) + ".",
@@ -246,26 +238,8 @@ def _rates(runs: list[dict[str, float]]) -> str:
     return ", ".join(f"{run['rate']:,.0f}" for run in runs)
 
 
-def _median(runs: list[dict[str, float]], key: str) -> float:
-    return statistics.median(run[key] for run in runs) if runs else float("nan")
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=9)
-    parser.add_argument("--out", default=str(BENCH_DIR / "results" / "fetch-serve"), help="results file stem")
-    parser.add_argument("--report", action="store_true", help="re-render the Markdown from the last run's JSON")
-    args = parser.parse_args()
-    stem = Path(args.out)
-    if args.report:
-        raw = json.loads(stem.with_suffix(".json").read_text())
-    else:
-        raw = measure(args.rounds)
-        raw["load"] = os.getloadavg()[0]
-        stem.with_suffix(".json").write_text(json.dumps(raw, indent=1))
-    text = report(raw)
-    stem.with_suffix(".md").write_text(text)
-    print(text)
+    measure_or_rerender(__doc__ or "", 9, BENCH_DIR / "results" / "fetch-serve", measure, report)
 
 
 if __name__ == "__main__":
