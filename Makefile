@@ -194,12 +194,12 @@ bench-quick: bytecode
 bench-fetch-serve: bytecode
 	$(BIN)/python bench/fetch_serve.py
 
-# Where the CPU goes while the librdkafka consume rows' client reads (broker user and system time, and the
-# client's), Kafka and Kafkette, reads three times as long: 8 interleaved rounds, about 3 minutes ->
-# bench/results/consume-cpu.md.
-.PHONY: bench-consume-cpu
-bench-consume-cpu: bytecode
-	$(BIN)/python bench/consume_cpu.py
+# Where the CPU goes in workloads the client bounds (librdkafka reads, Java produce): the broker's user and system
+# time, and the client's, Kafka and Kafkette, three times as many records: 8 interleaved rounds, about 10 minutes ->
+# bench/results/cpu-split.md.
+.PHONY: bench-cpu-split
+bench-cpu-split: bytecode
+	$(BIN)/python bench/cpu_split.py
 
 # socket.send.buffer.bytes: Kafkette at -1, 102400 and 262144 beside Apache Kafka over the 1 KiB and 100 B consume
 # rows, Java and librdkafka, with the TCP retransmissions and reorderings of each read: 3 warm-up and 8 counted

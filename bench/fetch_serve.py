@@ -25,7 +25,7 @@ from typing import Any
 
 from brokers import BENCH_DIR, RunningBroker
 from compare import COMPARE_STARTERS, FILL_LINGER_MS
-from rounds_report import measure_or_rerender, measured_rows, median_of
+from rounds_report import measure_or_rerender, measured_rows, median_of, rounds_raw
 from workloads import Scenario, confluent, create_topic, delete_topic
 
 from kafkette.broker.protocol.batch import parse_header, peek_length
@@ -180,7 +180,7 @@ def measure(rounds: int) -> dict[str, Any]:
     finally:
         for broker in brokers.values():
             broker.stop()
-    return {"finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "rounds": rounds, "rows": rows}
+    return rounds_raw(rounds, rows)
 
 
 def summary(result: Sweep, cpu_seconds: float) -> dict[str, float]:

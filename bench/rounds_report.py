@@ -7,11 +7,17 @@ import argparse
 import json
 import os
 import statistics
+import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 Raw = dict[str, Any]
+
+
+def rounds_raw(rounds: int, rows: dict[str, list[dict[str, float]]]) -> Raw:
+    """A run's JSON: when it finished, its rounds and each workload's rounds (keyed ``"<workload> | <broker>"``)."""
+    return {"finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "rounds": rounds, "rows": rows}
 
 
 def median_of(runs: list[dict[str, float]], key: str) -> float:

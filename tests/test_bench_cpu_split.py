@@ -1,4 +1,4 @@
-"""bench/consume_cpu.py: the report's ratios and CPU columns come from the rounds as measured."""
+"""bench/cpu_split.py: the report's ratios and CPU columns come from the rounds as measured."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-from consume_cpu import SCENARIOS, report
+from cpu_split import WORKLOADS, report
 
 
 def _read(rate: float, broker_user: float, broker_system: float) -> dict[str, float]:
@@ -25,7 +25,7 @@ def _row(text: str, prefix: str) -> list[str]:
 
 
 def test_the_report_gives_medians_the_ratio_to_kafka_and_the_median_total_of_each_read() -> None:
-    label = SCENARIOS[0].label
+    label = WORKLOADS[0].label
     raw = {
         "finished": "2026-11-30 08:54 UTC",
         "rounds": 3,
@@ -42,5 +42,5 @@ def test_the_report_gives_medians_the_ratio_to_kafka_and_the_median_total_of_eac
     # The total is the median of each read's user + system (0.3, 0.2, 0.4), not the sum of the two medians (0.2).
     assert kafkette[2:] == ["1,000,000", "1.00", "0.10", "0.10", "0.30", "1.00", "0.50"]
     # A workload no broker read has no row.
-    assert f"| {SCENARIOS[1].label} |" not in text
+    assert f"| {WORKLOADS[1].label} |" not in text
     assert "kafkette: 1,200,000, 1,000,000, 800,000" in text
