@@ -24,7 +24,7 @@ from typing import Any
 from brokers import BENCH_DIR, RunningBroker, cpu_times
 from compare import COMPARE_STARTERS, FILL_LINGER_MS
 from rounds_report import measure_or_rerender, measured_rows, median_of, rounds_raw
-from workloads import Scenario, confluent, create_topic, delete_topic, java_produce
+from workloads import Measurement, Scenario, confluent, create_topic, delete_topic, java_produce
 
 BROKERS = ("kafka", "kafkette")
 CONSUME, PRODUCE = "librdkafka consume", "Java produce"
@@ -61,17 +61,17 @@ class Split:
     client_system: float
 
 
-def measured(broker: RunningBroker, client: Callable[[], tuple[int, float]]) -> Split:
-    """Run the client (it returns records and seconds) and split the CPU it and the broker took meanwhile."""
+def measured(broker: RunningBroker, client: Callable[[], Measurement]) -> Split:
+    """Run the client and split the CPU it and the broker took meanwhile."""
     os.sync()  # no run pays for an earlier one's writeback
     user, system = cpu_times(broker.process.pid)
     before = os.times()  # the client runs as a child process: its CPU lands in children_user/children_system
-    records, seconds = client()
+    measurement = client()
     after = os.times()
     user_after, system_after = cpu_times(broker.process.pid)
-    per_million = MILLION / records
+    per_million = MILLION / measurement.records
     return Split(
-        rate=records / seconds,
+        rate=measurement.rate,
         broker_user=(user_after - user) * per_million,
         broker_system=(system_after - system) * per_million,
         client_user=(after.children_user - before.children_user) * per_million,
@@ -84,19 +84,15 @@ def run_once(broker: RunningBroker, workload: Workload, topic: str) -> Split:
     scenario = workload.scenario
     if workload.op == CONSUME:
 
-        def consume() -> tuple[int, float]:
+        def consume() -> Measurement:
             result = confluent("consume", broker, topic, scenario)
-            return int(result["records"]), result["seconds"]
+            return Measurement(records=int(result["records"]), seconds=result["seconds"])
 
         return measured(broker, consume)
 
-    def produce() -> tuple[int, float]:
-        result = java_produce(broker, topic, scenario)
-        return result.records, result.seconds
-
     create_topic(broker.bootstrap, topic, scenario.partitions)
     try:
-        return measured(broker, produce)
+        return measured(broker, lambda: java_produce(broker, topic, scenario))
     finally:
         delete_topic(broker, topic)
 
