@@ -83,7 +83,7 @@ class Record:
     attributes: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RecordBatch(BatchHeader):
     """A decoded batch: its header fields (as read from the wire) and its records."""
 

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import NamedTuple
 from uuid import UUID
 
 from kafkette.broker.protocol.batch import (
@@ -67,8 +68,7 @@ class PartitionSettings:
     compacted: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class AppendOutcome:
+class AppendOutcome(NamedTuple):
     base_offset: int
     log_append_time: int
     log_start_offset: int

@@ -11,6 +11,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import NamedTuple
 
 from kafkette.broker.protocol.batch import BatchHeader
 from kafkette.broker.protocol.errors import ErrorCode, KafkaError
@@ -19,8 +20,7 @@ BATCHES_REMEMBERED = 5
 SEQUENCE_MODULUS = 1 << 31
 
 
-@dataclass(frozen=True, slots=True)
-class BatchRecord:
+class BatchRecord(NamedTuple):
     first_sequence: int
     last_sequence: int
     first_offset: int

@@ -218,8 +218,9 @@ class TimeIndex(_Index):
 
     def maybe_append(self, timestamp: int, offset: int) -> None:
         """Record a new largest timestamp; entries must grow strictly, so others are ignored."""
-        last = self._raw_last()
-        if timestamp > (NO_TIMESTAMP if last is None else last[0]):
+        # Appends load the columns anyway (the active segment's index is in memory, as Kafka's is mapped).
+        keys, _ = self._columns()
+        if timestamp > (keys[-1] if keys else NO_TIMESTAMP):
             self._append(timestamp, offset - self.base_offset)
 
     def truncate_to_offset(self, offset: int) -> None:

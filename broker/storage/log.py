@@ -14,9 +14,9 @@ import shutil
 import time
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import NamedTuple
 
 from ..protocol.batch import BatchHeader, iter_batches, patch_base_offset, patch_leader_epoch, set_log_append_time
 from .config import LogConfig
@@ -75,8 +75,7 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-@dataclass(frozen=True, slots=True)
-class AppendResult:
+class AppendResult(NamedTuple):
     first_offset: int
     last_offset: int
     # The timestamp written into LogAppendTime batches; None when producers' times were kept.
