@@ -30,7 +30,6 @@ BROKERS = ("kafka", "kafkette")
 CONSUME, PRODUCE = "librdkafka consume", "Java produce"
 # One unmeasured run of every workload on every broker first: Kafka's JIT compiles its paths.
 WARM_UP_RUNS = 1
-MILLION = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -69,13 +68,13 @@ def measured(broker: RunningBroker, client: Callable[[], Measurement]) -> Split:
     measurement = client()
     after = os.times()
     user_after, system_after = cpu_times(broker.process.pid)
-    per_million = MILLION / measurement.records
+    per_million = measurement.cpu_s_per_million
     return Split(
         rate=measurement.rate,
-        broker_user=(user_after - user) * per_million,
-        broker_system=(system_after - system) * per_million,
-        client_user=(after.children_user - before.children_user) * per_million,
-        client_system=(after.children_system - before.children_system) * per_million,
+        broker_user=per_million(user_after - user),
+        broker_system=per_million(system_after - system),
+        client_user=per_million(after.children_user - before.children_user),
+        client_system=per_million(after.children_system - before.children_system),
     )
 
 
