@@ -180,51 +180,62 @@ clean:
 	rm -rf $(VENV) .cache .run .pytest_cache .ruff_cache .hypothesis *.egg-info
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
 
+# jemalloc, which the benchmarks' librdkafka clients run with (bench/workloads.py says why).
+.PHONY: bench-tools
+bench-tools:
+	@ldconfig -p | grep -q libjemalloc.so.2 || apt-get install -y -qq --no-install-recommends libjemalloc2
+
 # Side by side with Apache Kafka and Tansu (downloaded into ~/.cache/kafkette on first use).
 # The script's own folder is on its path, so the repository root (and its operator/ folder) is not.
-bench: bytecode
+bench: bytecode bench-tools
 	$(BIN)/python bench/compare.py
 
-bench-quick: bytecode
+bench-quick: bytecode bench-tools
 	$(BIN)/python bench/compare.py --quick
 
 # How fast each broker serves fetches to a reader that costs almost nothing (the consume rows of `bench` are bound
 # by the client's CPU here): 9 interleaved rounds, about 4 minutes -> bench/results/fetch-serve.md.
 .PHONY: bench-fetch-serve
-bench-fetch-serve: bytecode
+bench-fetch-serve: bytecode bench-tools
 	$(BIN)/python bench/fetch_serve.py
 
 # Where the CPU goes in workloads the client bounds (librdkafka reads, Java produce): the broker's user and system
 # time, and the client's, Kafka and Kafkette, three times as many records: 8 interleaved rounds, about 10 minutes ->
 # bench/results/cpu-split.md.
+# The librdkafka consumer with glibc's malloc beside jemalloc (which the benchmarks use), Kafka and Kafkette, on
+# the 100 B reads: 12 interleaved rounds, about 4 minutes -> bench/results/client-malloc.md.
+.PHONY: bench-client-malloc
+bench-client-malloc: bytecode bench-tools
+	$(BIN)/python bench/client_malloc.py
+
 .PHONY: bench-cpu-split
-bench-cpu-split: bytecode
+bench-cpu-split: bytecode bench-tools
 	$(BIN)/python bench/cpu_split.py
 
 # socket.send.buffer.bytes: Kafkette at -1, 102400 and 262144 beside Apache Kafka over the 1 KiB and 100 B consume
 # rows, Java and librdkafka, with the TCP retransmissions and reorderings of each read: 3 warm-up and 8 counted
 # interleaved rounds, about 20 minutes -> bench/results/send-buffer.md.
 .PHONY: bench-send-buffer
-bench-send-buffer: bytecode
+bench-send-buffer: bytecode bench-tools
 	$(BIN)/python bench/send_buffer.py
 
 # The replicated cluster (issue 5): a local 3-broker Kafkette cluster, RF 3, acks=1 vs acks=all, latency, leader and
 # controller failover, beside a 3-node Apache Kafka cluster -> bench/results/cluster.md. The quick one: Kafkette
 # only, one round, under three minutes -> bench/results/cluster-quick.md.
-bench-cluster: bytecode
+bench-cluster: bytecode bench-tools
 	$(BIN)/python bench/cluster.py
 
-bench-cluster-quick: bytecode
+bench-cluster-quick: bytecode bench-tools
 	$(BIN)/python bench/cluster.py --quick
 
 # Kafkette on asyncio beside Kafkette on uvloop, librdkafka workloads, 5 interleaved rounds (about 5 minutes)
 # -> bench/results/event-loops.md.
-bench-loops: bytecode
+bench-loops: bytecode bench-tools
 	$(BIN)/python bench/event_loops.py
 
 # The broker with metrics.port set beside one without, scraped every second: the metrics' cost.
 .PHONY: bench-metrics
-bench-metrics: bytecode
+bench-metrics: bytecode bench-tools
 	$(BIN)/python bench/metrics.py
 
 # The example pipeline on a local Spark standalone cluster, resized live by its driver agent and the autoscale loop
@@ -283,8 +294,8 @@ net-tools:
 # Kafka, one fresh broker per point (about an hour: 10,000 partitions take each broker 10 minutes) ->
 # bench/results/growth.md. The quick one: smaller points, a few minutes.
 .PHONY: bench-growth bench-growth-quick
-bench-growth: bytecode
+bench-growth: bytecode bench-tools
 	$(BIN)/python bench/growth.py
 
-bench-growth-quick: bytecode
+bench-growth-quick: bytecode bench-tools
 	$(BIN)/python bench/growth.py --quick

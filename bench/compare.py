@@ -34,6 +34,7 @@ from brokers import BENCH_DIR, STARTERS, RunningBroker, start_kafka
 from clients.confluent_perf import CONSUMER_SETTINGS as LIBRDKAFKA_CONSUMER_SETTINGS
 from workloads import (
     JAVA_CONSUMER_SETTINGS,
+    LIBRDKAFKA_ALLOCATORS,
     Measurement,
     Scenario,
     confluent,
@@ -60,6 +61,10 @@ EARLIER_LIBRDKAFKA_CONSUMER_SETTINGS = {
     "fetch.queue.backoff.ms": 0,
     "queued.min.messages": 100000,
     "fetch.wait.max.ms": 100,
+}
+# Why a run names its clients' allocator (an earlier JSON, which does not, ran with glibc's).
+_ALLOCATOR_NOTE = {
+    "jemalloc": " (preloaded: glibc's puts a consumer at random into a slower mode, bench/results/client-malloc.md)"
 }
 COMPARE_STARTERS: dict[str, Callable[[], RunningBroker]] = {
     **STARTERS,
@@ -244,6 +249,7 @@ def report(
     deletes_awaited: bool,
     librdkafka_consumer: Mapping[str, int],
     kafka_settings: Mapping[str, str],
+    librdkafka_allocator: str,
 ) -> str:
     lines = [
         "# Kafkette vs Apache Kafka vs Tansu",
@@ -310,7 +316,8 @@ def report(
     lines += [
         "",
         "Client settings, identical for every broker: producers linger.ms=5, idempotence off for acks=1 "
-        f"(on for acks=all); librdkafka consumers {settings_text(librdkafka_consumer)}; "
+        f"(on for acks=all); librdkafka consumers {settings_text(librdkafka_consumer)}; librdkafka clients with "
+        f"{librdkafka_allocator}'s malloc{_ALLOCATOR_NOTE.get(librdkafka_allocator, '')}; "
         f"Java consumer {settings_text(JAVA_CONSUMER_SETTINGS)}. The Java workloads are Kafka's "
         "ProducerPerformance and ConsumerPerformance; the librdkafka ones are bench/clients/confluent_perf.py. "
         f"Records per workload: {', '.join(f'{s.label}: {s.count:,}' for s in scenarios)}. "
@@ -453,6 +460,7 @@ def main() -> None:
         raw.get("deletes_awaited", False),
         raw.get("librdkafka_consumer", EARLIER_LIBRDKAFKA_CONSUMER_SETTINGS),
         raw.get("kafka_settings", EARLIER_KAFKA_SETTINGS),
+        raw.get("librdkafka_allocator", "glibc"),
     )
     markdown_path.write_text(text)
     print(text)
@@ -516,6 +524,7 @@ def measure(
         "synced": True,  # os.sync before every workload (_measure)
         "deletes_awaited": True,  # delete_topic returns once the files are gone
         "librdkafka_consumer": LIBRDKAFKA_CONSUMER_SETTINGS,
+        "librdkafka_allocator": LIBRDKAFKA_ALLOCATORS[0],
         "kafka_settings": KAFKA_SETTINGS,
         "brokers": facts,
         **results.to_json(),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes.util
 import json
 import os
 import re
@@ -20,6 +21,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 CLIENT_TIMEOUT_S = 300
 # Identical for every broker and written into the report.
 JAVA_CONSUMER_SETTINGS = {"fetch.max.wait.ms": "100"}
+# The librdkafka clients run with jemalloc in place of glibc's malloc, for every broker alike. With glibc's a consumer
+# fell at random into a mode 0.6-0.7x as fast and stayed there (1.1-1.3 against 1.6-1.9 M/s on the same 100 B
+# records; 17,000-29,000 voluntary context switches a read against 2,700-4,500): its fetch thread callocs one op
+# per record, the application thread frees them, and once the two meet at glibc's arena lock they keep meeting
+# there (12 % of the slow read's samples are that lock's futex wakes). Side by side: bench/results/client-malloc.md.
+LIBRDKAFKA_ALLOCATORS = ("jemalloc", "glibc")
 _JAVA_PRODUCE_LINE = re.compile(r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\)")
 _JAVA_LATENCY_AVERAGE = re.compile(r"Avg latency: ([\d.]+) ms")
 _JAVA_LATENCY_PERCENTILES = re.compile(r"Percentiles: 50th = (\d+), 99th = (\d+), 99.9th = (\d+)")
@@ -99,15 +106,33 @@ def error_summary(exc: BaseException, width: int) -> str:
     return str(exc).strip().splitlines()[-1][:width]
 
 
-def _run(command: list[str]) -> str:
-    result = subprocess.run(command, capture_output=True, text=True, timeout=CLIENT_TIMEOUT_S)
+def _run(command: list[str], environment: Mapping[str, str] | None = None) -> str:
+    result = subprocess.run(command, capture_output=True, text=True, timeout=CLIENT_TIMEOUT_S, env=environment)
     if result.returncode != 0:
         raise RuntimeError(f"{command[0]} failed ({result.returncode}): {result.stderr[-1500:]}")
     return result.stdout
 
 
-def confluent(mode: str, broker: Bootstrapped, topic: str, scenario: Scenario, **extra: int) -> dict[str, float]:
-    """One confluent_perf.py run; idempotence is on exactly for acks=all, as the Java workloads (client defaults)."""
+def librdkafka_environment(allocator: str = LIBRDKAFKA_ALLOCATORS[0]) -> dict[str, str]:
+    """This process's environment with ``allocator`` (one of LIBRDKAFKA_ALLOCATORS) preloaded, or glibc's malloc."""
+    if allocator == "glibc":
+        return {key: value for key, value in os.environ.items() if key != "LD_PRELOAD"}
+    library = ctypes.util.find_library(allocator)
+    if library is None:
+        raise RuntimeError(f"{allocator} not found: the librdkafka clients run with it (make bench-tools)")
+    return {**os.environ, "LD_PRELOAD": library}
+
+
+def confluent(
+    mode: str,
+    broker: Bootstrapped,
+    topic: str,
+    scenario: Scenario,
+    allocator: str = LIBRDKAFKA_ALLOCATORS[0],
+    **extra: int,
+) -> dict[str, float]:
+    """One confluent_perf.py run with ``allocator``; idempotence is on exactly for acks=all, as the Java workloads
+    (client defaults)."""
     command = [sys.executable, str(BENCH_DIR / "clients" / "confluent_perf.py"), mode, "--bootstrap", broker.bootstrap]
     command += ["--topic", topic, "--count", str(extra.get("count", scenario.count)), "--size", str(scenario.size)]
     command += [
@@ -123,7 +148,7 @@ def confluent(mode: str, broker: Bootstrapped, topic: str, scenario: Scenario, *
             command += [f"--{option.replace('_', '-')}", str(extra[option])]
     if scenario.acks == "all":
         command.append("--idempotence")
-    result: dict[str, float] = json.loads(_run(command).strip().splitlines()[-1])
+    result: dict[str, float] = json.loads(_run(command, librdkafka_environment(allocator)).strip().splitlines()[-1])
     if result.get("failed"):
         raise RuntimeError(f"{mode}: {result['failed']:.0f} records failed")
     return result

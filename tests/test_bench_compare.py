@@ -13,8 +13,8 @@ KAFKA = {"log.segment.delete.delay.ms": "100"}
 CONSUMER = {"fetch.queue.backoff.ms": 10}
 
 
-def rendered(consumer: dict[str, int], kafka: dict[str, str]) -> str:
-    return report(Results(), {}, [], 1, "2026-11-30", CLIENTS, False, 1000, True, True, consumer, kafka)
+def rendered(consumer: dict[str, int], kafka: dict[str, str], allocator: str = "jemalloc") -> str:
+    return report(Results(), {}, [], 1, "2026-11-30", CLIENTS, False, 1000, True, True, consumer, kafka, allocator)
 
 
 def test_the_consumer_settings_come_from_the_run_not_from_the_code() -> None:
@@ -27,6 +27,11 @@ def test_the_kafka_settings_come_from_the_run_not_from_the_code() -> None:
     assert "(Kafka with log.segment.delete.delay.ms=7:" in rendered(CONSUMER, {"log.segment.delete.delay.ms": "7"})
 
 
+def test_the_clients_allocator_comes_from_the_run_and_an_earlier_run_had_glibcs() -> None:
+    assert "librdkafka clients with jemalloc's malloc (preloaded:" in rendered(CONSUMER, KAFKA, "jemalloc")
+    assert "librdkafka clients with glibc's malloc; " in rendered(CONSUMER, KAFKA, "glibc")
+
+
 def test_a_broker_left_out_of_the_run_is_not_reported_as_failed() -> None:
     scenario = Scenario(100, 1, "1", "none", 1000)
     results = Results()
@@ -34,7 +39,19 @@ def test_a_broker_left_out_of_the_run_is_not_reported_as_failed() -> None:
         results.add((scenario.label, "java", "consume", name), Measurement(1000, seconds), 0.001)
     facts = {name: BrokerFacts(1.0, 10, 20, []) for name in ("kafka", "kafkette")}
     text = report(
-        results, facts, [scenario], 1, "2026-11-30", {"java": CLIENTS["java"]}, True, 1000, True, True, CONSUMER, KAFKA
+        results,
+        facts,
+        [scenario],
+        1,
+        "2026-11-30",
+        {"java": CLIENTS["java"]},
+        True,
+        1000,
+        True,
+        True,
+        CONSUMER,
+        KAFKA,
+        "jemalloc",
     )
     assert "| java | consume | 500 (0.1) | not run | 1,000 (0.1) | 2.00 | n/a | 1.00 / - / 1.00 |" in text
     assert "error" not in text

@@ -1,0 +1,108 @@
+"""The librdkafka consumer with glibc's malloc beside jemalloc, which the benchmarks run it with: Kafka and Kafkette.
+
+    python bench/client_malloc.py              # 12 rounds -> bench/results/client-malloc.md (about 4 minutes)
+    python bench/client_malloc.py --rounds 1 --out /tmp/client-malloc
+
+With glibc's malloc a librdkafka read of 100 B records fell at random into a mode 0.6-0.7x as fast and kept it to
+its end, on every broker, more often on Kafkette's. Each broker's topic is filled once per workload (as compare.py's
+consume rows are) and read, every round, by one consumer with each allocator, the brokers and the allocators in
+alternating order, after one unmeasured read per broker (Kafka's JIT). Switches are the consumer process's
+voluntary context switches (its threads' sleeps, on locks among them): a read in the slow mode has several times
+as many.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from typing import Any
+
+from brokers import BENCH_DIR, RunningBroker
+from compare import COMPARE_STARTERS, FILL_LINGER_MS
+from rounds_report import measure_or_rerender, measured_rows, median_of, rounds_raw
+from workloads import LIBRDKAFKA_ALLOCATORS, Scenario, confluent, create_topic, delete_topic
+
+BROKERS = ("kafka", "kafkette")
+SCENARIOS = [Scenario(100, 1, "1", "none", 1_500_000), Scenario(100, 6, "1", "none", 1_500_000)]
+
+
+def workload(scenario: Scenario, allocator: str) -> str:
+    return f"{scenario.label}, {allocator}"
+
+
+def measure(rounds: int) -> dict[str, Any]:
+    brokers: dict[str, RunningBroker] = {}
+    rows: dict[str, list[dict[str, float]]] = defaultdict(list)
+    try:
+        for name in BROKERS:
+            brokers[name] = COMPARE_STARTERS[name]()
+            brokers[name].name = name
+        for index, scenario in enumerate(SCENARIOS):
+            topic = f"malloc-{index}"
+            for broker in brokers.values():
+                create_topic(broker.bootstrap, topic, scenario.partitions)
+                confluent("produce", broker, topic, scenario, linger_ms=FILL_LINGER_MS)
+                confluent("consume", broker, topic, scenario)
+            os.sync()
+            for round_index in range(rounds):
+                shift = round_index % len(BROKERS)
+                allocators = LIBRDKAFKA_ALLOCATORS[shift:] + LIBRDKAFKA_ALLOCATORS[:shift]
+                for name in BROKERS[shift:] + BROKERS[:shift]:
+                    for allocator in allocators:
+                        result = confluent("consume", brokers[name], topic, scenario, allocator)
+                        rate = result["records"] / result["seconds"]
+                        rows[f"{workload(scenario, allocator)} | {name}"].append(
+                            {"rate": rate, "switches": result["switches"]}
+                        )
+                        print(f"  {scenario.label} {name:9} {allocator:9} {rate:>12,.0f} msg/s", flush=True)
+            for broker in brokers.values():
+                delete_topic(broker, topic)
+    finally:
+        for broker in brokers.values():
+            broker.stop()
+    return rounds_raw(rounds, rows)
+
+
+def report(raw: dict[str, Any]) -> str:
+    rows: dict[str, list[dict[str, float]]] = raw["rows"]
+    lines = [
+        "# The librdkafka consumer: glibc's malloc against jemalloc",
+        "",
+        f"{raw['finished']}, {raw['rounds']} round(s), medians over rounds; bench/client_malloc.py. Load average "
+        f"(1 min) at the end: {raw.get('load', float('nan')):.1f} (2 cores).",
+        "",
+        "| workload | allocator | broker | msg/s | vs Kafka | slowest - fastest read | voluntary switches, median "
+        "(most) |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    labels = [workload(scenario, allocator) for scenario in SCENARIOS for allocator in LIBRDKAFKA_ALLOCATORS]
+    for label, name, runs, rate, vs_kafka in measured_rows(rows, labels, BROKERS):
+        scenario_label, allocator = label.rsplit(", ", 1)
+        rates = [run["rate"] for run in runs]
+        lines.append(
+            f"| {scenario_label} | {allocator} | {name} | {rate:,.0f} | {vs_kafka:.2f} | "
+            f"{min(rates):,.0f} - {max(rates):,.0f} | {median_of(runs, 'switches'):,.0f} "
+            f"({max(run['switches'] for run in runs):,.0f}) |"
+        )
+    lines += [
+        "",
+        "Per round, msg/s (voluntary switches): "
+        + "; ".join(
+            f"{key}: " + ", ".join(f"{run['rate']:,.0f} ({run['switches']:,.0f})" for run in runs)
+            for key, runs in rows.items()
+        )
+        + ".",
+        "",
+        "Consumer settings as in compare.py (bench/clients/confluent_perf.py); the topics are filled by the librdkafka "
+        f"producer with linger.ms={FILL_LINGER_MS}, so both brokers hold the same batches, and read from the page "
+        "cache.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    measure_or_rerender(__doc__ or "", 12, BENCH_DIR / "results" / "client-malloc", measure, report)
+
+
+if __name__ == "__main__":
+    main()
