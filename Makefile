@@ -180,10 +180,10 @@ clean:
 	rm -rf $(VENV) .cache .run .pytest_cache .ruff_cache .hypothesis *.egg-info
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
 
-# jemalloc, which the benchmarks' librdkafka clients run with (bench/workloads.py says why).
+# tcmalloc, whose malloc the benchmarks' librdkafka clients run with (bench/workloads.py says why).
 .PHONY: bench-tools
 bench-tools:
-	@ldconfig -p | grep -q libjemalloc.so.2 || apt-get install -y -qq --no-install-recommends libjemalloc2
+	@ldconfig -p | grep -q libtcmalloc_minimal.so.4 || apt-get install -y -qq --no-install-recommends libtcmalloc-minimal4
 
 # Side by side with Apache Kafka and Tansu (downloaded into ~/.cache/kafkette on first use).
 # The script's own folder is on its path, so the repository root (and its operator/ folder) is not.
@@ -202,10 +202,11 @@ bench-fetch-serve: bytecode bench-tools
 # Where the CPU goes in workloads the client bounds (librdkafka reads, Java produce): the broker's user and system
 # time, and the client's, Kafka and Kafkette, three times as many records: 8 interleaved rounds, about 10 minutes ->
 # bench/results/cpu-split.md.
-# The librdkafka consumer with glibc's malloc beside jemalloc (which the benchmarks use), Kafka and Kafkette, on
-# the 100 B reads: 12 interleaved rounds, about 4 minutes -> bench/results/client-malloc.md.
+# The librdkafka consumer with tcmalloc's malloc (which the benchmarks use), jemalloc's and glibc's, Kafka and
+# Kafkette, the 100 B and 1 KiB reads: 8 interleaved rounds, about 6 minutes -> bench/results/client-malloc.md.
 .PHONY: bench-client-malloc
 bench-client-malloc: bytecode bench-tools
+	@ldconfig -p | grep -q libjemalloc.so.2 || apt-get install -y -qq --no-install-recommends libjemalloc2
 	$(BIN)/python bench/client_malloc.py
 
 .PHONY: bench-cpu-split

@@ -1,14 +1,15 @@
-"""The librdkafka consumer with glibc's malloc beside jemalloc, which the benchmarks run it with: Kafka and Kafkette.
+"""The librdkafka consumer with tcmalloc's malloc (the benchmarks'), jemalloc's and glibc's: Kafka and Kafkette.
 
-    python bench/client_malloc.py              # 12 rounds -> bench/results/client-malloc.md (about 4 minutes)
+    python bench/client_malloc.py              # 8 rounds -> bench/results/client-malloc.md (about 6 minutes)
     python bench/client_malloc.py --rounds 1 --out /tmp/client-malloc
 
-With glibc's malloc a librdkafka read of 100 B records fell at random into a mode 0.6-0.7x as fast and kept it to
-its end, on every broker, more often on Kafkette's. Each broker's topic is filled once per workload (as compare.py's
-consume rows are) and read, every round, by one consumer with each allocator, the brokers and the allocators in
-alternating order, after one unmeasured read per broker (Kafka's JIT). Switches are the consumer process's
-voluntary context switches (its threads' sleeps, on locks among them): a read in the slow mode has several times
-as many.
+With glibc's malloc a librdkafka read of 100 B records fell at random into a mode 0.6-0.7x as fast and kept it
+to its end, on every broker, more often on Kafkette's, and 1 KiB reads spent half their time faulting pages in;
+bench/workloads.py (LIBRDKAFKA_ALLOCATOR) says why. Each broker's topic is filled once per workload (as
+compare.py's consume rows are) and read, every round, by one consumer with each allocator, the brokers and the
+allocators in rotating order, after one unmeasured read per broker (Kafka's JIT). Switches are the consumer
+process's voluntary context switches (its threads' sleeps, on locks among them): a read in the slow mode has
+several times as many.
 """
 
 from __future__ import annotations
@@ -20,10 +21,17 @@ from typing import Any
 from brokers import BENCH_DIR, RunningBroker
 from compare import COMPARE_STARTERS, FILL_LINGER_MS
 from rounds_report import measure_or_rerender, measured_rows, median_of, rounds_raw
-from workloads import LIBRDKAFKA_ALLOCATORS, Scenario, confluent, create_topic, delete_topic
+from workloads import LIBRDKAFKA_ALLOCATOR, Scenario, confluent, create_topic, delete_topic
 
 BROKERS = ("kafka", "kafkette")
-SCENARIOS = [Scenario(100, 1, "1", "none", 1_500_000), Scenario(100, 6, "1", "none", 1_500_000)]
+SCENARIOS = [
+    Scenario(100, 1, "1", "none", 1_500_000),
+    Scenario(100, 6, "1", "none", 1_500_000),
+    Scenario(1024, 1, "1", "none", 600_000),
+    Scenario(1024, 6, "1", "none", 600_000),
+]
+# The one the benchmarks use first, then the one tried before it, then the C library's.
+ALLOCATORS = (LIBRDKAFKA_ALLOCATOR, "jemalloc", "glibc")
 
 
 def workload(scenario: Scenario, allocator: str) -> str:
@@ -45,9 +53,9 @@ def measure(rounds: int) -> dict[str, Any]:
                 confluent("consume", broker, topic, scenario)
             os.sync()
             for round_index in range(rounds):
-                shift = round_index % len(BROKERS)
-                allocators = LIBRDKAFKA_ALLOCATORS[shift:] + LIBRDKAFKA_ALLOCATORS[:shift]
-                for name in BROKERS[shift:] + BROKERS[:shift]:
+                shift = round_index % len(ALLOCATORS)
+                allocators = ALLOCATORS[shift:] + ALLOCATORS[:shift]
+                for name in BROKERS[round_index % 2 :] + BROKERS[: round_index % 2]:
                     for allocator in allocators:
                         result = confluent("consume", brokers[name], topic, scenario, allocator)
                         rate = result["records"] / result["seconds"]
@@ -66,7 +74,7 @@ def measure(rounds: int) -> dict[str, Any]:
 def report(raw: dict[str, Any]) -> str:
     rows: dict[str, list[dict[str, float]]] = raw["rows"]
     lines = [
-        "# The librdkafka consumer: glibc's malloc against jemalloc",
+        "# The librdkafka consumer: tcmalloc's, jemalloc's and glibc's malloc",
         "",
         f"{raw['finished']}, {raw['rounds']} round(s), medians over rounds; bench/client_malloc.py. Load average "
         f"(1 min) at the end: {raw.get('load', float('nan')):.1f} (2 cores).",
@@ -75,7 +83,7 @@ def report(raw: dict[str, Any]) -> str:
         "(most) |",
         "| --- | --- | --- | ---: | ---: | ---: | ---: |",
     ]
-    labels = [workload(scenario, allocator) for scenario in SCENARIOS for allocator in LIBRDKAFKA_ALLOCATORS]
+    labels = [workload(scenario, allocator) for scenario in SCENARIOS for allocator in ALLOCATORS]
     for label, name, runs, rate, vs_kafka in measured_rows(rows, labels, BROKERS):
         scenario_label, allocator = label.rsplit(", ", 1)
         rates = [run["rate"] for run in runs]
@@ -101,7 +109,7 @@ def report(raw: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    measure_or_rerender(__doc__ or "", 12, BENCH_DIR / "results" / "client-malloc", measure, report)
+    measure_or_rerender(__doc__ or "", 8, BENCH_DIR / "results" / "client-malloc", measure, report)
 
 
 if __name__ == "__main__":

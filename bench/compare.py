@@ -34,7 +34,7 @@ from brokers import BENCH_DIR, STARTERS, RunningBroker, start_kafka
 from clients.confluent_perf import CONSUMER_SETTINGS as LIBRDKAFKA_CONSUMER_SETTINGS
 from workloads import (
     JAVA_CONSUMER_SETTINGS,
-    LIBRDKAFKA_ALLOCATORS,
+    LIBRDKAFKA_ALLOCATOR,
     Measurement,
     Scenario,
     confluent,
@@ -64,7 +64,8 @@ EARLIER_LIBRDKAFKA_CONSUMER_SETTINGS = {
 }
 # Why a run names its clients' allocator (an earlier JSON, which does not, ran with glibc's).
 _ALLOCATOR_NOTE = {
-    "jemalloc": " (preloaded: glibc's puts a consumer at random into a slower mode, bench/results/client-malloc.md)"
+    "tcmalloc_minimal": " (preloaded: with glibc's a read fell at random into a slower mode and 1 KiB reads paid for "
+    "page faults, bench/results/client-malloc.md)"
 }
 COMPARE_STARTERS: dict[str, Callable[[], RunningBroker]] = {
     **STARTERS,
@@ -316,8 +317,8 @@ def report(
     lines += [
         "",
         "Client settings, identical for every broker: producers linger.ms=5, idempotence off for acks=1 "
-        f"(on for acks=all); librdkafka consumers {settings_text(librdkafka_consumer)}; librdkafka clients with "
-        f"{librdkafka_allocator}'s malloc{_ALLOCATOR_NOTE.get(librdkafka_allocator, '')}; "
+        f"(on for acks=all); librdkafka consumers {settings_text(librdkafka_consumer)}; the librdkafka clients' "
+        f"malloc: {librdkafka_allocator}{_ALLOCATOR_NOTE.get(librdkafka_allocator, '')}; "
         f"Java consumer {settings_text(JAVA_CONSUMER_SETTINGS)}. The Java workloads are Kafka's "
         "ProducerPerformance and ConsumerPerformance; the librdkafka ones are bench/clients/confluent_perf.py. "
         f"Records per workload: {', '.join(f'{s.label}: {s.count:,}' for s in scenarios)}. "
@@ -524,7 +525,7 @@ def measure(
         "synced": True,  # os.sync before every workload (_measure)
         "deletes_awaited": True,  # delete_topic returns once the files are gone
         "librdkafka_consumer": LIBRDKAFKA_CONSUMER_SETTINGS,
-        "librdkafka_allocator": LIBRDKAFKA_ALLOCATORS[0],
+        "librdkafka_allocator": LIBRDKAFKA_ALLOCATOR,
         "kafka_settings": KAFKA_SETTINGS,
         "brokers": facts,
         **results.to_json(),

@@ -21,12 +21,14 @@ from confluent_kafka.admin import AdminClient, NewTopic
 CLIENT_TIMEOUT_S = 300
 # Identical for every broker and written into the report.
 JAVA_CONSUMER_SETTINGS = {"fetch.max.wait.ms": "100"}
-# The librdkafka clients run with jemalloc in place of glibc's malloc, for every broker alike. With glibc's a consumer
-# fell at random into a mode 0.6-0.7x as fast and stayed there (1.1-1.3 against 1.6-1.9 M/s on the same 100 B
-# records; 17,000-29,000 voluntary context switches a read against 2,700-4,500): its fetch thread callocs one op
-# per record, the application thread frees them, and once the two meet at glibc's arena lock they keep meeting
-# there (12 % of the slow read's samples are that lock's futex wakes). Side by side: bench/results/client-malloc.md.
-LIBRDKAFKA_ALLOCATORS = ("jemalloc", "glibc")
+# The librdkafka clients run with tcmalloc's malloc in place of glibc's, for every broker alike
+# (bench/results/client-malloc.md). With glibc's a consumer fell at random into a mode 0.6-0.7x as fast and stayed
+# there (1.1-1.3 against 1.6-1.9 M/s on the same 100 B records; 17,000-29,000 voluntary context switches a read
+# against 2,700-4,500): its fetch thread callocs one op per record, the application thread frees them, and once the
+# two meet at glibc's arena lock they keep meeting there (12 % of a slow read's samples are that lock's futex
+# wakes). And a 1 KiB read spent half its time in the kernel faulting in fresh pages for its 1 MB fetch buffers.
+# jemalloc ended the lock hand-offs but faulted more: 1 KiB six-partition reads at 0.6x, its decay settings no help.
+LIBRDKAFKA_ALLOCATOR = "tcmalloc_minimal"
 _JAVA_PRODUCE_LINE = re.compile(r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\)")
 _JAVA_LATENCY_AVERAGE = re.compile(r"Avg latency: ([\d.]+) ms")
 _JAVA_LATENCY_PERCENTILES = re.compile(r"Percentiles: 50th = (\d+), 99th = (\d+), 99.9th = (\d+)")
@@ -113,8 +115,8 @@ def _run(command: list[str], environment: Mapping[str, str] | None = None) -> st
     return result.stdout
 
 
-def librdkafka_environment(allocator: str = LIBRDKAFKA_ALLOCATORS[0]) -> dict[str, str]:
-    """This process's environment with ``allocator`` (one of LIBRDKAFKA_ALLOCATORS) preloaded, or glibc's malloc."""
+def librdkafka_environment(allocator: str = LIBRDKAFKA_ALLOCATOR) -> dict[str, str]:
+    """This process's environment with the malloc library ``allocator`` (lib<allocator>.so) preloaded, or glibc's."""
     if allocator == "glibc":
         return {key: value for key, value in os.environ.items() if key != "LD_PRELOAD"}
     library = ctypes.util.find_library(allocator)
@@ -128,7 +130,7 @@ def confluent(
     broker: Bootstrapped,
     topic: str,
     scenario: Scenario,
-    allocator: str = LIBRDKAFKA_ALLOCATORS[0],
+    allocator: str = LIBRDKAFKA_ALLOCATOR,
     **extra: int,
 ) -> dict[str, float]:
     """One confluent_perf.py run with ``allocator``; idempotence is on exactly for acks=all, as the Java workloads

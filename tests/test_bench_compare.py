@@ -13,7 +13,7 @@ KAFKA = {"log.segment.delete.delay.ms": "100"}
 CONSUMER = {"fetch.queue.backoff.ms": 10}
 
 
-def rendered(consumer: dict[str, int], kafka: dict[str, str], allocator: str = "jemalloc") -> str:
+def rendered(consumer: dict[str, int], kafka: dict[str, str], allocator: str = "tcmalloc_minimal") -> str:
     return report(Results(), {}, [], 1, "2026-11-30", CLIENTS, False, 1000, True, True, consumer, kafka, allocator)
 
 
@@ -28,8 +28,10 @@ def test_the_kafka_settings_come_from_the_run_not_from_the_code() -> None:
 
 
 def test_the_clients_allocator_comes_from_the_run_and_an_earlier_run_had_glibcs() -> None:
-    assert "librdkafka clients with jemalloc's malloc (preloaded:" in rendered(CONSUMER, KAFKA, "jemalloc")
-    assert "librdkafka clients with glibc's malloc; " in rendered(CONSUMER, KAFKA, "glibc")
+    assert "the librdkafka clients' malloc: tcmalloc_minimal (preloaded:" in rendered(
+        CONSUMER, KAFKA, "tcmalloc_minimal"
+    )
+    assert "the librdkafka clients' malloc: glibc; " in rendered(CONSUMER, KAFKA, "glibc")
 
 
 def test_a_broker_left_out_of_the_run_is_not_reported_as_failed() -> None:
@@ -51,7 +53,7 @@ def test_a_broker_left_out_of_the_run_is_not_reported_as_failed() -> None:
         True,
         CONSUMER,
         KAFKA,
-        "jemalloc",
+        "tcmalloc_minimal",
     )
     assert "| java | consume | 500 (0.1) | not run | 1,000 (0.1) | 2.00 | n/a | 1.00 / - / 1.00 |" in text
     assert "error" not in text
