@@ -18,10 +18,10 @@ import os
 from collections import defaultdict
 from typing import Any
 
-from brokers import BENCH_DIR, RunningBroker
-from compare import COMPARE_STARTERS, FILL_LINGER_MS
-from rounds_report import measure_or_rerender, measured_rows, median_of, rounds_raw
-from workloads import LIBRDKAFKA_ALLOCATOR, Scenario, confluent, create_topic, delete_topic
+from brokers import BENCH_DIR
+from compare import FILL_LINGER_MS, compared_brokers, fill
+from rounds_report import heading, measure_or_rerender, measured_rows, median_of, rounds_raw
+from workloads import LIBRDKAFKA_ALLOCATOR, Scenario, confluent, delete_topic
 
 BROKERS = ("kafka", "kafkette")
 SCENARIOS = [
@@ -39,17 +39,12 @@ def workload(scenario: Scenario, allocator: str) -> str:
 
 
 def measure(rounds: int) -> dict[str, Any]:
-    brokers: dict[str, RunningBroker] = {}
     rows: dict[str, list[dict[str, float]]] = defaultdict(list)
-    try:
-        for name in BROKERS:
-            brokers[name] = COMPARE_STARTERS[name]()
-            brokers[name].name = name
+    with compared_brokers(BROKERS) as brokers:
         for index, scenario in enumerate(SCENARIOS):
             topic = f"malloc-{index}"
             for broker in brokers.values():
-                create_topic(broker.bootstrap, topic, scenario.partitions)
-                confluent("produce", broker, topic, scenario, linger_ms=FILL_LINGER_MS)
+                fill(broker, topic, scenario)
                 confluent("consume", broker, topic, scenario)
             os.sync()
             for round_index in range(rounds):
@@ -65,19 +60,17 @@ def measure(rounds: int) -> dict[str, Any]:
                         print(f"  {scenario.label} {name:9} {allocator:9} {rate:>12,.0f} msg/s", flush=True)
             for broker in brokers.values():
                 delete_topic(broker, topic)
-    finally:
-        for broker in brokers.values():
-            broker.stop()
     return rounds_raw(rounds, rows)
 
 
 def report(raw: dict[str, Any]) -> str:
     rows: dict[str, list[dict[str, float]]] = raw["rows"]
-    lines = [
-        "# The librdkafka consumer: tcmalloc's, jemalloc's and glibc's malloc",
-        "",
-        f"{raw['finished']}, {raw['rounds']} round(s), medians over rounds; bench/client_malloc.py. Load average "
-        f"(1 min) at the end: {raw.get('load', float('nan')):.1f} (2 cores).",
+    lines = heading(
+        "The librdkafka consumer: tcmalloc's, jemalloc's and glibc's malloc",
+        raw,
+        f"bench/client_malloc.py. Load average (1 min) at the end: {raw.get('load', float('nan')):.1f} (2 cores).",
+    )
+    lines += [
         "",
         "| workload | allocator | broker | msg/s | vs Kafka | slowest - fastest read | voluntary switches, median "
         "(most) |",

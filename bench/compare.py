@@ -26,7 +26,8 @@ import platform
 import statistics
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -160,6 +161,27 @@ CLIENTS: Clients = {
 }
 
 
+@contextmanager
+def compared_brokers(names: Iterable[str]) -> Iterator[dict[str, RunningBroker]]:
+    """The named brokers, started as compare.py starts them and called by their names; stopped (their data gone)
+    on the way out."""
+    brokers: dict[str, RunningBroker] = {}
+    try:
+        for name in names:
+            brokers[name] = COMPARE_STARTERS[name]()
+            brokers[name].name = name
+        yield brokers
+    finally:
+        for broker in brokers.values():
+            broker.stop()
+
+
+def fill(broker: RunningBroker, topic: str, scenario: Scenario) -> None:
+    """``topic`` created and filled as every consume row's is: by librdkafka, batches cut by size alone."""
+    create_topic(broker.bootstrap, topic, scenario.partitions)
+    confluent("produce", broker, topic, scenario, linger_ms=FILL_LINGER_MS)
+
+
 def run_scenario(
     results: Results,
     broker: RunningBroker,
@@ -179,8 +201,7 @@ def run_scenario(
             _measure(results, broker, (scenario.label, client, "produce", broker.name), produce, topic, scenario)
             delete_topic(broker, topic)
     topic = f"bench-{round_index}-{index}"
-    create_topic(broker.bootstrap, topic, scenario.partitions)
-    confluent("produce", broker, topic, scenario, linger_ms=FILL_LINGER_MS)
+    fill(broker, topic, scenario)
     for client, (_, consume) in clients.items():
         _measure(results, broker, (scenario.label, client, "consume", broker.name), consume, topic, scenario)
     delete_topic(broker, topic)

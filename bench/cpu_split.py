@@ -22,8 +22,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from brokers import BENCH_DIR, RunningBroker, cpu_times
-from compare import COMPARE_STARTERS, FILL_LINGER_MS
-from rounds_report import measure_or_rerender, measured_rows, median_of, rounds_raw
+from compare import compared_brokers, fill
+from rounds_report import heading, measure_or_rerender, measured_rows, median_of, rounds_raw
 from workloads import Measurement, Scenario, confluent, create_topic, delete_topic, java_produce
 
 BROKERS = ("kafka", "kafkette")
@@ -97,7 +97,6 @@ def run_once(broker: RunningBroker, workload: Workload, topic: str) -> Split:
 
 
 def measure(rounds: int) -> dict[str, Any]:
-    brokers = {name: COMPARE_STARTERS[name]() for name in BROKERS}
     rows: dict[str, list[dict[str, float]]] = {}
     serial = itertools.count()
     filled = {index: f"cpu-{index}" for index, workload in enumerate(WORKLOADS) if workload.op == CONSUME}
@@ -105,12 +104,12 @@ def measure(rounds: int) -> dict[str, Any]:
     def topic_for(index: int) -> str:
         return filled.get(index) or f"cpu-produce-{next(serial)}"
 
-    try:
+    # Stopping a broker removes its data, the filled topics with it.
+    with compared_brokers(BROKERS) as brokers:
         for index, topic in filled.items():
             scenario = WORKLOADS[index].scenario
             for broker in brokers.values():
-                create_topic(broker.bootstrap, topic, scenario.partitions)
-                confluent("produce", broker, topic, scenario, linger_ms=FILL_LINGER_MS)
+                fill(broker, topic, scenario)
         for _ in range(WARM_UP_RUNS):
             for index, workload in enumerate(WORKLOADS):
                 for broker in brokers.values():
@@ -121,22 +120,21 @@ def measure(rounds: int) -> dict[str, Any]:
                 for broker in order:
                     split = run_once(broker, workload, topic_for(index))
                     rows.setdefault(f"{workload.label} | {broker.name}", []).append(asdict(split))
-    finally:  # stopping a broker removes its data, the filled topics with it
-        for broker in brokers.values():
-            broker.stop()
     return rounds_raw(rounds, rows)
 
 
 def report(raw: dict[str, Any]) -> str:
     rows: dict[str, list[dict[str, float]]] = raw["rows"]
-    lines = [
-        "# Where the CPU goes when the client bounds the rate: Kafkette vs Apache Kafka, broker and client",
-        "",
-        f"{raw['finished']}, {raw['rounds']} round(s), medians over rounds; three of compare.py's workloads with "
+    lines = heading(
+        "Where the CPU goes when the client bounds the rate: Kafkette vs Apache Kafka, broker and client",
+        raw,
+        "three of compare.py's workloads with "
         "three times as many records (the librdkafka reads, bench/clients/confluent_perf.py, of topics filled as "
         f"compare.py fills them; Kafka's ProducerPerformance); {WARM_UP_RUNS} unmeasured run of each first; the "
         "brokers alternate their order each round; each run starts with no dirty pages. Load average (1 min) at "
         f"the end: {raw.get('load', float('nan')):.1f} (2 cores).",
+    )
+    lines += [
         "",
         "| workload | broker | msg/s | vs Kafka | broker user | broker system | broker total | client user | "
         "client system |",

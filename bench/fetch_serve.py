@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from brokers import BENCH_DIR, RunningBroker
-from compare import COMPARE_STARTERS, FILL_LINGER_MS
-from rounds_report import measure_or_rerender, measured_rows, median_of, rounds_raw
-from workloads import Scenario, confluent, create_topic, delete_topic
+from compare import FILL_LINGER_MS, compared_brokers, fill
+from rounds_report import heading, measure_or_rerender, measured_rows, median_of, rounds_raw
+from workloads import Scenario, delete_topic
 
 from kafkette.broker.protocol.batch import parse_header, peek_length
 from kafkette.broker.protocol.framing import decode_response, encode_request
@@ -151,17 +151,12 @@ def percentile(values: list[float], fraction: float) -> float:
 def measure(rounds: int) -> dict[str, Any]:
     """Every scenario against every broker, rounds interleaved (A B C, B C A, ...); each topic is filled once and
     read ``WARM_UP_SWEEPS`` + ``rounds`` times, every sweep on its own connection."""
-    brokers: dict[str, RunningBroker] = {}
     rows: dict[str, list[dict[str, float]]] = defaultdict(list)
-    try:
-        for name in BROKERS:
-            brokers[name] = COMPARE_STARTERS[name]()
-            brokers[name].name = name
+    with compared_brokers(BROKERS) as brokers:
         for index, scenario in enumerate(SCENARIOS):
             topic = f"serve-{index}"
             for broker in brokers.values():
-                create_topic(broker.bootstrap, topic, scenario.partitions)
-                confluent("produce", broker, topic, scenario, linger_ms=FILL_LINGER_MS)
+                fill(broker, topic, scenario)
             os.sync()
             for _ in range(WARM_UP_SWEEPS):
                 for broker in brokers.values():
@@ -177,9 +172,6 @@ def measure(rounds: int) -> dict[str, Any]:
                     print(f"  {scenario.label} {name:9} {result.records / result.seconds:>12,.0f} msg/s", flush=True)
             for broker in brokers.values():
                 delete_topic(broker, topic)
-    finally:
-        for broker in brokers.values():
-            broker.stop()
     return rounds_raw(rounds, rows)
 
 
@@ -198,15 +190,17 @@ def summary(result: Sweep, cpu_seconds: float) -> dict[str, float]:
 
 def report(raw: dict[str, Any]) -> str:
     rows: dict[str, list[dict[str, float]]] = raw["rows"]
-    lines = [
-        "# Serving fetches: Kafkette vs Apache Kafka vs Tansu, no client in the way",
-        "",
-        f"{raw['finished']}, {raw['rounds']} round(s), medians over rounds; one reader (bench/fetch_serve.py) on "
+    lines = heading(
+        "Serving fetches: Kafkette vs Apache Kafka vs Tansu, no client in the way",
+        raw,
+        "one reader (bench/fetch_serve.py) on "
         f"127.0.0.1, Fetch v{FETCH_VERSION} with librdkafka's byte limits, the next fetch sent once the last "
         f"response is in; {WARM_UP_SWEEPS} unmeasured rounds first (Kafka's JIT), then a round reads each topic "
         + ", ".join(f"{label}: {passes}" for label, passes in PASSES.items())
         + " times. Load average (1 min) at the end: "
         f"{raw.get('load', float('nan')):.1f} (2 cores).",
+    )
+    lines += [
         "",
         "| workload | broker | msg/s | vs Kafka | MB per fetch | first byte p50 / p99 (ms) | last byte p50 / p99 "
         "(ms) | broker CPU s per M records |",

@@ -20,6 +20,11 @@ def rounds_raw(rounds: int, rows: dict[str, list[dict[str, float]]]) -> Raw:
     return {"finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "rounds": rounds, "rows": rows}
 
 
+def heading(title: str, raw: Raw, how: str) -> list[str]:
+    """A report's first lines: its title, then when the run finished, its rounds and ``how`` it measured."""
+    return [f"# {title}", "", f"{raw['finished']}, {raw['rounds']} round(s), medians over rounds; {how}"]
+
+
 def median_of(runs: list[dict[str, float]], key: str) -> float:
     """The median of one measured key over the rounds; NaN when there were none."""
     return statistics.median(run[key] for run in runs) if runs else float("nan")
