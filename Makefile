@@ -199,9 +199,6 @@ bench-quick: bytecode bench-tools
 bench-fetch-serve: bytecode bench-tools
 	$(BIN)/python bench/fetch_serve.py
 
-# Where the CPU goes in workloads the client bounds (librdkafka reads, Java produce): the broker's user and system
-# time, and the client's, Kafka and Kafkette, three times as many records: 8 interleaved rounds, about 10 minutes ->
-# bench/results/cpu-split.md.
 # The librdkafka consumer with tcmalloc's malloc (which the benchmarks use), jemalloc's and glibc's, Kafka and
 # Kafkette, the 100 B and 1 KiB reads: 8 interleaved rounds, about 6 minutes -> bench/results/client-malloc.md.
 .PHONY: bench-client-malloc
@@ -209,6 +206,9 @@ bench-client-malloc: bytecode bench-tools
 	@ldconfig -p | grep -q libjemalloc.so.2 || apt-get install -y -qq --no-install-recommends libjemalloc2
 	$(BIN)/python bench/client_malloc.py
 
+# Where the CPU goes in workloads the client bounds (librdkafka reads, Java produce): the broker's user and system
+# time, and the client's, Kafka and Kafkette, three times as many records: 8 interleaved rounds, about 10 minutes ->
+# bench/results/cpu-split.md.
 .PHONY: bench-cpu-split
 bench-cpu-split: bytecode bench-tools
 	$(BIN)/python bench/cpu_split.py

@@ -1,12 +1,16 @@
-"""bench/workloads.py: which directories belong to a deleted topic, as the comparison waits for their removal."""
+"""bench/workloads.py: which directories belong to a deleted topic, as the comparison waits for their removal; the
+malloc library the librdkafka clients are started with."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-from workloads import topic_directories
+from workloads import librdkafka_environment, topic_directories
 
 
 def test_a_topics_directories_are_its_partitions_and_their_doomed_renames_only(tmp_path: Path) -> None:
@@ -19,3 +23,15 @@ def test_a_topics_directories_are_its_partitions_and_their_doomed_renames_only(t
     assert topic_directories(tmp_path, "bench-0-1") == sorted(names)
     assert topic_directories(tmp_path, "bench-0-1-java") == ["bench-0-1-java-0"]
     assert topic_directories(tmp_path, "absent") == []
+
+
+def test_glibc_means_no_library_preloaded_even_one_the_caller_had(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LD_PRELOAD", "libsomething.so")
+    environment = librdkafka_environment("glibc")
+    assert "LD_PRELOAD" not in environment
+    assert environment["PATH"] == os.environ["PATH"]
+
+
+def test_a_malloc_library_not_installed_is_an_error_that_says_how_to_install_it() -> None:
+    with pytest.raises(RuntimeError, match=r"no-such-malloc not found.*make bench-tools"):
+        librdkafka_environment("no-such-malloc")
