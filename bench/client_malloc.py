@@ -76,15 +76,15 @@ def report(raw: dict[str, Any]) -> str:
         "(most) |",
         "| --- | --- | --- | ---: | ---: | ---: | ---: |",
     ]
-    labels = [workload(scenario, allocator) for scenario in SCENARIOS for allocator in ALLOCATORS]
-    for label, name, runs, rate, vs_kafka in measured_rows(rows, labels, BROKERS):
-        scenario_label, allocator = label.rsplit(", ", 1)
-        rates = [run["rate"] for run in runs]
-        lines.append(
-            f"| {scenario_label} | {allocator} | {name} | {rate:,.0f} | {vs_kafka:.2f} | "
-            f"{min(rates):,.0f} - {max(rates):,.0f} | {median_of(runs, 'switches'):,.0f} "
-            f"({max(run['switches'] for run in runs):,.0f}) |"
-        )
+    for scenario in SCENARIOS:
+        for allocator in ALLOCATORS:
+            for _, name, runs, rate, vs_kafka in measured_rows(rows, [workload(scenario, allocator)], BROKERS):
+                rates = [run["rate"] for run in runs]
+                lines.append(
+                    f"| {scenario.label} | {allocator} | {name} | {rate:,.0f} | {vs_kafka:.2f} | "
+                    f"{min(rates):,.0f} - {max(rates):,.0f} | {median_of(runs, 'switches'):,.0f} "
+                    f"({max(run['switches'] for run in runs):,.0f}) |"
+                )
     lines += [
         "",
         "Per round, msg/s (voluntary switches): "
