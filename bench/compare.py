@@ -34,10 +34,12 @@ from typing import Any
 from brokers import BENCH_DIR, STARTERS, RunningBroker, start_kafka
 from clients.confluent_perf import CONSUMER_SETTINGS as LIBRDKAFKA_CONSUMER_SETTINGS
 from workloads import (
+    EARLIER_LIBRDKAFKA_ALLOCATOR,
     JAVA_CONSUMER_SETTINGS,
     LIBRDKAFKA_ALLOCATOR,
     Measurement,
     Scenario,
+    allocator_text,
     confluent,
     create_topic,
     delete_topic,
@@ -62,11 +64,6 @@ EARLIER_LIBRDKAFKA_CONSUMER_SETTINGS = {
     "fetch.queue.backoff.ms": 0,
     "queued.min.messages": 100000,
     "fetch.wait.max.ms": 100,
-}
-# Why a run names its clients' allocator (an earlier JSON, which does not, ran with glibc's).
-_ALLOCATOR_NOTE = {
-    "tcmalloc_minimal": " (preloaded: with glibc's a read fell at random into a slower mode and 1 KiB reads paid for "
-    "page faults, bench/results/client-malloc.md)"
 }
 COMPARE_STARTERS: dict[str, Callable[[], RunningBroker]] = {
     **STARTERS,
@@ -338,8 +335,8 @@ def report(
     lines += [
         "",
         "Client settings, identical for every broker: producers linger.ms=5, idempotence off for acks=1 "
-        f"(on for acks=all); librdkafka consumers {settings_text(librdkafka_consumer)}; the librdkafka clients' "
-        f"malloc: {librdkafka_allocator}{_ALLOCATOR_NOTE.get(librdkafka_allocator, '')}; "
+        f"(on for acks=all); librdkafka consumers {settings_text(librdkafka_consumer)}; "
+        f"{allocator_text(librdkafka_allocator)}; "
         f"Java consumer {settings_text(JAVA_CONSUMER_SETTINGS)}. The Java workloads are Kafka's "
         "ProducerPerformance and ConsumerPerformance; the librdkafka ones are bench/clients/confluent_perf.py. "
         f"Records per workload: {', '.join(f'{s.label}: {s.count:,}' for s in scenarios)}. "
@@ -482,7 +479,7 @@ def main() -> None:
         raw.get("deletes_awaited", False),
         raw.get("librdkafka_consumer", EARLIER_LIBRDKAFKA_CONSUMER_SETTINGS),
         raw.get("kafka_settings", EARLIER_KAFKA_SETTINGS),
-        raw.get("librdkafka_allocator", "glibc"),
+        raw.get("librdkafka_allocator", EARLIER_LIBRDKAFKA_ALLOCATOR),
     )
     markdown_path.write_text(text)
     print(text)

@@ -1,7 +1,7 @@
 """socket.send.buffer.bytes: Kafkette brokers that differ only in it, beside Apache Kafka, over the consume rows.
 
     python bench/send_buffer.py                      # -> bench/results/send-buffer.md and .json
-    python bench/send_buffer.py --values=-1,262144 --rounds 8
+    python bench/send_buffer.py --values=-1,102400,262144 --rounds 8
     python bench/send_buffer.py --report             # send-buffer.md again from send-buffer.json
 
 Each broker holds one topic per workload, filled once (as compare.py fills its consume rows); every round each
@@ -32,7 +32,17 @@ from dataclasses import dataclass
 from brokers import BENCH_DIR, RunningBroker, start_kafka, start_kafkette
 from compare import CLIENTS as COMPARE_CLIENTS
 from compare import EARLIER_LIBRDKAFKA_CONSUMER_SETTINGS, FILL_LINGER_MS, KAFKA_SETTINGS, LIBRDKAFKA_CONSUMER_SETTINGS
-from workloads import JAVA_CONSUMER_SETTINGS, Measurement, Scenario, confluent, create_topic, settings_text
+from workloads import (
+    EARLIER_LIBRDKAFKA_ALLOCATOR,
+    JAVA_CONSUMER_SETTINGS,
+    LIBRDKAFKA_ALLOCATOR,
+    Measurement,
+    Scenario,
+    allocator_text,
+    confluent,
+    create_topic,
+    settings_text,
+)
 
 SCENARIOS = [
     Scenario(1024, 6, "1", "none", 2_000_000),
@@ -42,7 +52,10 @@ SCENARIOS = [
 CLIENTS: Mapping[str, Callable[[RunningBroker, str, Scenario], Measurement]] = {
     client: consume for client, (_, consume) in COMPARE_CLIENTS.items()
 }
-DEFAULT_VALUES = ("-1", "102400", "262144")
+# The default and a buffer as large as an autotuned one grows to (net.ipv4.tcp_wmem's maximum, 4 MiB): with
+# the clients' malloc no longer holding them back (client-malloc.md), a librdkafka read of six partitions slept
+# less often against the larger one.
+DEFAULT_VALUES = ("262144", "4194304")
 # What the kernel says TCP did: (file, section, counter).
 TCP_COUNTERS = {
     "retransmitted": ("/proc/net/snmp", "Tcp", "RetransSegs"),
@@ -129,6 +142,7 @@ def report(
     load: float,
     cores: int,
     librdkafka_consumer: Mapping[str, int],
+    librdkafka_allocator: str,
 ) -> str:
     lines = [
         "# socket.send.buffer.bytes: Kafkette at each value beside Apache Kafka, consume rows",
@@ -137,8 +151,8 @@ def report(
         f"after {warmup} warm-up rounds, every broker running side by side on 127.0.0.1, their order rotated every "
         "round. Each broker's topics are filled once by the librdkafka producer "
         f"(linger.ms={FILL_LINGER_MS}) and read in full each round by bench/clients/confluent_perf.py (librdkafka, "
-        f"{settings_text(librdkafka_consumer)}) and ConsumerPerformance (Java, {settings_text(JAVA_CONSUMER_SETTINGS)})"
-        ". Load average (1 min) at the end: "
+        f"{settings_text(librdkafka_consumer)}; {allocator_text(librdkafka_allocator)}) and ConsumerPerformance "
+        f"(Java, {settings_text(JAVA_CONSUMER_SETTINGS)}). Load average (1 min) at the end: "
         f"{load:.1f}. TCP counters are machine-wide during each read, summed over the counted rounds; on loopback "
         "nothing is lost, so every retransmission is spurious.",
         "",
@@ -181,6 +195,7 @@ def main() -> None:
             "load": os.getloadavg()[0],
             "cores": os.cpu_count(),
             "librdkafka_consumer": LIBRDKAFKA_CONSUMER_SETTINGS,
+            "librdkafka_allocator": LIBRDKAFKA_ALLOCATOR,
             "values": values,
             "rounds": args.rounds,
             "warmup": args.warmup,
@@ -196,6 +211,7 @@ def main() -> None:
         raw["load"],
         raw.get("cores", EARLIER_RUNS_CORES),
         raw.get("librdkafka_consumer", EARLIER_LIBRDKAFKA_CONSUMER_SETTINGS),
+        raw.get("librdkafka_allocator", EARLIER_LIBRDKAFKA_ALLOCATOR),
     )
     (out / f"{args.out}.md").write_text(text)
     print(text)

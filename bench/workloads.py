@@ -29,6 +29,13 @@ JAVA_CONSUMER_SETTINGS = {"fetch.max.wait.ms": "100"}
 # wakes). And a 1 KiB read spent half its time in the kernel faulting in fresh pages for its 1 MB fetch buffers.
 # jemalloc ended the lock hand-offs but faulted more: 1 KiB six-partition reads at 0.6x, its decay settings no help.
 LIBRDKAFKA_ALLOCATOR = "tcmalloc_minimal"
+# What a run whose JSON does not name its clients' allocator ran with.
+EARLIER_LIBRDKAFKA_ALLOCATOR = "glibc"
+# Why a run names its clients' allocator.
+_ALLOCATOR_NOTE = {
+    "tcmalloc_minimal": " (preloaded: with glibc's a read fell at random into a slower mode and 1 KiB reads paid for "
+    "page faults, bench/results/client-malloc.md)"
+}
 _JAVA_PRODUCE_LINE = re.compile(r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\)")
 _JAVA_LATENCY_AVERAGE = re.compile(r"Avg latency: ([\d.]+) ms")
 _JAVA_LATENCY_PERCENTILES = re.compile(r"Percentiles: 50th = (\d+), 99th = (\d+), 99.9th = (\d+)")
@@ -113,6 +120,11 @@ def _run(command: list[str], environment: Mapping[str, str] | None = None) -> st
     if result.returncode != 0:
         raise RuntimeError(f"{command[0]} failed ({result.returncode}): {result.stderr[-1500:]}")
     return result.stdout
+
+
+def allocator_text(allocator: str) -> str:
+    """For a report: the malloc a run's librdkafka clients had, and why."""
+    return f"the librdkafka clients' malloc: {allocator}{_ALLOCATOR_NOTE.get(allocator, '')}"
 
 
 def librdkafka_environment(allocator: str = LIBRDKAFKA_ALLOCATOR) -> dict[str, str]:
