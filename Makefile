@@ -213,9 +213,9 @@ bench-client-malloc: bytecode bench-tools
 bench-cpu-split: bytecode bench-tools
 	$(BIN)/python bench/cpu_split.py
 
-# socket.send.buffer.bytes: Kafkette at -1, 102400 and 262144 beside Apache Kafka over the 1 KiB and 100 B consume
-# rows, Java and librdkafka, with the TCP retransmissions and reorderings of each read: 3 warm-up and 8 counted
-# interleaved rounds, about 20 minutes -> bench/results/send-buffer.md.
+# socket.send.buffer.bytes: Kafkette at 256 KiB and 4 MiB (--values for others) beside Apache Kafka over the 1 KiB
+# and 100 B consume rows, Java and librdkafka, with the TCP retransmissions and reorderings of each read: 3 warm-up
+# and 8 counted interleaved rounds, about 12 minutes -> bench/results/send-buffer.md.
 .PHONY: bench-send-buffer
 bench-send-buffer: bytecode bench-tools
 	$(BIN)/python bench/send_buffer.py

@@ -550,7 +550,8 @@ class BrokerConfig(_PropertiesModel):
     # another, segments arrive out of order and TCP retransmits them (137 reorderings, 63 segments over 8 rounds of
     # the 1 KiB six-partition librdkafka consume: 0.89x Kafka; at 256 KiB none, 0.99x). At 100 KiB the event loop
     # turns for every 200 KB sent (1 KiB Java consume 0.89x Kafka at 1.7x the CPU per record). Measured side by
-    # side: bench/results/send-buffer.md (make bench-send-buffer); receives, socket-buffers.md.
+    # side: bench/results/send-buffer-autotuned.md; 4 MiB reorders too, send-buffer.md (make bench-send-buffer);
+    # receives, socket-buffers.md.
     socket_send_buffer_bytes: _SocketBuffer = Field(262144, alias="socket.send.buffer.bytes")
     socket_receive_buffer_bytes: _SocketBuffer = Field(-1, alias="socket.receive.buffer.bytes")
     min_insync_replicas: _PositiveInt = Field(1, alias="min.insync.replicas")
