@@ -74,14 +74,26 @@ def mark_pods_ready(api: client.ApiClient, namespace: str, label_selector: str) 
     There is no kubelet (or scheduler) in the test control plane, so pods never run; the StatefulSet
     controller still counts them ready from their status, which is what the operator reads.
     """
-    core = client.CoreV1Api(api)
-    pods = core.list_namespaced_pod(namespace, label_selector=label_selector).items
+    pods = client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=label_selector).items
+    return sum(mark_pod_ready(api, namespace, pod.metadata.name, pod.metadata.uid) for pod in pods)
+
+
+def mark_pod_ready(api: client.ApiClient, namespace: str, name: str, uid: str) -> bool:
+    """Report pod ``name`` Running and Ready if it is still the pod ``uid``; False if it is gone.
+
+    The uid is the patch's precondition: a pod deleted and recreated under the same name since the caller saw it
+    (a StatefulSet's, mid-roll) is a new pod that no kubelet has started, and stays unready."""
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    for pod in pods:
-        conditions = [
-            {"type": kind, "status": "True", "lastTransitionTime": now}
-            for kind in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
-        ]
-        status = {"phase": "Running", "conditions": conditions, "podIP": "10.0.0.1", "startTime": now}
-        core.patch_namespaced_pod_status(pod.metadata.name, namespace, {"status": status})
-    return len(pods)
+    conditions = [
+        {"type": kind, "status": "True", "lastTransitionTime": now}
+        for kind in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
+    ]
+    status = {"phase": "Running", "conditions": conditions, "podIP": "10.0.0.1", "startTime": now}
+    try:
+        client.CoreV1Api(api).patch_namespaced_pod_status(name, namespace, {"metadata": {"uid": uid}, "status": status})
+    except client.ApiException as exc:
+        # Gone (404), or replaced by a pod of the same name: the API server refuses to change the uid (422).
+        if exc.status == 404 or (exc.status == 422 and "metadata.uid" in (exc.body or "")):
+            return False
+        raise
+    return True

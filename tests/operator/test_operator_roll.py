@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
-from kube_harness import Custom, eventually, mark_pods_ready
+from kube_harness import Custom, eventually, mark_pod_ready, mark_pods_ready
 from kubernetes import client
 from waiting import WaitTimeout
 
@@ -57,6 +57,16 @@ def pods(core: client.CoreV1Api, namespace: str) -> dict[int, str]:
     return {int(pod.metadata.name.rsplit("-", 1)[1]): pod.metadata.uid for pod in items}
 
 
+def recreated(core: client.CoreV1Api, namespace: str, ordinal: int) -> dict[int, str]:
+    """The broker pods (ordinal -> uid) once broker ``ordinal`` has a pod again after its restart."""
+
+    def listed() -> dict[int, str] | None:
+        now = pods(core, namespace)
+        return now if ordinal in now else None
+
+    return eventually(listed, what=f"broker {ordinal}'s pod recreated")
+
+
 def events(core: client.CoreV1Api, namespace: str) -> list[tuple[str, str]]:
     items = core.list_namespaced_event(namespace, field_selector="involvedObject.kind=KafkaCluster").items
     ordered = sorted(items, key=lambda event: (event.metadata.creation_timestamp, event.metadata.name))
@@ -75,13 +85,14 @@ def ready_cluster(kube: client.ApiClient, namespace: str, bootstrap: str) -> Cus
     return custom
 
 
-def follow_roll(kube: client.ApiClient, namespace: str, brokers: int, hold: float) -> list[int]:
-    """The order the operator deletes broker pods in. Each recreated pod is held not Ready for `hold` seconds
-    first, during which no other pod may be deleted; then the test marks it Ready, standing in for a kubelet."""
+def follow_roll(kube: client.ApiClient, namespace: str, brokers: int, hold: float, before: dict[int, str]) -> list[int]:
+    """The order the operator deletes broker pods in, from the pods ``before`` it began. Each recreated pod is held
+    not Ready for `hold` seconds first, during which no other pod may be deleted; then the test marks that pod
+    alone Ready, standing in for a kubelet. The pods are listed before that mark, as the operator cannot delete
+    the next broker until it sees the mark: every later restart shows against that list."""
     core = client.CoreV1Api(kube)
     order: list[int] = []
     for _ in range(brokers):
-        before = pods(core, namespace)
 
         def replaced(before: dict[int, str] = before) -> list[int] | None:
             now = pods(core, namespace)
@@ -98,8 +109,8 @@ def follow_roll(kube: client.ApiClient, namespace: str, brokers: int, hold: floa
             now = pods(core, namespace)
             assert all(now.get(o) == uid for o, uid in before.items() if o != restarted), "a second broker went down"
             time.sleep(0.2)
-        eventually(lambda restarted=restarted: restarted in pods(core, namespace), what="pod recreated")
-        mark_pods_ready(kube, namespace, SELECTOR)
+        before = recreated(core, namespace, restarted)
+        assert mark_pod_ready(kube, namespace, f"main-broker-{restarted}", before[restarted])
     return order
 
 
@@ -126,7 +137,7 @@ def test_static_config_change_rolls_one_broker_at_a_time_controller_last(
 
     custom.patch_spec("kafkaclusters", "main", {"config": {"replica.lag.time.max.ms": 20000}})
     # The first recreated pod is held down for three observations: nobody else restarts meanwhile.
-    order = follow_roll(kube, namespace, 3, hold=6.0)
+    order = follow_roll(kube, namespace, 3, hold=6.0, before=first)
     assert order == [*sorted({0, 1, 2} - {controller}), controller]
 
     def finished() -> dict | None:
@@ -229,8 +240,10 @@ def test_roll_annotation_restarts_every_broker_once_and_is_removed(
 ) -> None:
     custom = ready_cluster(kube, namespace, kafka)
     controller = controller_of(kafka)
+    core = client.CoreV1Api(kube)
+    first = pods(core, namespace)
     custom.annotate("kafkaclusters", "main", {ROLL_ANNOTATION: "now"})
-    order = follow_roll(kube, namespace, 3, hold=0.0)
+    order = follow_roll(kube, namespace, 3, hold=0.0, before=first)
     assert order == [*sorted({0, 1, 2} - {controller}), controller]
 
     def served() -> dict | None:
@@ -241,7 +254,6 @@ def test_roll_annotation_restarts_every_broker_once_and_is_removed(
 
     roll = eventually(served, timeout=ROLL_STEP_SECONDS, what="roll done and the annotation removed")
     assert roll["brokersRestarted"] == order
-    core = client.CoreV1Api(kube)
     restarts = [m for reason, m in events(core, namespace) if reason == "BrokerRestart"]
     assert len(restarts) == 3 and all("because manual" in message for message in restarts)
 
@@ -249,7 +261,8 @@ def test_roll_annotation_restarts_every_broker_once_and_is_removed(
     uids = pods(core, namespace)
     core.patch_namespaced_pod("main-broker-1", namespace, {"metadata": {"annotations": {ROLL_ANNOTATION: ""}}})
     eventually(lambda: pods(core, namespace).get(1) != uids[1], timeout=ROLL_STEP_SECONDS, what="broker 1 restarted")
-    mark_pods_ready(kube, namespace, SELECTOR)
+    back = recreated(core, namespace, 1)
+    assert mark_pod_ready(kube, namespace, "main-broker-1", back[1])
     time.sleep(6)  # three observations
     now = pods(core, namespace)
     assert (now[0], now[2]) == (uids[0], uids[2])
@@ -302,9 +315,9 @@ def test_a_broker_that_does_not_come_back_stalls_the_roll_until_it_does(
     assert all(now[o] == first[o] for o in first if o != down), "a second broker restarted during the stall"
 
     # The broker is back: the roll goes on by itself and finishes.
-    eventually(lambda: down in pods(core, namespace), what="pod recreated")
-    mark_pods_ready(kube, namespace, SELECTOR)
-    follow_roll(kube, namespace, 2, hold=0.0)
+    back = recreated(core, namespace, down)
+    assert mark_pod_ready(kube, namespace, f"main-broker-{down}", back[down])
+    follow_roll(kube, namespace, 2, hold=0.0, before=back)
     eventually(
         lambda: (custom.get("kafkaclusters", "main").get("status", {}).get("roll") or {}).get("state") == "Done",
         timeout=ROLL_STEP_SECONDS,
