@@ -81,6 +81,16 @@ def cpu_seconds(pid: int) -> float:
     return sum(cpu_times(pid))
 
 
+def voluntary_switches(pid: int) -> int:
+    """How often the process's threads have gone to sleep (waited for I/O or a lock): /proc's count, summed."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for line in (task / "status").read_text().splitlines():
+            if line.startswith("voluntary_ctxt_switches:"):
+                total += int(line.split()[1])
+    return total
+
+
 def status_mb(pid: int, key: str) -> float:
     """A /proc/PID/status memory line (VmRSS:, VmHWM: for peak RSS) in MB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():

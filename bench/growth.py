@@ -46,7 +46,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from brokers import BENCH_DIR, Ready, RunningBroker, restart, start_kafka, start_kafkette, wait_for_port
+from brokers import (
+    BENCH_DIR,
+    Ready,
+    RunningBroker,
+    cpu_times,
+    restart,
+    start_kafka,
+    start_kafkette,
+    voluntary_switches,
+    wait_for_port,
+)
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from growth_load import client_for, close_clients, open_clients, partitions_led, produce_at_rate, run_groups
@@ -119,6 +129,13 @@ DIMENSIONS: dict[str, list[Metric]] = {
         # The client's batches shrink as the records spread over more partitions; a batch is the broker's unit.
         Metric("produce_records_per_batch", "produce, records per batch written", 1),
         Metric("produce_cpu_per_batch_us", "produce, broker CPU per batch written (µs)", 1),
+        # The kernel's part apart: a write to one of 10,000 files, each written rarely, dirties its inode (a new
+        # mtime) at nearly every write, where a file written often shares one timestamp between many writes.
+        Metric("produce_user_per_batch_us", "produce, broker user CPU per batch written (µs)", 1),
+        Metric("produce_system_per_batch_us", "produce, broker system CPU per batch written (µs)", 1),
+        # A broker that keeps up with its client sleeps until each request comes, and pays for waking up each time;
+        # one behind a faster client finds the next request waiting.
+        Metric("produce_sleeps_per_batch", "produce, broker threads' sleeps per batch written", 2),
         RSS,
         IDLE_CPU,
         Metric("disk_mb", "data on disk (MB)", 0),
@@ -247,14 +264,21 @@ def partitions_point(name: str, count: int, plan: Plan) -> dict[str, float]:
         # (BrokerMetadataPublisher): a record acknowledged on every partition is when they take writes.
         point["create_written_s"] = every_partition_written(TOPIC, count, [])(broker.bootstrap, started, broker.process)
         batches_before = batches_on_disk(broker.data_dir, TOPIC)
-        before = broker.cpu_seconds()
+        user_before, system_before = cpu_times(broker.process.pid)
+        sleeps_before = voluntary_switches(broker.process.pid)
         produced = confluent("produce", broker, TOPIC, Scenario(100, count, "1", "none", plan.records))
-        cpu_s = broker.cpu_seconds() - before
+        user_after, system_after = cpu_times(broker.process.pid)
+        sleeps = voluntary_switches(broker.process.pid) - sleeps_before
+        user_s, system_s = user_after - user_before, system_after - system_before
+        cpu_s = user_s + system_s
         batches = batches_on_disk(broker.data_dir, TOPIC) - batches_before
         point["produce_rate"] = produced["records"] / produced["seconds"]
         point["produce_cpu"] = cpu_s / produced["records"] * 1e6
         point["produce_records_per_batch"] = produced["records"] / batches
         point["produce_cpu_per_batch_us"] = cpu_s / batches * 1e6
+        point["produce_user_per_batch_us"] = user_s / batches * 1e6
+        point["produce_system_per_batch_us"] = system_s / batches * 1e6
+        point["produce_sleeps_per_batch"] = sleeps / batches
         time.sleep(1)  # the producer's last requests answered, its connections closed
         point["idle_cpu_pct"] = idle_cpu_pct(broker, plan.idle_s)
         point["rss_mb"] = broker.rss_mb()

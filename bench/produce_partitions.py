@@ -10,6 +10,12 @@ sends one prebuilt ProduceRequest v9 again and again, acks=1: N partitions x one
 ``--records`` 100 B records, one request in flight. A round measures, per tree in turn (the order alternating
 every round), the broker's process CPU (user + system, /proc) over ``--records-per-round`` records; the report
 gives the median per tree and the ratio new/old, with the machine's load average.
+
+``--per-partition`` sends librdkafka's shape instead: one ProduceRequest per partition batch (librdkafka
+builds a request per partition), the N requests prebuilt and sent in turn, so the broker's cost per request
+is measured without librdkafka's own CPU beside it on the machine. ``--in-flight K`` sends K requests before
+reading their answers: with one, the broker sleeps and wakes for every request, as it does behind a client
+slower than itself; with several, it finds the next request waiting, as behind a faster one.
 """
 
 from __future__ import annotations
@@ -22,9 +28,10 @@ import struct
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
-from brokers import RunningBroker, start_kafkette
+from brokers import RunningBroker, start_kafkette, voluntary_switches
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkette.broker.protocol.framing import decode_response, encode_request
@@ -42,7 +49,8 @@ VERSION = 9
 SIZE = struct.Struct(">i")
 
 
-def produce_frame(partitions: int, records: int, correlation_id: int) -> bytes:
+def produce_frame(partitions: Sequence[int], records: int, correlation_id: int) -> bytes:
+    """One request carrying a batch of ``records`` 100 B records for each of ``partitions``."""
     now = int(time.time() * 1000)
     batch = encode_batch([Record(i, now, None, b"v" * 100, []) for i in range(records)])
     request = ProduceRequest(
@@ -51,11 +59,18 @@ def produce_frame(partitions: int, records: int, correlation_id: int) -> bytes:
         topic_data=[
             TopicProduceData(
                 name=TOPIC,
-                partition_data=[PartitionProduceData(index=p, records=batch) for p in range(partitions)],
+                partition_data=[PartitionProduceData(index=p, records=batch) for p in partitions],
             )
         ],
     )
     return encode_request(request, VERSION, correlation_id, "produce-partitions")
+
+
+def request_frames(partitions: int, records: int, per_partition: bool) -> list[bytes]:
+    """The requests a round sends in turn: one to every partition, or one per partition."""
+    if per_partition:
+        return [produce_frame([p], records, p + 1) for p in range(partitions)]
+    return [produce_frame(range(partitions), records, 1)]
 
 
 def read_frame(sock: socket.socket) -> bytes:
@@ -100,6 +115,7 @@ class Target:
         self.sock = socket.create_connection((host, int(port)))
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.samples: list[float] = []
+        self.sleeps_per_request = 0.0
 
     def wait_led(self, frame: bytes, partitions: int, deadline_s: float = 300.0) -> None:
         """Send the request until every partition accepts it (a new partition's leadership comes a bit later)."""
@@ -114,13 +130,18 @@ class Target:
                     raise
                 time.sleep(1)
 
-    def round(self, frame: bytes, requests: int, records: int) -> float:
-        before = self.broker.cpu_seconds()
+    def round(self, frames: list[bytes], requests: int, records: int, in_flight: int = 1) -> float:
+        """Broker CPU s per M records over ``requests`` requests, sent ``in_flight`` at a time before their answers
+        are read (more than one keeps the broker from waiting for the next request, as a fast client does)."""
+        before, sleeps_before = self.broker.cpu_seconds(), voluntary_switches(self.broker.process.pid)
         last = b""
-        for _ in range(requests):
-            self.sock.sendall(frame)
-            last = read_frame(self.sock)
+        for first in range(0, requests, in_flight):
+            sent = range(first, min(first + in_flight, requests))
+            self.sock.sendall(b"".join(frames[n % len(frames)] for n in sent))
+            for _ in sent:
+                last = read_frame(self.sock)
         spent = self.broker.cpu_seconds() - before
+        self.sleeps_per_request = (voluntary_switches(self.broker.process.pid) - sleeps_before) / requests
         self.last = last
         per_million = spent / records * 1e6
         self.samples.append(per_million)
@@ -135,30 +156,37 @@ def main() -> None:
     parser.add_argument("--records-per-round", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--profile", type=int, help="partitions: py-spy records the first tree's broker")
+    parser.add_argument("--per-partition", action="store_true", help="one request per partition batch")
+    parser.add_argument("--in-flight", type=int, default=1, help="requests sent before their answers are read")
     args = parser.parse_args()
     trees = [(spec.split("=", 1)[0], Path(spec.split("=", 1)[1]).resolve()) for spec in args.tree]
     sizes = [args.profile] if args.profile else (args.partitions or [1000, 10000])
     print(f"# {time.strftime('%Y-%m-%d %H:%M:%S %Z')}, {os.cpu_count()} CPUs, load {os.getloadavg()}")
     for partitions in sizes:
-        frame = produce_frame(partitions, args.records, 1)
-        per_request = partitions * args.records
+        everywhere = produce_frame(range(partitions), args.records, 1)
+        frames = request_frames(partitions, args.records, args.per_partition)
+        per_request = args.records * (1 if args.per_partition else partitions)
+        answers = 1 if args.per_partition else partitions
         requests = max(1, args.records_per_round // per_request)
         targets = [Target(name, tree, partitions) for name, tree in trees]
         try:
             for target in targets:
                 print(f"{target.name}: {target.commit} {target.module}")
-                target.wait_led(frame, partitions)
-                target.round(frame, max(1, requests // 5), per_request * max(1, requests // 5))  # warm-up
+                target.wait_led(everywhere, partitions)
+                target.round(frames, max(1, requests // 5), per_request * max(1, requests // 5))  # warm-up
                 target.samples.clear()
             if args.profile:
-                profile(targets[0], frame, requests, per_request, args.rounds)
+                profile(targets[0], frames, requests, per_request, args.rounds)
                 continue
             for n in range(args.rounds):
                 order = targets if n % 2 == 0 else targets[::-1]
                 for target in order:
-                    value = target.round(frame, requests, requests * per_request)
-                    check(target.last, partitions)
-                    print(f"  {partitions} partitions round {n + 1} {target.name}: {value:.2f} CPU s/M records")
+                    value = target.round(frames, requests, requests * per_request, args.in_flight)
+                    check(target.last, answers)
+                    print(
+                        f"  {partitions} partitions round {n + 1} {target.name}: {value:.2f} CPU s/M records,"
+                        f" {target.sleeps_per_request:.2f} sleeps per request"
+                    )
             load = os.getloadavg()
             base = statistics.median(targets[0].samples)
             for target in targets:
@@ -174,7 +202,7 @@ def main() -> None:
                 target.broker.stop()
 
 
-def profile(target: Target, frame: bytes, requests: int, per_request: int, rounds: int) -> None:
+def profile(target: Target, frames: list[bytes], requests: int, per_request: int, rounds: int) -> None:
     out = Path(f"/tmp/produce-partitions-{target.name}.txt")
     extra = os.environ.get("PY_SPY_ARGS", "").split()  # --native, say
     spy = subprocess.Popen(
@@ -182,7 +210,7 @@ def profile(target: Target, frame: bytes, requests: int, per_request: int, round
     )
     time.sleep(1)
     for _ in range(rounds):
-        print(f"  round: {target.round(frame, requests, requests * per_request):.2f} CPU s/M records")
+        print(f"  round: {target.round(frames, requests, requests * per_request):.2f} CPU s/M records")
     spy.send_signal(2)
     spy.wait()
     print(f"py-spy raw output in {out}")
