@@ -129,8 +129,8 @@ DIMENSIONS: dict[str, list[Metric]] = {
         # The client's batches shrink as the records spread over more partitions; a batch is the broker's unit.
         Metric("produce_records_per_batch", "produce, records per batch written", 1),
         Metric("produce_cpu_per_batch_us", "produce, broker CPU per batch written (µs)", 1),
-        # The kernel's part apart: a write to one of 10,000 files, each written rarely, dirties its inode (a new
-        # mtime) at nearly every write, where a file written often shares one timestamp between many writes.
+        # The kernel's part apart from Python's: they need not grow alike (a rarely written file gets a new mtime,
+        # and its inode dirtied, at nearly every write; Python's part pays for the sleeps below).
         Metric("produce_user_per_batch_us", "produce, broker user CPU per batch written (µs)", 1),
         Metric("produce_system_per_batch_us", "produce, broker system CPU per batch written (µs)", 1),
         # A broker that keeps up with its client sleeps until each request comes, and pays for waking up each time;

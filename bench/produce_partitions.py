@@ -176,7 +176,7 @@ def main() -> None:
                 target.round(frames, max(1, requests // 5), per_request * max(1, requests // 5))  # warm-up
                 target.samples.clear()
             if args.profile:
-                profile(targets[0], frames, requests, per_request, args.rounds)
+                profile(targets[0], frames, requests, per_request, args.rounds, args.in_flight)
                 continue
             for n in range(args.rounds):
                 order = targets if n % 2 == 0 else targets[::-1]
@@ -202,7 +202,7 @@ def main() -> None:
                 target.broker.stop()
 
 
-def profile(target: Target, frames: list[bytes], requests: int, per_request: int, rounds: int) -> None:
+def profile(target: Target, frames: list[bytes], requests: int, per_request: int, rounds: int, in_flight: int) -> None:
     out = Path(f"/tmp/produce-partitions-{target.name}.txt")
     extra = os.environ.get("PY_SPY_ARGS", "").split()  # --native, say
     spy = subprocess.Popen(
@@ -210,7 +210,7 @@ def profile(target: Target, frames: list[bytes], requests: int, per_request: int
     )
     time.sleep(1)
     for _ in range(rounds):
-        print(f"  round: {target.round(frames, requests, requests * per_request):.2f} CPU s/M records")
+        print(f"  round: {target.round(frames, requests, requests * per_request, in_flight):.2f} CPU s/M records")
     spy.send_signal(2)
     spy.wait()
     print(f"py-spy raw output in {out}")
