@@ -28,6 +28,13 @@ class SteadyProducer(threading.Thread):
                 "enable.idempotence": True,
                 "acks": "all",
                 "linger.ms": 2,
+                # One request in flight per broker. With more, a later request answered OUT_OF_ORDER_SEQUENCE_NUMBER
+                # while an earlier one is being retried (as around a leader move) makes librdkafka bump the
+                # producer epoch and resend from sequence 0 all it still holds, records included that an earlier
+                # NOT_LEADER_OR_FOLLOWER marked "not persisted" but the new leader already has
+                # (confluentinc/librdkafka#4953, with Apache Kafka too): duplicates no broker can recognise.
+                # Retries then stay within one epoch, where deduplication is the broker's, which is under test.
+                "max.in.flight.requests.per.connection": 1,
                 # librdkafka logs each refused reconnect to a restarting broker; failures show in the reports.
                 "log_level": 2,
             }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -24,6 +25,7 @@ from kafkette.broker.protocol.messages.fetch_request import FetchPartition, Fetc
 from kafkette.broker.protocol.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsTopic
 from kafkette.broker.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
 from kafkette.broker.protocol.records import decode_batches
+from kafkette.broker.server.handlers import produce as produce_handler
 from kafkette.broker.testing import InProcessBroker, in_process_broker
 
 TOPIC = "semantics"
@@ -135,7 +137,10 @@ def test_unknown_partition_and_bad_acks(client: RawClient) -> None:
     assert produce(client, make_batch(1), acks=2)[0] == ErrorCode.INVALID_REQUIRED_ACKS
 
 
-def test_idempotent_retry_is_acknowledged_once_and_gaps_are_refused(client: RawClient) -> None:
+def test_idempotent_retry_is_acknowledged_once_and_gaps_are_refused(
+    client: RawClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger=produce_handler.__name__)
     init = client.request(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000), 4)
     pid, epoch = init.producer_id, init.producer_epoch
     assert init.error_code == ErrorCode.NONE and pid >= 0
@@ -151,6 +156,12 @@ def test_idempotent_retry_is_acknowledged_once_and_gaps_are_refused(client: RawC
     assert produce(client, following) == (ErrorCode.NONE, end_after_first)
     stale = make_batch(1, producer_id=pid, producer_epoch=epoch - 1, base_sequence=5)
     assert produce(client, stale)[0] == ErrorCode.INVALID_PRODUCER_EPOCH
+    # The two refusals are in the broker's log, named with the partition and the sequences; the retry is not.
+    refusals = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+    assert refusals == [
+        f"produce to {TOPIC}-0 refused, OUT_OF_ORDER_SEQUENCE_NUMBER: expected sequence 3 from producer {pid}, got 10",
+        f"produce to {TOPIC}-0 refused, INVALID_PRODUCER_EPOCH: producer epoch {epoch - 1} is older than {epoch}",
+    ], refusals
 
 
 def test_list_offsets_earliest_latest_and_by_time(client: RawClient) -> None:

@@ -116,6 +116,8 @@ class SteadyProducer:
                 "topic.metadata.refresh.interval.ms": 1000,
                 "reconnect.backoff.max.ms": 500,
                 "retry.backoff.max.ms": 500,
+                # As operator/testing/traffic.py's SteadyProducer: retries within one producer epoch only.
+                "max.in.flight.requests.per.connection": 1,
                 **RELIABLE,
                 **QUIET,
             }

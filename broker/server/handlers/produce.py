@@ -24,6 +24,10 @@ from kafkette.broker.storage.errors import LogStorageError, RecordBatchTooLargeE
 log = logging.getLogger(__name__)
 
 VALID_ACKS = (-1, 0, 1)
+# Refusals that decide an idempotent producer's next step (librdkafka bumps its epoch on a sequence gap and
+# resends what it still holds from sequence 0, a fenced producer stops): rare from a well-behaved client, so
+# each is logged, to trace a duplicate or a fatal producer error back to its cause.
+LOGGED_REFUSALS = frozenset({ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.INVALID_PRODUCER_EPOCH})
 
 
 # Partition answers waiting for their ISR, with the replication outcome they wait on.
@@ -41,6 +45,8 @@ def _append(
     try:
         outcome = partition.append_from_producer(records, acks)
     except KafkaError as exc:
+        if exc.code in LOGGED_REFUSALS:
+            log.info("produce to %s-%d refused, %s: %s", topic, index, exc.code.name, exc)
         return PartitionProduceResponse(index=index, error_code=exc.code, base_offset=-1, error_message=exc.message)
     except RecordBatchTooLargeError as exc:
         return PartitionProduceResponse(
