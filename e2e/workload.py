@@ -70,7 +70,17 @@ def _produce(bootstrap: str, topic: str, indexes: Iterable[int], timeout: float)
         else:
             acknowledged.by_partition[partition].append((offset, value))
 
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
+    # One request in flight per broker, as operator/testing/traffic.py's SteadyProducer and for its reason
+    # (confluentinc/librdkafka#4953): every retry stays in one producer epoch, where the broker deduplicates.
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "max.in.flight.requests.per.connection": 1,
+        }
+    )
     for index in indexes:
         while True:
             try:

@@ -7,14 +7,30 @@ records lost (acknowledged, not read) and duplicated (read twice).
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
 TICK_SECONDS = 0.005
+CLIENT_LOG_LINES = 200
+
+
+class ClientLog(logging.Handler):
+    """The last lines librdkafka logged (its idempotence events among them: sequence errors, drains, epoch
+    bumps, sequence resets), kept to explain a failed, lost or duplicated record; nothing goes to stderr."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: deque[str] = deque(maxlen=CLIENT_LOG_LINES)
+        self.logger = logging.Logger(f"steady-producer-{id(self)}")
+        self.logger.addHandler(self)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(f"{time.strftime('%H:%M:%S')} {record.getMessage()}")
 
 
 class SteadyProducer(threading.Thread):
@@ -22,6 +38,7 @@ class SteadyProducer(threading.Thread):
 
     def __init__(self, bootstrap: str, topic: str, rate: int, flush_timeout: float = 60.0) -> None:
         super().__init__(name="steady-producer", daemon=True)
+        self._client_log = ClientLog()
         self._producer = Producer(
             {
                 "bootstrap.servers": bootstrap,
@@ -35,9 +52,10 @@ class SteadyProducer(threading.Thread):
                 # (confluentinc/librdkafka#4953, with Apache Kafka too): duplicates no broker can recognise.
                 # Retries then stay within one epoch, where deduplication is the broker's, which is under test.
                 "max.in.flight.requests.per.connection": 1,
-                # librdkafka logs each refused reconnect to a restarting broker; failures show in the reports.
-                "log_level": 2,
-            }
+                # Kept in `client_log`, not printed: librdkafka logs each refused reconnect to a restarting broker.
+                "debug": "eos",
+            },
+            logger=self._client_log.logger,
         )
         self._topic = topic
         self._rate = rate
@@ -49,6 +67,11 @@ class SteadyProducer(threading.Thread):
         self.failures: Counter[str] = Counter()
         self.unflushed = 0
         self.error: BaseException | None = None
+
+    @property
+    def client_log(self) -> str:
+        """librdkafka's last log lines, one per line."""
+        return "\n".join(self._client_log.lines)
 
     def stop(self) -> None:
         """Stop producing, wait for every delivery report (or the flush timeout)."""

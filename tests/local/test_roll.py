@@ -66,10 +66,10 @@ def test_a_full_roll_under_acks_all_traffic(
     assert all(after[i] != before[i] for i in before)
     assert runtime.alive_ids(cluster_dir, runtime.require_state(cluster_dir)) == [0, 1, 2]
     # Nothing failed, nothing lost, nothing twice.
-    assert producer.failures == {} and producer.unflushed == 0
+    assert producer.failures == {} and producer.unflushed == 0, producer.client_log
     assert len(producer.acked) == producer.produced
     back = read_back(bootstrap, TOPIC, PARTITIONS)
-    assert back.lost(producer.acked) == [] and back.duplicated() == []
+    assert back.lost(producer.acked) == [] and back.duplicated() == [], producer.client_log
     assert sum(back.values.values()) == producer.produced
     # Leaders are back on their preferred replicas.
     view = runtime.status(cluster_dir).view

@@ -138,10 +138,10 @@ def test_scale_up_then_drain_under_acks_all_traffic(
     at_end = len(producer.acked)
     wait_for(lambda: len(producer.acked) >= at_end + 300, "the producer going on after the scale", 30)
     producer.stop()
-    assert producer.failures == {} and producer.unflushed == 0
+    assert producer.failures == {} and producer.unflushed == 0, producer.client_log
     assert len(producer.acked) == producer.produced
     back = read_back(bootstrap, TOPIC, PARTITIONS)
-    assert back.lost(producer.acked) == [] and back.duplicated() == []
+    assert back.lost(producer.acked) == [] and back.duplicated() == [], producer.client_log
 
 
 def test_reassign_plan_verbs(

@@ -136,9 +136,9 @@ def test_scale_up_moves_partitions_then_a_drain_precedes_the_shrink(
         eventually(lambda: (custom.condition("kafkaclusters", "main") or {}).get("status") == "True", timeout=40)
 
         producer.stop()
-        assert producer.failures == {} and producer.unflushed == 0
+        assert producer.failures == {} and producer.unflushed == 0, producer.client_log
         assert len(producer.acked) == producer.produced > 0
         back = read_back(bootstrap, TOPIC, PARTITIONS)
-        assert back.lost(producer.acked) == [] and back.duplicated() == []
+        assert back.lost(producer.acked) == [] and back.duplicated() == [], producer.client_log
     finally:
         runtime.down(cluster_dir, timeout=15)
