@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 from kafkette.broker.config import BrokerConfig
-from kafkette.broker.controller.image import MetadataImage, TopicImage, replay
+from kafkette.broker.controller.image import BrokerImage, MetadataImage, TopicImage, replay
 from kafkette.broker.controller.records.config_record import ConfigRecord
 from kafkette.broker.controller.records.partition_change_record import PartitionChangeRecord
 from kafkette.broker.controller.records.partition_record import PartitionRecord
@@ -64,6 +64,9 @@ class Topics:
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicImage | None:
         return self.image.topics.get(topic_id)
+
+    def broker(self, broker_id: int) -> BrokerImage | None:
+        return self.image.brokers.get(broker_id)
 
 
 class Node:

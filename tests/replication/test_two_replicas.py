@@ -10,6 +10,7 @@ from typing import Any
 from waiting import wait_for_async
 
 from kafkette.broker.controller.image import replay
+from kafkette.broker.protocol.codec import decode, encode
 from kafkette.broker.protocol.errors import ErrorCode
 from kafkette.broker.protocol.messages.alter_partition_request import AlterPartitionRequest
 from kafkette.broker.protocol.messages.alter_partition_response import AlterPartitionResponse
@@ -21,7 +22,7 @@ from kafkette.broker.protocol.types import Message
 from kafkette.broker.server.handlers.fetch import handle_fetch
 from kafkette.broker.server.handlers.produce import handle_produce
 
-from .cluster import TOPIC, Cluster, Node
+from .cluster import HOST, TOPIC, Cluster, Node
 from .helpers import batch
 
 
@@ -38,16 +39,23 @@ def with_cluster(
     asyncio.run(run())
 
 
-async def produce(node: Node, acks: int = -1, count: int = 3, timeout_ms: int = 15_000) -> PartitionProduceResponse:
+async def produce_answer(
+    node: Node, acks: int = -1, count: int = 3, timeout_ms: int = 15_000, version: int = 9
+) -> ProduceResponse:
+    """The whole answer, as a client of ``version`` reads it off the wire."""
     request = ProduceRequest(
         acks=acks,
         timeout_ms=timeout_ms,
         topic_data=[TopicProduceData(name=TOPIC, partition_data=[PartitionProduceData(index=0, records=batch(count))])],
     )
-    answer = handle_produce(node.context(0, 9), request)
+    answer = handle_produce(node.context(0, version), request)
     response = answer if isinstance(answer, ProduceResponse) else await answer  # type: ignore[misc]
     assert isinstance(response, ProduceResponse)
-    return response.responses[0].partition_responses[0]
+    return decode(ProduceResponse, encode(response, version), version)
+
+
+async def produce(node: Node, acks: int = -1, count: int = 3, timeout_ms: int = 15_000) -> PartitionProduceResponse:
+    return (await produce_answer(node, acks, count, timeout_ms)).responses[0].partition_responses[0]
 
 
 async def consume(node: Node, offset: int = 0) -> Any:
@@ -144,6 +152,41 @@ def test_acks_all_times_out_while_the_follower_is_in_the_isr(tmp_path: Path) -> 
         await cluster.kill(2)
         answer = await produce(cluster.nodes[1], timeout_ms=50)
         assert answer.error_code == ErrorCode.REQUEST_TIMED_OUT
+
+    with_cluster(tmp_path, body)
+
+
+def test_not_leader_answers_name_the_leader_and_its_address(tmp_path: Path) -> None:
+    """KIP-951 (Produce v10+): refused by a follower, or by a leader deposed while acks=all waited, the answer
+    names the leader and epoch the broker knows of, and that leader's address on the request's listener."""
+
+    async def body(cluster: Cluster) -> None:
+        await cluster.start(leader=1, isr=(1, 2))
+        first, second = cluster.nodes[1], cluster.nodes[2]
+        refused = await produce_answer(second, acks=1, version=10)
+        answer = refused.responses[0].partition_responses[0]
+        assert answer.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert (answer.current_leader.leader_id, answer.current_leader.leader_epoch) == (1, 1)
+        assert [(e.node_id, e.host, e.port) for e in refused.node_endpoints] == [(1, HOST, first.port)]
+        # Below v10 the fields do not exist on the wire.
+        old = (await produce_answer(second, acks=1, version=9)).responses[0].partition_responses[0]
+        assert old.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and old.current_leader.leader_id == -1
+
+        # The follower stops fetching, so acks=all waits; leadership moves to it meanwhile.
+        await cluster.kill(2)
+        waiting = asyncio.ensure_future(produce_answer(first, acks=-1, version=11))
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+        cluster.elect(2)
+        deposed = await waiting
+        answer = deposed.responses[0].partition_responses[0]
+        assert answer.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert (answer.current_leader.leader_id, answer.current_leader.leader_epoch) == (2, 2)
+        assert [(e.node_id, e.host, e.port) for e in deposed.node_endpoints] == [(2, HOST, second.port)]
+        # A success names no leader.
+        cluster.elect(1)
+        done = await produce_answer(first, acks=1, version=11)
+        assert done.responses[0].partition_responses[0].current_leader.leader_id == -1 and done.node_endpoints == []
 
     with_cluster(tmp_path, body)
 

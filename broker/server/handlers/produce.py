@@ -14,10 +14,13 @@ from kafkette.broker.net.connection import ConnectionAbort
 from kafkette.broker.protocol.errors import ErrorCode, KafkaError
 from kafkette.broker.protocol.messages.produce_request import ProduceRequest
 from kafkette.broker.protocol.messages.produce_response import (
+    LeaderIdAndEpoch,
+    NodeEndpoint,
     PartitionProduceResponse,
     ProduceResponse,
     TopicProduceResponse,
 )
+from kafkette.broker.replication.partition import Partition
 from kafkette.broker.server.context import RequestContext
 from kafkette.broker.storage.errors import LogStorageError, RecordBatchTooLargeError
 
@@ -30,12 +33,41 @@ VALID_ACKS = (-1, 0, 1)
 LOGGED_REFUSALS = frozenset({ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.INVALID_PRODUCER_EPOCH})
 
 
-# Partition answers waiting for their ISR, with the replication outcome they wait on.
-AckWaits = list[tuple[PartitionProduceResponse, "asyncio.Future[ErrorCode]"]]
+# Partition answers waiting for their ISR, with the partition and the replication outcome they wait on.
+AckWaits = list[tuple[PartitionProduceResponse, Partition, "asyncio.Future[ErrorCode]"]]
+
+
+def _name_leader(partition: Partition, response: PartitionProduceResponse, leaders: set[int]) -> None:
+    """KIP-951: a NOT_LEADER_OR_FOLLOWER answer names the leader this broker knows of (the response's
+    NodeEndpoints give its address), so a client goes there at once instead of asking for metadata first."""
+    if partition.leader_id >= 0 and not partition.is_leader:
+        response.current_leader = LeaderIdAndEpoch(leader_id=partition.leader_id, leader_epoch=partition.leader_epoch)
+        leaders.add(partition.leader_id)
+
+
+def _leader_endpoints(ctx: RequestContext, response: ProduceResponse, leaders: set[int]) -> None:
+    """The named leaders' addresses on the listener the request came in on; a leader with none is not named."""
+    found = {}
+    for broker_id in leaders:
+        broker = ctx.broker.topics.broker(broker_id)
+        if broker is None or (endpoint := broker.endpoint(ctx.session.listener)) is None:
+            continue
+        found[broker_id] = NodeEndpoint(node_id=broker_id, host=endpoint.host, port=endpoint.port, rack=broker.rack)
+    response.node_endpoints = list(found.values())
+    for topic in response.responses:
+        for partition in topic.partition_responses:
+            if partition.current_leader.leader_id >= 0 and partition.current_leader.leader_id not in found:
+                partition.current_leader = LeaderIdAndEpoch()
 
 
 def _append(
-    ctx: RequestContext, topic: str, index: int, records: object, acks: int, waits: AckWaits
+    ctx: RequestContext,
+    topic: str,
+    index: int,
+    records: object,
+    acks: int,
+    waits: AckWaits,
+    leaders: set[int],
 ) -> PartitionProduceResponse:
     partition = ctx.broker.topics.partition(topic, index)
     if partition is None:
@@ -47,7 +79,10 @@ def _append(
     except KafkaError as exc:
         if exc.code in LOGGED_REFUSALS:
             log.info("produce to %s-%d refused, %s: %s", topic, index, exc.code.name, exc)
-        return PartitionProduceResponse(index=index, error_code=exc.code, base_offset=-1, error_message=exc.message)
+        refused = PartitionProduceResponse(index=index, error_code=exc.code, base_offset=-1, error_message=exc.message)
+        if exc.code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+            _name_leader(partition, refused, leaders)
+        return refused
     except RecordBatchTooLargeError as exc:
         return PartitionProduceResponse(
             index=index, error_code=ErrorCode.MESSAGE_TOO_LARGE, base_offset=-1, error_message=str(exc)
@@ -67,26 +102,32 @@ def _append(
     if acks == -1:
         replicated = partition.wait_for_acks(outcome.last_offset)
         if replicated is not None:
-            waits.append((response, replicated))
+            waits.append((response, partition, replicated))
     return response
 
 
-async def _answer_when_replicated(response: ProduceResponse, waits: AckWaits, timeout_ms: int) -> ProduceResponse:
-    futures = [future for _, future in waits]
+async def _answer_when_replicated(
+    ctx: RequestContext, response: ProduceResponse, waits: AckWaits, leaders: set[int], timeout_ms: int
+) -> ProduceResponse:
+    futures = [future for _, _, future in waits]
     try:
         await asyncio.wait(futures, timeout=max(timeout_ms, 0) / 1000)
     finally:
         for future in futures:
             future.cancel()
-    for partition, future in waits:
+    for answer, partition, future in waits:
         if future.cancelled():
             code = ErrorCode.REQUEST_TIMED_OUT
         else:
             code = future.result()
         if code != ErrorCode.NONE:
-            partition.error_code = code
-            partition.base_offset = -1
-            partition.log_append_time_ms = -1
+            answer.error_code = code
+            answer.base_offset = -1
+            answer.log_append_time_ms = -1
+            if code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                _name_leader(partition, answer, leaders)
+    if leaders:
+        _leader_endpoints(ctx, response, leaders)
     return response
 
 
@@ -107,6 +148,7 @@ def _reject_all(request: ProduceRequest, code: ErrorCode, message: str) -> Produ
 
 def handle_produce(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | Awaitable[ProduceResponse] | None:
     waits: AckWaits = []
+    leaders: set[int] = set()
     if request.acks not in VALID_ACKS:
         response = _reject_all(request, ErrorCode.INVALID_REQUIRED_ACKS, f"acks={request.acks} is not -1, 0 or 1")
     else:
@@ -115,14 +157,17 @@ def handle_produce(ctx: RequestContext, request: ProduceRequest) -> ProduceRespo
                 TopicProduceResponse(
                     name=topic.name,
                     partition_responses=[
-                        _append(ctx, topic.name, p.index, p.records, request.acks, waits) for p in topic.partition_data
+                        _append(ctx, topic.name, p.index, p.records, request.acks, waits, leaders)
+                        for p in topic.partition_data
                     ],
                 )
                 for topic in request.topic_data
             ]
         )
     if waits:
-        return _answer_when_replicated(response, waits, request.timeout_ms)
+        return _answer_when_replicated(ctx, response, waits, leaders, request.timeout_ms)
+    if leaders:
+        _leader_endpoints(ctx, response, leaders)
     if request.acks != 0:
         return response
     # acks=0 gets no answer; an error closes the connection, which is how such a producer learns of it.
