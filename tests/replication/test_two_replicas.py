@@ -22,7 +22,7 @@ from kafkette.broker.protocol.types import Message
 from kafkette.broker.server.handlers.fetch import handle_fetch
 from kafkette.broker.server.handlers.produce import handle_produce
 
-from .cluster import HOST, TOPIC, Cluster, Node
+from .cluster import HOST, TOPIC, TOPIC_ID, Cluster, Node
 from .helpers import batch
 
 
@@ -71,6 +71,17 @@ async def consume(node: Node, offset: int = 0) -> Any:
     answer = handle_fetch(node.context(1, 12), request)
     response = answer if isinstance(answer, FetchResponse) else await answer
     return response.responses[0].partitions[0]
+
+
+async def fetch_answer(node: Node, version: int, current_leader_epoch: int = -1) -> FetchResponse:
+    """A consumer's fetch of the partition by topic id, as a client of ``version`` reads the answer."""
+    wanted = FetchPartition(
+        partition=0, current_leader_epoch=current_leader_epoch, fetch_offset=0, partition_max_bytes=1 << 20
+    )
+    request = FetchRequest(replica_id=-1, max_wait_ms=0, topics=[FetchTopic(topic_id=TOPIC_ID, partitions=[wanted])])
+    answer = handle_fetch(node.context(1, version), request)
+    response = answer if isinstance(answer, FetchResponse) else await answer
+    return decode(FetchResponse, encode(response, version), version)
 
 
 def partition_of(node: Node) -> Any:
@@ -171,6 +182,12 @@ def test_not_leader_answers_name_the_leader_and_its_address(tmp_path: Path) -> N
         # Below v10 the fields do not exist on the wire.
         old = (await produce_answer(second, acks=1, version=9)).responses[0].partition_responses[0]
         assert old.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and old.current_leader.leader_id == -1
+        # Fetch v16 the same.
+        refused_fetch = await fetch_answer(second, version=16)
+        data = refused_fetch.responses[0].partitions[0]
+        assert data.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert (data.current_leader.leader_id, data.current_leader.leader_epoch) == (1, 1)
+        assert [(e.node_id, e.host, e.port) for e in refused_fetch.node_endpoints] == [(1, HOST, first.port)]
 
         # The follower stops fetching, so acks=all waits; leadership moves to it meanwhile.
         await cluster.kill(2)
@@ -187,6 +204,15 @@ def test_not_leader_answers_name_the_leader_and_its_address(tmp_path: Path) -> N
         cluster.elect(1)
         done = await produce_answer(first, acks=1, version=11)
         assert done.responses[0].partition_responses[0].current_leader.leader_id == -1 and done.node_endpoints == []
+
+        # Fetch v16 too: a fetch fenced by an old epoch learns the leader's new one.
+        fenced = await fetch_answer(first, version=16, current_leader_epoch=1)
+        data = fenced.responses[0].partitions[0]
+        assert data.error_code == ErrorCode.FENCED_LEADER_EPOCH
+        assert (data.current_leader.leader_id, data.current_leader.leader_epoch) == (1, 3)
+        assert [(e.node_id, e.host, e.port) for e in fenced.node_endpoints] == [(1, HOST, first.port)]
+        served = await fetch_answer(first, version=16, current_leader_epoch=3)
+        assert served.responses[0].partitions[0].error_code == ErrorCode.NONE and served.node_endpoints == []
 
     with_cluster(tmp_path, body)
 

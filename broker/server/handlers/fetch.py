@@ -22,15 +22,20 @@ from kafkette.broker.protocol.messages.fetch_response import (
     EpochEndOffset,
     FetchableTopicResponse,
     FetchResponse,
+    LeaderIdAndEpoch,
+    NodeEndpoint,
     PartitionData,
 )
 from kafkette.broker.replication.partition import Partition
 from kafkette.broker.server.context import RequestContext
+from kafkette.broker.server.handlers.leader_hints import known_leader, leader_addresses
 from kafkette.broker.storage.errors import LogStorageError, OffsetOutOfRangeError
 
 TOPIC_IDS_FROM_VERSION = 13
 REPLICA_STATE_FROM_VERSION = 15
 READ_COMMITTED = 1
+# Refusals whose answer names the leader this broker knows of (KIP-951, Fetch v16+), as Kafka's.
+LEADERSHIP_REFUSALS = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})
 
 
 class _FetchPass:
@@ -42,6 +47,7 @@ class _FetchPass:
         self.bytes_read = 0
         self.partitions: list[Partition] = []
         self.has_error = False
+        self.leaders: set[int] = set()  # named in refusals for leadership (KIP-951)
         state_in_struct = ctx.api_version >= REPLICA_STATE_FROM_VERSION
         self.replica_id = request.replica_state.replica_id if state_in_struct else request.replica_id
         # The follower's broker epoch (KIP-903): goes with its ISR expansion to the controller.
@@ -53,12 +59,27 @@ class _FetchPass:
         self.bytes_read = 0
         self.partitions = []
         self.has_error = False
+        self.leaders = set()
         by_id = self.ctx.api_version >= TOPIC_IDS_FROM_VERSION
-        return FetchResponse(
+        response = FetchResponse(
             error_code=ErrorCode.NONE,
             session_id=0,
             responses=[self._topic(topic, by_id) for topic in self.request.topics],
         )
+        if self.leaders:
+            self._leader_endpoints(response)
+        return response
+
+    def _leader_endpoints(self, response: FetchResponse) -> None:
+        """The named leaders' addresses; a leader without one is not named."""
+        found = leader_addresses(self.ctx, self.leaders)
+        response.node_endpoints = [
+            NodeEndpoint(node_id=a.node_id, host=a.host, port=a.port, rack=a.rack) for a in found.values()
+        ]
+        for topic in response.responses:
+            for partition in topic.partitions:
+                if partition.current_leader.leader_id >= 0 and partition.current_leader.leader_id not in found:
+                    partition.current_leader = LeaderIdAndEpoch()
 
     def _topic(self, topic: FetchTopic, by_id: bool) -> FetchableTopicResponse:
         topics = self.ctx.broker.topics
@@ -98,6 +119,10 @@ class _FetchPass:
         if code != ErrorCode.NONE:
             self.has_error = True
             result.error_code = code
+            known = known_leader(partition) if code in LEADERSHIP_REFUSALS else None
+            if known is not None:
+                result.current_leader = LeaderIdAndEpoch(leader_id=known[0], leader_epoch=known[1])
+                self.leaders.add(known[0])
             return result
         # The follower's fetch may have moved the high watermark.
         result.high_watermark = partition.high_watermark

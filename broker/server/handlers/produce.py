@@ -22,6 +22,7 @@ from kafkette.broker.protocol.messages.produce_response import (
 )
 from kafkette.broker.replication.partition import Partition
 from kafkette.broker.server.context import RequestContext
+from kafkette.broker.server.handlers.leader_hints import known_leader, leader_addresses
 from kafkette.broker.storage.errors import LogStorageError, RecordBatchTooLargeError
 
 log = logging.getLogger(__name__)
@@ -38,22 +39,18 @@ AckWaits = list[tuple[PartitionProduceResponse, Partition, "asyncio.Future[Error
 
 
 def _name_leader(partition: Partition, response: PartitionProduceResponse, leaders: set[int]) -> None:
-    """KIP-951: a NOT_LEADER_OR_FOLLOWER answer names the leader this broker knows of (the response's
-    NodeEndpoints give its address), so a client goes there at once instead of asking for metadata first."""
-    if partition.leader_id >= 0 and not partition.is_leader:
-        response.current_leader = LeaderIdAndEpoch(leader_id=partition.leader_id, leader_epoch=partition.leader_epoch)
-        leaders.add(partition.leader_id)
+    known = known_leader(partition)
+    if known is not None:
+        response.current_leader = LeaderIdAndEpoch(leader_id=known[0], leader_epoch=known[1])
+        leaders.add(known[0])
 
 
 def _leader_endpoints(ctx: RequestContext, response: ProduceResponse, leaders: set[int]) -> None:
-    """The named leaders' addresses on the listener the request came in on; a leader with none is not named."""
-    found = {}
-    for broker_id in leaders:
-        broker = ctx.broker.topics.broker(broker_id)
-        if broker is None or (endpoint := broker.endpoint(ctx.session.listener)) is None:
-            continue
-        found[broker_id] = NodeEndpoint(node_id=broker_id, host=endpoint.host, port=endpoint.port, rack=broker.rack)
-    response.node_endpoints = list(found.values())
+    """The named leaders' addresses; a leader without one is not named."""
+    found = leader_addresses(ctx, leaders)
+    response.node_endpoints = [
+        NodeEndpoint(node_id=a.node_id, host=a.host, port=a.port, rack=a.rack) for a in found.values()
+    ]
     for topic in response.responses:
         for partition in topic.partition_responses:
             if partition.current_leader.leader_id >= 0 and partition.current_leader.leader_id not in found:

@@ -1,0 +1,36 @@
+"""KIP-951: a Produce (v10+) or Fetch (v16+) answer that refuses a partition for leadership names the leader
+and epoch this broker knows of, and that leader's address, so the client moves the partition at once instead
+of asking for metadata first. Both responses carry the same two shapes, generated once per message."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from kafkette.broker.replication.partition import Partition
+from kafkette.broker.server.context import RequestContext
+
+
+class LeaderAddress(NamedTuple):
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+def known_leader(partition: Partition) -> tuple[int, int] | None:
+    """(leader id, leader epoch) as this broker knows them (itself, to a client fenced with an older epoch);
+    None when it knows of no leader."""
+    if partition.leader_id < 0:
+        return None
+    return partition.leader_id, partition.leader_epoch
+
+
+def leader_addresses(ctx: RequestContext, leaders: set[int]) -> dict[int, LeaderAddress]:
+    """The leaders' addresses on the listener the request came in on; a broker not registered has none."""
+    found = {}
+    for broker_id in sorted(leaders):
+        broker = ctx.broker.topics.broker(broker_id)
+        if broker is None or (endpoint := broker.endpoint(ctx.session.listener)) is None:
+            continue
+        found[broker_id] = LeaderAddress(broker_id, endpoint.host, endpoint.port, broker.rack)
+    return found
