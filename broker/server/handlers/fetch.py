@@ -28,7 +28,7 @@ from kafkette.broker.protocol.messages.fetch_response import (
 )
 from kafkette.broker.replication.partition import Partition
 from kafkette.broker.server.context import RequestContext
-from kafkette.broker.server.handlers.leader_hints import known_leader, leader_addresses
+from kafkette.broker.server.handlers.leader_hints import known_leader, leader_endpoints
 from kafkette.broker.storage.errors import LogStorageError, OffsetOutOfRangeError
 
 TOPIC_IDS_FROM_VERSION = 13
@@ -71,15 +71,8 @@ class _FetchPass:
         return response
 
     def _leader_endpoints(self, response: FetchResponse) -> None:
-        """The named leaders' addresses; a leader without one is not named."""
-        found = leader_addresses(self.ctx, self.leaders)
-        response.node_endpoints = [
-            NodeEndpoint(node_id=a.node_id, host=a.host, port=a.port, rack=a.rack) for a in found.values()
-        ]
-        for topic in response.responses:
-            for partition in topic.partitions:
-                if partition.current_leader.leader_id >= 0 and partition.current_leader.leader_id not in found:
-                    partition.current_leader = LeaderIdAndEpoch()
+        answers = (partition for topic in response.responses for partition in topic.partitions)
+        response.node_endpoints = leader_endpoints(self.ctx, self.leaders, answers, NodeEndpoint, LeaderIdAndEpoch)
 
     def _topic(self, topic: FetchTopic, by_id: bool) -> FetchableTopicResponse:
         topics = self.ctx.broker.topics

@@ -4,10 +4,13 @@ of asking for metadata first. Both responses carry the same two shapes, generate
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple, TypeVar
 
 from kafkette.broker.replication.partition import Partition
 from kafkette.broker.server.context import RequestContext
+
+EndpointT = TypeVar("EndpointT")
 
 
 class LeaderAddress(NamedTuple):
@@ -34,3 +37,19 @@ def leader_addresses(ctx: RequestContext, leaders: set[int]) -> dict[int, Leader
             continue
         found[broker_id] = LeaderAddress(broker_id, endpoint.host, endpoint.port, broker.rack)
     return found
+
+
+def leader_endpoints(
+    ctx: RequestContext,
+    leaders: set[int],
+    answers: Iterable[Any],
+    endpoint: Callable[..., EndpointT],
+    no_leader: Callable[[], object],
+) -> list[EndpointT]:
+    """The response's NodeEndpoints, built by ``endpoint`` from the named leaders' addresses; an answer (one with
+    a ``current_leader``) naming a leader without an address names none (``no_leader()``)."""
+    found = leader_addresses(ctx, leaders)
+    for answer in answers:
+        if answer.current_leader.leader_id >= 0 and answer.current_leader.leader_id not in found:
+            answer.current_leader = no_leader()
+    return [endpoint(node_id=a.node_id, host=a.host, port=a.port, rack=a.rack) for a in found.values()]

@@ -22,7 +22,7 @@ from kafkette.broker.protocol.messages.produce_response import (
 )
 from kafkette.broker.replication.partition import Partition
 from kafkette.broker.server.context import RequestContext
-from kafkette.broker.server.handlers.leader_hints import known_leader, leader_addresses
+from kafkette.broker.server.handlers.leader_hints import known_leader, leader_endpoints
 from kafkette.broker.storage.errors import LogStorageError, RecordBatchTooLargeError
 
 log = logging.getLogger(__name__)
@@ -46,15 +46,8 @@ def _name_leader(partition: Partition, response: PartitionProduceResponse, leade
 
 
 def _leader_endpoints(ctx: RequestContext, response: ProduceResponse, leaders: set[int]) -> None:
-    """The named leaders' addresses; a leader without one is not named."""
-    found = leader_addresses(ctx, leaders)
-    response.node_endpoints = [
-        NodeEndpoint(node_id=a.node_id, host=a.host, port=a.port, rack=a.rack) for a in found.values()
-    ]
-    for topic in response.responses:
-        for partition in topic.partition_responses:
-            if partition.current_leader.leader_id >= 0 and partition.current_leader.leader_id not in found:
-                partition.current_leader = LeaderIdAndEpoch()
+    answers = (partition for topic in response.responses for partition in topic.partition_responses)
+    response.node_endpoints = leader_endpoints(ctx, leaders, answers, NodeEndpoint, LeaderIdAndEpoch)
 
 
 def _append(
