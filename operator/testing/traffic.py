@@ -13,7 +13,7 @@ import time
 from collections import Counter, deque
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 TICK_SECONDS = 0.005
 CLIENT_LOG_LINES = 200
@@ -122,18 +122,32 @@ class ReadBack:
         return sorted(value for value, count in self.values.items() if count > 1)
 
 
+# What a ListOffsets to a leader that just moved answers; librdkafka's watermark query does not ask again.
+LEADER_MOVED = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE})
+
+
+def _end_offset(consumer: Consumer, partition: TopicPartition, deadline: float) -> int:
+    """The partition's high watermark, asked again while its leader moves (as after a roll's preferred
+    leader election)."""
+    while True:
+        try:
+            return int(consumer.get_watermark_offsets(partition, timeout=max(deadline - time.monotonic(), 0.1))[1])
+        except KafkaException as exc:
+            if exc.args[0].code() not in LEADER_MOVED or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
 def read_back(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0) -> ReadBack:
     """Every record of the topic, from the start to the end offsets of now (read_committed is not needed:
     the producer is idempotent, not transactional)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "read-back", "enable.auto.commit": False})
     try:
-        ends = {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1] for p in range(partitions)
-        }
+        deadline = time.monotonic() + timeout
+        ends = {p: _end_offset(consumer, TopicPartition(topic, p), deadline) for p in range(partitions)}
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         values: Counter[int] = Counter()
         positions = dict.fromkeys(range(partitions), 0)
-        deadline = time.monotonic() + timeout
         while any(positions[p] < ends[p] for p in positions):
             if time.monotonic() > deadline:
                 raise TimeoutError(
