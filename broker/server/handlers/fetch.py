@@ -59,7 +59,7 @@ class _FetchPass:
         self.bytes_read = 0
         self.partitions = []
         self.has_error = False
-        self.leaders = set()
+        self.leaders.clear()
         by_id = self.ctx.api_version >= TOPIC_IDS_FROM_VERSION
         response = FetchResponse(
             error_code=ErrorCode.NONE,

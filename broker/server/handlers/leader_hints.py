@@ -5,19 +5,12 @@ of asking for metadata first. Both responses carry the same two shapes, generate
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
 from kafkette.broker.replication.partition import Partition
 from kafkette.broker.server.context import RequestContext
 
 EndpointT = TypeVar("EndpointT")
-
-
-class LeaderAddress(NamedTuple):
-    node_id: int
-    host: str
-    port: int
-    rack: str | None
 
 
 def known_leader(partition: Partition) -> tuple[int, int] | None:
@@ -28,17 +21,6 @@ def known_leader(partition: Partition) -> tuple[int, int] | None:
     return partition.leader_id, partition.leader_epoch
 
 
-def leader_addresses(ctx: RequestContext, leaders: set[int]) -> dict[int, LeaderAddress]:
-    """The leaders' addresses on the listener the request came in on; a broker not registered has none."""
-    found = {}
-    for broker_id in sorted(leaders):
-        broker = ctx.broker.topics.broker(broker_id)
-        if broker is None or (endpoint := broker.endpoint(ctx.session.listener)) is None:
-            continue
-        found[broker_id] = LeaderAddress(broker_id, endpoint.host, endpoint.port, broker.rack)
-    return found
-
-
 def leader_endpoints(
     ctx: RequestContext,
     leaders: set[int],
@@ -46,10 +28,16 @@ def leader_endpoints(
     endpoint: Callable[..., EndpointT],
     no_leader: Callable[[], object],
 ) -> list[EndpointT]:
-    """The response's NodeEndpoints, built by ``endpoint`` from the named leaders' addresses; an answer (one with
-    a ``current_leader``) naming a leader without an address names none (``no_leader()``)."""
-    found = leader_addresses(ctx, leaders)
+    """The response's NodeEndpoints, built by ``endpoint`` from the named leaders' addresses on the listener the
+    request came in on; an answer (one with a ``current_leader``) naming a leader without one names none
+    (``no_leader()``)."""
+    found = {}
+    for broker_id in sorted(leaders):
+        broker = ctx.broker.topics.broker(broker_id)
+        if broker is None or (address := broker.endpoint(ctx.session.listener)) is None:
+            continue  # not registered, or not on this listener
+        found[broker_id] = endpoint(node_id=broker_id, host=address.host, port=address.port, rack=broker.rack)
     for answer in answers:
         if answer.current_leader.leader_id >= 0 and answer.current_leader.leader_id not in found:
             answer.current_leader = no_leader()
-    return [endpoint(node_id=a.node_id, host=a.host, port=a.port, rack=a.rack) for a in found.values()]
+    return list(found.values())
