@@ -21,6 +21,13 @@ POLL_SECONDS = 1.0
 ROOT = Path(__file__).resolve().parent.parent
 
 
+API_VERSION = "kafkette.dev/v1alpha1"
+# Several brokers, the operator and the control plane share two cores: small broker pods.
+SMALL_BROKER_RESOURCES = {"requests": {"cpu": "50m", "memory": "192Mi"}, "limits": {"memory": "768Mi"}}
+# Pod IPs are what a client in the node's namespace can reach (its resolver is not the cluster's).
+POD_IP_LISTENER = {"name": "PLAINTEXT", "port": 9092, "advertise": "podIP"}
+
+
 class CommandFailed(RuntimeError):
     """A kubectl or helm call exited non-zero; carries what it printed."""
 
@@ -50,6 +57,34 @@ def get(kind: str, name: str, namespace: str) -> dict[str, Any] | None:
 def items(kind: str, namespace: str, selector: str) -> list[dict[str, Any]]:
     listed = json.loads(kubectl("get", kind, "-n", namespace, "-l", selector, "-o", "json"))
     return list(listed["items"])
+
+
+def custom_resource(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": API_VERSION, "kind": kind, "metadata": {"name": name}, "spec": spec}
+
+
+def broker_selector(cluster: str) -> str:
+    return f"app.kubernetes.io/instance={cluster},app.kubernetes.io/component=broker"
+
+
+def pod_uids(namespace: str, selector: str) -> dict[str, str]:
+    """Pod name to uid: a pod that was replaced keeps its name and gets a new uid."""
+    return {pod["metadata"]["name"]: pod["metadata"]["uid"] for pod in items("pods", namespace, selector)}
+
+
+def pod_ip_bootstrap(cluster: str, namespace: str) -> str:
+    """Every broker pod's IP and port: what a client outside the cluster configures."""
+    pods = items("pods", namespace, broker_selector(cluster))
+    addresses = [f"{pod['status']['podIP']}:9092" for pod in pods if pod["status"].get("podIP")]
+    if not addresses:
+        raise AssertionError(f"no broker pod of {cluster} has an IP")
+    return ",".join(addresses)
+
+
+def delete_cluster(cluster: str, namespace: str) -> None:
+    """The KafkaCluster and its brokers' volumes, whether or not the test got as far as creating them."""
+    kubectl("delete", "kafkacluster", cluster, "-n", namespace, "--ignore-not-found", "--timeout=120s")
+    kubectl("delete", "pvc", "-n", namespace, "-l", broker_selector(cluster), "--ignore-not-found", "--timeout=120s")
 
 
 def apply(manifest: dict[str, Any], namespace: str, *, dry_run: bool = False) -> str:

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 from confluent_kafka import Consumer, KafkaException, TopicPartition
-from kube import get, install_operator, items, kubectl, run, wait_current
+from kube import get, install_operator, items, kubectl, pod_ip_bootstrap, run, wait_current
 from test_e2e import record_number
 from waiting import wait_for
 
@@ -83,8 +83,7 @@ def driver_uid() -> str:
 
 
 def bootstrap() -> str:
-    pods = items("pods", NAMESPACE, f"app.kubernetes.io/instance={CLUSTER},app.kubernetes.io/component=broker")
-    return ",".join(f"{pod['status']['podIP']}:9092" for pod in pods if pod["status"].get("podIP"))
+    return pod_ip_bootstrap(CLUSTER, NAMESPACE)
 
 
 def spend_windows(bootstrap_servers: str) -> list[dict[str, Any]]:

@@ -19,14 +19,19 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient
 from kube import (
+    POD_IP_LISTENER,
     POLL_SECONDS,
     CommandFailed,
     apply,
+    broker_selector,
     condition,
+    custom_resource,
     get,
     items,
     kstatus,
     kubectl,
+    pod_ip_bootstrap,
+    pod_uids,
     run,
     wait_current,
 )
@@ -40,7 +45,7 @@ TOPIC = "orders"
 ROLL_TOPIC = "rolling"
 PARTITIONS = 6
 RECORDS = 20_000
-BROKER_SELECTOR = f"app.kubernetes.io/instance={CLUSTER},app.kubernetes.io/component=broker"
+BROKER_SELECTOR = broker_selector(CLUSTER)
 NUMBERS = ROOT / "e2e" / ".last-numbers.json"
 # Three brokers, the operator and the control plane share two cores here: modest requests.
 BROKER_RESOURCES = {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}}
@@ -49,25 +54,20 @@ pytestmark = pytest.mark.timeout(900)
 
 
 def kafka_cluster(name: str, brokers: int, *, delete_claim: bool) -> dict[str, Any]:
-    return {
-        "apiVersion": "kafkette.dev/v1alpha1",
-        "kind": "KafkaCluster",
-        "metadata": {"name": name},
-        "spec": {
-            "brokers": brokers,
-            "storage": {"size": "1Gi", "deleteClaim": delete_claim},
-            # Pod IPs are what a client in the node's namespace can reach (its resolver is not the cluster's).
-            "listeners": [{"name": "PLAINTEXT", "port": 9092, "advertise": "podIP"}],
-            # Kafkette's offsets.topic.replication.factor defaults to 1 (one broker runs anywhere): with
-            # min.insync.replicas 2 a roll would rightly refuse to restart the broker of its only replica.
-            "config": {
-                "min.insync.replicas": min(2, brokers),
-                "default.replication.factor": min(3, brokers),
-                "offsets.topic.replication.factor": min(3, brokers),
-            },
-            "resources": BROKER_RESOURCES,
+    spec = {
+        "brokers": brokers,
+        "storage": {"size": "1Gi", "deleteClaim": delete_claim},
+        "listeners": [POD_IP_LISTENER],
+        # Kafkette's offsets.topic.replication.factor defaults to 1 (one broker runs anywhere): with
+        # min.insync.replicas 2 a roll would rightly refuse to restart the broker of its only replica.
+        "config": {
+            "min.insync.replicas": min(2, brokers),
+            "default.replication.factor": min(3, brokers),
+            "offsets.topic.replication.factor": min(3, brokers),
         },
+        "resources": BROKER_RESOURCES,
     }
+    return custom_resource("KafkaCluster", name, spec)
 
 
 def record_number(key: str, value: float | int | str) -> None:
@@ -78,12 +78,7 @@ def record_number(key: str, value: float | int | str) -> None:
 
 
 def bootstrap() -> str:
-    """Every broker pod's IP and port: what a client outside the cluster configures."""
-    pods = items("pods", NAMESPACE, BROKER_SELECTOR)
-    addresses = [f"{pod['status']['podIP']}:9092" for pod in pods if pod["status"].get("podIP")]
-    if not addresses:
-        raise AssertionError("no broker pod has an IP")
-    return ",".join(addresses)
+    return pod_ip_bootstrap(CLUSTER, NAMESPACE)
 
 
 def pod_ready(pod: dict[str, Any]) -> bool:
@@ -145,15 +140,7 @@ def test_kafkacluster_of_three_brokers_becomes_ready_on_running_pods() -> None:
 
 
 def test_topic_round_trips_twenty_thousand_acknowledged_records(state: dict[str, Any]) -> None:
-    apply(
-        {
-            "apiVersion": "kafkette.dev/v1alpha1",
-            "kind": "Topic",
-            "metadata": {"name": TOPIC},
-            "spec": {"clusterRef": CLUSTER, "partitions": PARTITIONS, "replicas": 3},
-        },
-        NAMESPACE,
-    )
+    apply(custom_resource("Topic", TOPIC, {"clusterRef": CLUSTER, "partitions": PARTITIONS, "replicas": 3}), NAMESPACE)
     topic = wait_current("topic", TOPIC, NAMESPACE, timeout=120)
     assert topic["status"]["partitions"] == PARTITIONS and topic["status"]["replicas"] == 3
 
@@ -221,27 +208,14 @@ def test_every_resource_reports_health_by_kstatus(state: dict[str, Any]) -> None
 
     # A group that has committed nothing lags by everything from the log start (KEDA's arithmetic).
     apply(
-        {
-            "apiVersion": "kafkette.dev/v1alpha1",
-            "kind": "ConsumerGroup",
-            "metadata": {"name": "idle"},
-            "spec": {"clusterRef": CLUSTER, "groupId": "e2e-idle", "topics": [TOPIC]},
-        },
+        custom_resource("ConsumerGroup", "idle", {"clusterRef": CLUSTER, "groupId": "e2e-idle", "topics": [TOPIC]}),
         NAMESPACE,
     )
     group = wait_current("consumergroup", "idle", NAMESPACE, timeout=120)
     assert group["status"]["totalLag"] == acknowledged.count
 
     # A Topic whose cluster does not exist cannot proceed: Stalled with a reason, never Ready.
-    apply(
-        {
-            "apiVersion": "kafkette.dev/v1alpha1",
-            "kind": "Topic",
-            "metadata": {"name": "orphan"},
-            "spec": {"clusterRef": "no-such-cluster", "partitions": 1},
-        },
-        NAMESPACE,
-    )
+    apply(custom_resource("Topic", "orphan", {"clusterRef": "no-such-cluster", "partitions": 1}), NAMESPACE)
 
     def stalled() -> dict[str, Any] | None:
         resource = get("topic", "orphan", NAMESPACE)
@@ -254,17 +228,10 @@ def test_every_resource_reports_health_by_kstatus(state: dict[str, Any]) -> None
 
 
 def test_static_config_change_rolls_every_broker_once_under_acks_all_traffic() -> None:
-    apply(
-        {
-            "apiVersion": "kafkette.dev/v1alpha1",
-            "kind": "Topic",
-            "metadata": {"name": ROLL_TOPIC},
-            "spec": {"clusterRef": CLUSTER, "partitions": 3, "replicas": 3},  # min.insync.replicas 2: the cluster's
-        },
-        NAMESPACE,
-    )
+    # min.insync.replicas 2, the cluster's: a roll must keep two of the three replicas in sync.
+    apply(custom_resource("Topic", ROLL_TOPIC, {"clusterRef": CLUSTER, "partitions": 3, "replicas": 3}), NAMESPACE)
     wait_current("topic", ROLL_TOPIC, NAMESPACE, timeout=120)
-    before = {pod["metadata"]["name"]: pod["metadata"]["uid"] for pod in items("pods", NAMESPACE, BROKER_SELECTOR)}
+    before = pod_uids(NAMESPACE, BROKER_SELECTOR)
     controller = AdminClient({"bootstrap.servers": bootstrap()}).list_topics(timeout=30).controller_id
     stop = threading.Event()
     with ThreadPoolExecutor(1) as pool:
@@ -291,7 +258,7 @@ def test_static_config_change_rolls_every_broker_once_under_acks_all_traffic() -
     record_number("roll of 3 brokers under acks=all traffic (s)", round(elapsed, 1))
     record_number("records acknowledged during the roll", acknowledged.count)
 
-    after = {pod["metadata"]["name"]: pod["metadata"]["uid"] for pod in items("pods", NAMESPACE, BROKER_SELECTOR)}
+    after = pod_uids(NAMESPACE, BROKER_SELECTOR)
     assert sorted(after) == sorted(before) and all(after[name] != before[name] for name in before)
     order = roll["brokersRestarted"]
     assert sorted(order) == [0, 1, 2] and order[-1] == controller, (order, controller)

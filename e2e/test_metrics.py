@@ -11,7 +11,19 @@ from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Producer
-from kube import POLL_SECONDS, apply, install_operator, items, kubectl, wait_current
+from kube import (
+    POD_IP_LISTENER,
+    POLL_SECONDS,
+    SMALL_BROKER_RESOURCES,
+    apply,
+    broker_selector,
+    custom_resource,
+    delete_cluster,
+    install_operator,
+    items,
+    pod_ip_bootstrap,
+    wait_current,
+)
 from waiting import wait_for
 
 from kafkette.broker.metrics.scrape import Scrape, scrape
@@ -20,8 +32,6 @@ NAMESPACE = "kafkette"
 CLUSTER = "metered"
 TOPIC = "metered"
 RECORDS = 2000
-SELECTOR = f"app.kubernetes.io/instance={CLUSTER},app.kubernetes.io/component=broker"
-RESOURCES = {"requests": {"cpu": "50m", "memory": "192Mi"}, "limits": {"memory": "768Mi"}}
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -30,12 +40,11 @@ pytestmark = pytest.mark.timeout(600)
 def operator() -> Iterator[None]:
     install_operator(NAMESPACE)
     yield
-    kubectl("delete", "kafkacluster", CLUSTER, "-n", NAMESPACE, "--ignore-not-found", "--timeout=120s")
-    kubectl("delete", "pvc", "-n", NAMESPACE, "-l", SELECTOR, "--ignore-not-found", "--timeout=120s")
+    delete_cluster(CLUSTER, NAMESPACE)
 
 
 def broker_scrapes() -> dict[str, Scrape]:
-    pods = items("pods", NAMESPACE, SELECTOR)
+    pods = items("pods", NAMESPACE, broker_selector(CLUSTER))
     out = {}
     for pod in pods:
         annotations = pod["metadata"].get("annotations") or {}
@@ -45,18 +54,13 @@ def broker_scrapes() -> dict[str, Scrape]:
 
 
 def test_broker_and_operator_pods_serve_metrics() -> None:
-    spec = {"brokers": 3, "storage": {"size": "1Gi", "deleteClaim": True}, "resources": RESOURCES,
-            "listeners": [{"name": "PLAINTEXT", "port": 9092, "advertise": "podIP"}]}  # fmt: skip
-    apply({"apiVersion": "kafkette.dev/v1alpha1", "kind": "KafkaCluster", "metadata": {"name": CLUSTER}, "spec": spec},
-          NAMESPACE)  # fmt: skip
+    spec = {"brokers": 3, "storage": {"size": "1Gi", "deleteClaim": True}, "resources": SMALL_BROKER_RESOURCES,
+            "listeners": [POD_IP_LISTENER]}  # fmt: skip
+    apply(custom_resource("KafkaCluster", CLUSTER, spec), NAMESPACE)
     wait_current("kafkacluster", CLUSTER, NAMESPACE, timeout=300)
-    topic = {"clusterRef": CLUSTER, "partitions": 3, "replicas": 3}
-    apply({"apiVersion": "kafkette.dev/v1alpha1", "kind": "Topic", "metadata": {"name": TOPIC}, "spec": topic},
-          NAMESPACE)  # fmt: skip
+    apply(custom_resource("Topic", TOPIC, {"clusterRef": CLUSTER, "partitions": 3, "replicas": 3}), NAMESPACE)
     wait_current("topic", TOPIC, NAMESPACE, timeout=120)
-    pods = items("pods", NAMESPACE, SELECTOR)
-    bootstrap = ",".join(f"{pod['status']['podIP']}:9092" for pod in pods)
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    producer = Producer({"bootstrap.servers": pod_ip_bootstrap(CLUSTER, NAMESPACE), "acks": "all", "linger.ms": 5})
     for i in range(RECORDS):
         producer.produce(TOPIC, f"record-{i}".encode())
     assert producer.flush(60) == 0

@@ -19,7 +19,23 @@ from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient
-from kube import POLL_SECONDS, apply, condition, get, install_operator, items, kstatus, kubectl, wait_current
+from kube import (
+    POD_IP_LISTENER,
+    POLL_SECONDS,
+    SMALL_BROKER_RESOURCES,
+    apply,
+    broker_selector,
+    condition,
+    custom_resource,
+    delete_cluster,
+    get,
+    install_operator,
+    items,
+    kstatus,
+    kubectl,
+    pod_ip_bootstrap,
+    wait_current,
+)
 from waiting import wait_for
 from workload import missing_or_reordered, produce_until, read_back
 
@@ -27,9 +43,7 @@ NAMESPACE = "kafkette"
 CLUSTER = "scale"
 TOPIC = "spread"
 PARTITIONS = 12
-SELECTOR = f"app.kubernetes.io/instance={CLUSTER},app.kubernetes.io/component=broker"
-# Five brokers, the operator and the control plane share two cores: small pods.
-RESOURCES = {"requests": {"cpu": "50m", "memory": "192Mi"}, "limits": {"memory": "768Mi"}}
+SELECTOR = broker_selector(CLUSTER)
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -38,13 +52,11 @@ pytestmark = pytest.mark.timeout(600)
 def operator() -> Iterator[None]:
     install_operator(NAMESPACE)
     yield
-    kubectl("delete", "kafkacluster", CLUSTER, "-n", NAMESPACE, "--ignore-not-found", "--timeout=120s")
-    kubectl("delete", "pvc", "-n", NAMESPACE, "-l", SELECTOR, "--ignore-not-found", "--timeout=120s")
+    delete_cluster(CLUSTER, NAMESPACE)
 
 
 def bootstrap() -> str:
-    pods = items("pods", NAMESPACE, SELECTOR)
-    return ",".join(f"{pod['status']['podIP']}:9092" for pod in pods if pod["status"].get("podIP"))
+    return pod_ip_bootstrap(CLUSTER, NAMESPACE)
 
 
 def cluster() -> dict[str, Any]:
@@ -97,14 +109,11 @@ def statefulset_replicas() -> int:
 
 def test_scale_up_refused_scale_down_and_drain_under_acks_all_traffic() -> None:
     config = {"min.insync.replicas": 2}  # no replica-count keys above 2: a scale to 2 must reach the operator
-    spec = {"brokers": 3, "storage": {"size": "1Gi", "deleteClaim": True}, "resources": RESOURCES, "config": config,
-            "listeners": [{"name": "PLAINTEXT", "port": 9092, "advertise": "podIP"}]}  # fmt: skip
-    apply({"apiVersion": "kafkette.dev/v1alpha1", "kind": "KafkaCluster", "metadata": {"name": CLUSTER}, "spec": spec},
-          NAMESPACE)  # fmt: skip
+    spec = {"brokers": 3, "storage": {"size": "1Gi", "deleteClaim": True}, "resources": SMALL_BROKER_RESOURCES,
+            "config": config, "listeners": [POD_IP_LISTENER]}  # fmt: skip
+    apply(custom_resource("KafkaCluster", CLUSTER, spec), NAMESPACE)
     wait_current("kafkacluster", CLUSTER, NAMESPACE, timeout=300)
-    topic = {"clusterRef": CLUSTER, "partitions": PARTITIONS, "replicas": 3}
-    apply({"apiVersion": "kafkette.dev/v1alpha1", "kind": "Topic", "metadata": {"name": TOPIC}, "spec": topic},
-          NAMESPACE)  # fmt: skip
+    apply(custom_resource("Topic", TOPIC, {"clusterRef": CLUSTER, "partitions": PARTITIONS, "replicas": 3}), NAMESPACE)
     wait_current("topic", TOPIC, NAMESPACE, timeout=120)
     stop = threading.Event()
     with ThreadPoolExecutor(1) as pool:

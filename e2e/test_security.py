@@ -18,7 +18,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kube import POLL_SECONDS, CommandFailed, apply, get, install_operator, items, kubectl, wait_current
+from kube import (
+    POLL_SECONDS,
+    SMALL_BROKER_RESOURCES,
+    CommandFailed,
+    apply,
+    broker_selector,
+    custom_resource,
+    delete_cluster,
+    get,
+    install_operator,
+    kubectl,
+    pod_uids,
+    wait_current,
+)
 from waiting import wait_for
 
 from kafkette.operator.kube.handlers.certs import RENEW_ANNOTATION
@@ -27,7 +40,6 @@ from kafkette.operator.resources import KafkaClusterSpec
 NAMESPACE = "kafkette"
 CLUSTER = "secured"
 TOPIC = "payments"
-SELECTOR = f"app.kubernetes.io/instance={CLUSTER},app.kubernetes.io/component=broker"
 SCRAM_PORT, MTLS_PORT = 9094, 9095
 BOOTSTRAP = f"{CLUSTER}-bootstrap.{NAMESPACE}.svc"
 RECORDS = 200
@@ -35,7 +47,6 @@ ROLL_SECONDS = 240  # the budget for the roll after a renewal
 PRODUCE_SECONDS = 90  # alice produces this long from just before the renewal (the roll took about 60 s here)
 CLIENT = "security-client"
 SCRIPT = (Path(__file__).parent / "security_client.py").read_text()
-RESOURCES = {"requests": {"cpu": "50m", "memory": "192Mi"}, "limits": {"memory": "768Mi"}}
 READ_WRITE = [
     {"resource": {"type": "topic", "name": TOPIC}, "operations": ["Write", "Read", "Describe"]},
     {"resource": {"type": "group", "name": "e2e-", "patternType": "prefixed"}, "operations": ["Read"]},
@@ -44,13 +55,9 @@ READ_WRITE = [
 pytestmark = pytest.mark.timeout(900)
 
 
-def resource(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": "kafkette.dev/v1alpha1", "kind": kind, "metadata": {"name": name}, "spec": spec}
-
-
 def user(name: str, authentication: str, acls: list[dict[str, Any]]) -> dict[str, Any]:
     spec = {"clusterRef": CLUSTER, "authentication": {"type": authentication}, "authorization": {"acls": acls}}
-    return resource("KafkaUser", name, spec)
+    return custom_resource("KafkaUser", name, spec)
 
 
 def client_pod() -> dict[str, Any]:
@@ -85,7 +92,7 @@ def client(mode: str, user_name: str, kind: str, amount: int = 0) -> dict[str, A
 
 
 def broker_pods() -> dict[str, str]:
-    return {pod["metadata"]["name"]: pod["metadata"]["uid"] for pod in items("pods", NAMESPACE, SELECTOR)}
+    return pod_uids(NAMESPACE, broker_selector(CLUSTER))
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -96,25 +103,24 @@ def operator() -> Iterator[None]:
     for name in ("alice", "bob", "mallory"):
         kubectl("delete", "kafkauser", name, "-n", NAMESPACE, "--ignore-not-found", "--timeout=60s")
     kubectl("delete", "topic", TOPIC, "-n", NAMESPACE, "--ignore-not-found", "--timeout=60s")
-    kubectl("delete", "kafkacluster", CLUSTER, "-n", NAMESPACE, "--ignore-not-found", "--timeout=120s")
-    kubectl("delete", "pvc", "-n", NAMESPACE, "-l", SELECTOR, "--ignore-not-found", "--timeout=120s")
+    delete_cluster(CLUSTER, NAMESPACE)
 
 
 def test_scram_and_mtls_clients_acls_and_a_renewal_that_rolls_the_brokers() -> None:
     spec = {
         "brokers": 2,
         "storage": {"size": "1Gi", "deleteClaim": True},
-        "resources": RESOURCES,
+        "resources": SMALL_BROKER_RESOURCES,
         "listeners": [
             {"name": "SCRAM", "port": SCRAM_PORT, "tls": True, "authentication": {"type": "scram-sha-512"}},
             {"name": "MTLS", "port": MTLS_PORT, "tls": True, "authentication": {"type": "tls"}},
         ],
         "config": {"min.insync.replicas": 1, "default.replication.factor": 2, "offsets.topic.replication.factor": 2},
     }
-    apply(resource("KafkaCluster", CLUSTER, spec), NAMESPACE)
+    apply(custom_resource("KafkaCluster", CLUSTER, spec), NAMESPACE)
     wait_current("kafkacluster", CLUSTER, NAMESPACE, timeout=300)
     # The operator reaches a secured cluster over mutual TLS with its own certificate (a super user).
-    apply(resource("Topic", TOPIC, {"clusterRef": CLUSTER, "partitions": 2, "replicas": 2}), NAMESPACE)
+    apply(custom_resource("Topic", TOPIC, {"clusterRef": CLUSTER, "partitions": 2, "replicas": 2}), NAMESPACE)
     for manifest in (user("alice", "scram-sha-512", READ_WRITE), user("bob", "tls", READ_WRITE)):
         apply(manifest, NAMESPACE)
     apply(user("mallory", "scram-sha-512", []), NAMESPACE)
