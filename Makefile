@@ -85,7 +85,7 @@ kcat-check:
 	fi
 
 # Recovery time of a 1 GiB log after kill -9 (a benchmark: numbers, no pass/fail).
-bench-recovery: venv
+bench-recovery: bytecode
 	$(BIN)/python -P bench/recovery.py --gib 1 --batch-bytes 16384
 
 # Request decoding and the broker's framing fuzzed with many more cases than `make test` runs (tests/protocol/).

@@ -15,12 +15,13 @@ LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 
 def copy_of_the_tree(tmp_path: Path) -> Path:
-    """kafkette/{broker,operator,pipeline} as lint-imports sees the repository, the broker a copy to edit."""
+    """kafkette/{broker,operator,pipeline} as lint-imports sees the repository, the broker and pipeline copies to
+    edit."""
     package = tmp_path / "kafkette"
     package.mkdir()
-    shutil.copytree(ROOT / "broker", package / "broker", ignore=shutil.ignore_patterns("__pycache__"))
-    for folder in ("operator", "pipeline"):
-        (package / folder).symlink_to(ROOT / folder)
+    for folder in ("broker", "pipeline"):
+        shutil.copytree(ROOT / folder, package / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    (package / "operator").symlink_to(ROOT / "operator")
     return tmp_path
 
 
@@ -61,6 +62,8 @@ def test_the_copy_keeps_every_contract(tmp_path: Path) -> None:
         ),
         # the broker reaching into the operator's local runtime
         ("kafkette.broker.cli.main", "kafkette.operator.local.runtime", "The broker imports neither the operator"),
+        # a pipeline job reaching for the broker's test fixtures
+        ("kafkette.pipeline.source", "kafkette.broker.testing", "The pipeline uses the broker's public pieces"),
     ],
 )
 def test_an_upward_import_breaks_its_contract(tmp_path: Path, module: str, imported: str, broken: str) -> None:
