@@ -6,14 +6,18 @@ Each round runs, on each broker in turn (order alternating between rounds), one 
 transactional producer: `transactions` transactions of `records` records of 100 bytes to a 3-partition
 topic, every one committed (so each costs AddPartitionsToTxn, the produce, EndTxn and the markers). Then a
 read_committed consumer reads the topic back and must find every record once. Reports committed
-transactions and records a second per broker and the ratio Kafkette / Kafka per round. Results go to
-bench/results/transactions.md and transactions.json. A benchmark: numbers, no pass/fail.
+transactions and records a second per broker, the ratio Kafkette / Kafka per round, and how many
+AddPartitionsToTxn requests the producer sent per transaction (librdkafka's protocol log): more than one
+means the coordinator answered CONCURRENT_TRANSACTIONS, because the last transaction's markers were still
+being written, and librdkafka retried 20 ms later. Results go to bench/results/transactions.md and
+transactions.json. A benchmark: numbers, no pass/fail.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import platform
 import statistics
 import time
@@ -37,30 +41,64 @@ class Run:
     transactions_per_s: float
     records_per_s: float
     read_back: int
+    add_partitions_sent: int  # AddPartitionsToTxn requests during the timed transactions, retries included
+
+
+class SentRequests(logging.Handler):
+    """Counts librdkafka's protocol-debug lines "Sent <Api>Request (v..." for one API."""
+
+    def __init__(self, api: str) -> None:
+        super().__init__(logging.DEBUG)
+        self.needle = f"Sent {api}Request "
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.needle in record.getMessage():
+            self.count += 1
 
 
 def one_run(broker: RunningBroker, transactions: int, records: int) -> Run:
     topic = f"txn-bench-{time.monotonic_ns()}"
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+    logger = logging.getLogger(f"txn-bench.{broker.name}")
+    logger.propagate = False
+    logger.setLevel(logging.DEBUG)
+    sent = SentRequests("AddPartitionsToTxn")
+    logger.addHandler(sent)
     producer = Producer(
-        {"bootstrap.servers": broker.bootstrap, "transactional.id": topic, "linger.ms": 5, "log_level": 2}
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "transactional.id": topic,
+            "linger.ms": 5,
+            "debug": "protocol",
+            "logger": logger,
+        }
     )
     producer.init_transactions(30)
     # One warm-up transaction: metadata and the coordinator are known before the clock starts.
     producer.begin_transaction()
     producer.produce(topic, VALUE)
     producer.commit_transaction(30)
+    producer.poll(0)  # the log lines so far are served here, before the count starts
+    sent.count = 0
     started = time.monotonic()
     for _ in range(transactions):
         producer.begin_transaction()
         for i in range(records):
             producer.produce(topic, VALUE, partition=i % PARTITIONS)
         producer.commit_transaction(30)
+        producer.poll(0)
     seconds = time.monotonic() - started
+    logger.removeHandler(sent)
     total = transactions * records + 1
     return Run(
-        broker.name, seconds, transactions / seconds, transactions * records / seconds, read_back(broker, topic, total)
+        broker.name,
+        seconds,
+        transactions / seconds,
+        transactions * records / seconds,
+        read_back(broker, topic, total),
+        sent.count,
     )
 
 
@@ -122,14 +160,19 @@ def report(rounds: list[dict[str, Run]], args: argparse.Namespace) -> None:
         "confluent-kafka transactional producer, 100-byte records over 3 partitions, every transaction committed; "
         "read back with read_committed.",
         "",
-        "| round | Kafkette txn/s | Kafka txn/s | Kafkette rec/s | Kafka rec/s | ratio (txn/s) | read back |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| round | Kafkette txn/s | Kafka txn/s | Kafkette rec/s | Kafka rec/s | ratio (txn/s) | read back "
+        "| AddPartitionsToTxn sent per transaction (Kafkette / Kafka) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for index, (runs, ratio) in enumerate(zip(rounds, ratios, strict=True), 1):
         ours, theirs = runs["kafkette"], runs["kafka"]
+        retried = (
+            f"{ours.add_partitions_sent / args.transactions:.2f} / {theirs.add_partitions_sent / args.transactions:.2f}"
+        )
         lines.append(
             f"| {index} | {ours.transactions_per_s:.0f} | {theirs.transactions_per_s:.0f} | {ours.records_per_s:.0f} "
-            f"| {theirs.records_per_s:.0f} | {ratio:.2f} | {ours.read_back} / {theirs.read_back} |"
+            f"| {theirs.records_per_s:.0f} | {ratio:.2f} | {ours.read_back} / {theirs.read_back} "
+            f"| {retried} |"
         )
     lines += ["", f"Median ratio Kafkette / Kafka (transactions a second): {statistics.median(ratios):.2f}.", ""]
     (RESULTS / "transactions.md").write_text("\n".join(lines))
