@@ -387,7 +387,8 @@ class Partition:
         append_time = now if settings.log_append_time else None
         result = self.log.append(records, self.leader_epoch, append_time, headers)
         if idempotent:
-            self.producers.record(headers[0], result.first_offset, now)
+            stamped = append_time if append_time is not None else headers[0].max_timestamp
+            self.producers.record(headers[0], result.first_offset, stamped)
         elif not sequenced:
             for header in headers:
                 if header.has_producer_id:

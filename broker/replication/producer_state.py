@@ -37,6 +37,11 @@ class ProducerEntry:
     def last_sequence(self) -> int:
         return self.batches[-1].last_sequence if self.batches else -1
 
+    @property
+    def last_timestamp(self) -> int:
+        """The newest batch's max timestamp; -1 with no batch remembered (only a marker's epoch)."""
+        return self.batches[-1].timestamp if self.batches else -1
+
 
 def _next_sequence(sequence: int) -> int:
     return (sequence + 1) % SEQUENCE_MODULUS
@@ -56,6 +61,10 @@ class ProducerStateTable:
 
     def __len__(self) -> int:
         return len(self._producers)
+
+    def items(self) -> Iterable[tuple[int, ProducerEntry]]:
+        """Each producer id with state here, and its entry."""
+        return self._producers.items()
 
     def check(self, header: BatchHeader) -> BatchRecord | None:
         """Validate an incoming batch: the original batch when it is a duplicate, else None.
@@ -122,7 +131,7 @@ class ProducerStateTable:
             self._writable()[producer_id] = ProducerEntry(producer_epoch)
 
     def record(self, header: BatchHeader, first_offset: int, timestamp: int) -> None:
-        """Remember a batch that was appended at ``first_offset``."""
+        """Remember a batch that was appended at ``first_offset`` with max timestamp ``timestamp``."""
         entry = self._producers.get(header.producer_id)
         if entry is None or header.producer_epoch != entry.epoch:
             entry = ProducerEntry(header.producer_epoch)

@@ -33,6 +33,12 @@ from kafkette.broker.protocol.messages.delete_records_response import (
 )
 from kafkette.broker.protocol.messages.delete_topics_response import DeletableTopicResult
 from kafkette.broker.protocol.messages.describe_groups_response import DescribedGroup
+from kafkette.broker.protocol.messages.describe_producers_response import (
+    PartitionResponse as DescribeProducersPartitionResponse,
+)
+from kafkette.broker.protocol.messages.describe_producers_response import (
+    TopicResponse as DescribeProducersTopicResponse,
+)
 from kafkette.broker.protocol.messages.describe_transactions_response import (
     TransactionState as DescribedTransaction,
 )
@@ -152,7 +158,7 @@ class _Partitioned:
     request_topics: str = "topics"
     request_name: str = "name"
     request_partitions: str = "partitions"
-    request_index: str = "partition_index"
+    request_index: str = "partition_index"  # "" where the request lists bare partition numbers
     response_topics: str = "topics"
     response_name: str = "name"
     response_partitions: str = "partitions"
@@ -162,7 +168,9 @@ class _Partitioned:
         """The answer's entry for a request's topic, every partition refused with `code`."""
         entry = self.topic(**{self.response_name: name})
         partitions = [
-            self.partition(**{self.response_index: getattr(p, self.request_index), "error_code": code})
+            self.partition(
+                **{self.response_index: getattr(p, self.request_index) if self.request_index else p, "error_code": code}
+            )
             for p in getattr(topic, self.request_partitions) or []
         ]
         setattr(entry, self.response_partitions, partitions)
@@ -534,6 +542,10 @@ _EPOCHS = _Partitioned(
 _DELETE_RECORDS = _Partitioned(DeleteRecordsTopicResult, DeleteRecordsPartitionResult)
 _OFFSET_DELETE = _Partitioned(OffsetDeleteResponseTopic, OffsetDeleteResponsePartition)
 _TXN_COMMITS = _Partitioned(TxnOffsetCommitResponseTopic, TxnOffsetCommitResponsePartition)
+_DESCRIBE_PRODUCERS = _Partitioned(
+    DescribeProducersTopicResponse, DescribeProducersPartitionResponse, request_partitions="partition_indexes",
+    request_index="",
+)  # fmt: skip
 _API_OF_SHAPE = {_PRODUCE: 0, _COMMITS: 8, _EPOCHS: 23, _TXN_COMMITS: 28}
 
 
@@ -681,6 +693,7 @@ RULES: dict[int, Rule] = {
     50: _cluster(Op.DESCRIBE),  # DescribeUserScramCredentials
     51: _cluster(Op.ALTER),  # AlterUserScramCredentials
     60: _none,  # DescribeCluster: Kafka answers every authenticated client
+    61: _per_partition(Op.READ, _DESCRIBE_PRODUCERS),
     65: _describe_transactions,
     66: _list_transactions,
 }

@@ -8,7 +8,8 @@ aborted when its transaction times out, and fenced by a new instance with its tr
 from __future__ import annotations
 
 import pytest
-from cluster_kit import TRANSACTION_COORDINATOR, Cluster, Numbers, create_topic, find_coordinator, request
+from cluster_kit import TRANSACTION_COORDINATOR, Cluster, Numbers, create_topic, find_coordinator, metadata, request
+from confluent_kafka import Producer
 from java_harness import require_java, run_harness
 from txn.txn_kit import (
     COMMIT_THEN_ABORT,
@@ -17,10 +18,13 @@ from txn.txn_kit import (
     open_zombie,
     seconds_to_timeout_abort,
     stable_end,
+    txn_producer,
 )
 from waiting import wait_for
 
 from kafkette.broker.protocol.errors import ErrorCode
+from kafkette.broker.protocol.messages.describe_producers_request import DescribeProducersRequest, TopicRequest
+from kafkette.broker.protocol.messages.describe_producers_response import DescribeProducersResponse
 from kafkette.broker.protocol.messages.describe_transactions_request import DescribeTransactionsRequest
 from kafkette.broker.protocol.messages.describe_transactions_response import DescribeTransactionsResponse
 from kafkette.broker.protocol.messages.end_txn_request import EndTxnRequest
@@ -52,6 +56,47 @@ def test_java_transactions(module_cluster: Cluster) -> None:
     assert sorted(summary["values"].values()) == sorted([f"committed-{i}" for i in range(5)] + ["successor"])
     assert summary["fenced"] == "true"
     assert summary["committed_offset"] == "3"
+
+
+@pytest.mark.java
+def test_describe_producers_names_each_producer_and_its_open_transaction(module_cluster: Cluster) -> None:
+    """Java's AdminClient.describeProducers (what kafka-transactions.sh describe-producers and find-hanging read)
+    against the partition's leader; a follower and an unknown topic answer with Kafka's error codes."""
+    java = require_java()
+    topic = "described-producers"
+    create_topic(module_cluster, topic, 1)
+    idempotent = Producer({"bootstrap.servers": module_cluster.bootstrap, "enable.idempotence": True})
+    for value in (b"a", b"b", b"c"):
+        idempotent.produce(topic, value=value, partition=0)
+    assert idempotent.flush(30) == 0
+    transactional = txn_producer(module_cluster.bootstrap, "described-1")
+    transactional.begin_transaction()
+    transactional.produce(topic, value=b"open", partition=0)
+    transactional.flush(30)
+
+    described = run_harness(java, "producers", module_cluster.bootstrap, topic)["producers"]
+    assert len(described) == 2, described
+    by_start = {state["currentTransactionStartOffset"]: state for state in described.values()}
+    # The idempotent producer's three records are offsets 0-2 (sequences 0-2); the transaction opens at 3.
+    assert by_start[None]["lastSequence"] == "2" and by_start[None]["producerEpoch"] == "0"
+    assert by_start["3"]["lastSequence"] == "0" and int(by_start["3"]["lastTimestamp"]) > 0
+    assert all(state["coordinatorEpoch"] is None for state in described.values())  # not kept: Kafka's "none"
+
+    transactional.commit_transaction(30)
+    after = run_harness(java, "producers", module_cluster.bootstrap, topic)["producers"]
+    assert [state["currentTransactionStartOffset"] for state in after.values()] == [None, None]
+
+    leader = metadata(module_cluster.port(module_cluster.ids[0]), [topic]).topics[0].partitions[0].leader_id
+    follower = next(node for node in module_cluster.ids if node != leader)
+    asked = DescribeProducersRequest(
+        topics=[
+            TopicRequest(name=topic, partition_indexes=[0]),
+            TopicRequest(name="no-such-topic", partition_indexes=[0]),
+        ]
+    )
+    answer: DescribeProducersResponse = request(module_cluster.port(follower), asked, 0)
+    codes = {t.name: [p.error_code for p in t.partitions] for t in answer.topics}
+    assert codes == {topic: [ErrorCode.NOT_LEADER_OR_FOLLOWER], "no-such-topic": [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]}
 
 
 @pytest.mark.parametrize("client", COMMIT_THEN_ABORT)

@@ -121,6 +121,35 @@ def test_add_partitions_to_txn_refuses_the_whole_request(acls: list[AclBinding],
     } == {name: {code} for name, code in codes.items()}
 
 
+def test_describe_producers_answers_refused_topics_per_partition_number() -> None:
+    from kafkette.broker.protocol.messages.describe_producers_request import DescribeProducersRequest, TopicRequest
+    from kafkette.broker.protocol.messages.describe_producers_response import (
+        DescribeProducersResponse,
+        PartitionResponse,
+        TopicResponse,
+    )
+
+    def handler(_ctx: RequestContext, request: DescribeProducersRequest) -> DescribeProducersResponse:
+        return DescribeProducersResponse(
+            topics=[
+                TopicResponse(
+                    name=t.name, partitions=[PartitionResponse(partition_index=i) for i in t.partition_indexes]
+                )
+                for t in request.topics
+            ]
+        )
+
+    # The request lists bare partition numbers, not structs.
+    request = DescribeProducersRequest(
+        topics=[TopicRequest(name="mine", partition_indexes=[0]), TopicRequest(name="theirs", partition_indexes=[1, 2])]
+    )
+    response = guard(authorizer(allow(ResourceType.TOPIC, "mine", AclOperation.READ)), handler, context(61, 0), request)
+    assert {t.name: [(p.partition_index, p.error_code) for p in t.partitions] for t in response.topics} == {
+        "mine": [(0, ErrorCode.NONE)],
+        "theirs": [(1, ErrorCode.TOPIC_AUTHORIZATION_FAILED), (2, ErrorCode.TOPIC_AUTHORIZATION_FAILED)],
+    }
+
+
 def test_an_api_missing_from_the_table_is_refused() -> None:
     from kafkette.broker.protocol.messages.describe_quorum_request import DescribeQuorumRequest
 

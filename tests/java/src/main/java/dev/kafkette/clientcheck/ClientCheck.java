@@ -76,7 +76,8 @@ public final class ClientCheck {
               + " | group BOOTSTRAP TOPIC GROUP [ASSIGNOR [INSTANCE_ID]]"
               + " | dynamic-default BOOTSTRAP TOPIC KEY VALUE TOPIC_KEY"
               + " | reassign BOOTSTRAP TOPIC REPLICAS"
-              + " | txn BOOTSTRAP INPUT_TOPIC OUTPUT_TOPIC GROUP");
+              + " | txn BOOTSTRAP INPUT_TOPIC OUTPUT_TOPIC GROUP"
+              + " | producers BOOTSTRAP TOPIC");
     }
     String bootstrap = args[1];
     String topic = args[2];
@@ -103,6 +104,8 @@ public final class ClientCheck {
       case "txn":
         return Transactions.run(
             bootstrap, topic, args[3], args[4], Duration.ofSeconds(DEFAULT_TIMEOUT_SECONDS));
+      case "producers":
+        return Producers.run(bootstrap, topic, Duration.ofSeconds(DEFAULT_TIMEOUT_SECONDS));
       default:
         throw new IllegalArgumentException("unknown mode: " + args[0]);
     }

@@ -2,7 +2,7 @@ package dev.kafkette.clientcheck;
 
 import java.util.Map;
 
-/** Just enough JSON writing for the harness's reports: strings, null and flat objects. */
+/** Just enough JSON writing for the harness's reports: strings, null, flat objects and objects of them. */
 final class Json {
   private Json() {}
 
@@ -24,12 +24,22 @@ final class Json {
   }
 
   static String object(Map<String, String> entries) {
+    return members(entries, true);
+  }
+
+  /** An object whose values are JSON already (objects made by {@link #object}). */
+  static String objectOfJson(Map<String, String> entries) {
+    return members(entries, false);
+  }
+
+  private static String members(Map<String, String> entries, boolean quoteValues) {
     StringBuilder out = new StringBuilder("{");
     for (Map.Entry<String, String> entry : entries.entrySet()) {
       if (out.length() > 1) {
         out.append(", ");
       }
-      out.append(string(entry.getKey())).append(": ").append(string(entry.getValue()));
+      String value = quoteValues ? string(entry.getValue()) : entry.getValue();
+      out.append(string(entry.getKey())).append(": ").append(value);
     }
     return out.append('}').toString();
   }
