@@ -158,7 +158,7 @@ class _Partitioned:
     request_topics: str = "topics"
     request_name: str = "name"
     request_partitions: str = "partitions"
-    request_index: str = "partition_index"  # "" where the request lists bare partition numbers
+    request_index: str | None = "partition_index"  # None: the request lists bare partition numbers
     response_topics: str = "topics"
     response_name: str = "name"
     response_partitions: str = "partitions"
@@ -169,7 +169,10 @@ class _Partitioned:
         entry = self.topic(**{self.response_name: name})
         partitions = [
             self.partition(
-                **{self.response_index: getattr(p, self.request_index) if self.request_index else p, "error_code": code}
+                **{
+                    self.response_index: p if self.request_index is None else getattr(p, self.request_index),
+                    "error_code": code,
+                }
             )
             for p in getattr(topic, self.request_partitions) or []
         ]
@@ -544,7 +547,7 @@ _OFFSET_DELETE = _Partitioned(OffsetDeleteResponseTopic, OffsetDeleteResponsePar
 _TXN_COMMITS = _Partitioned(TxnOffsetCommitResponseTopic, TxnOffsetCommitResponsePartition)
 _DESCRIBE_PRODUCERS = _Partitioned(
     DescribeProducersTopicResponse, DescribeProducersPartitionResponse, request_partitions="partition_indexes",
-    request_index="",
+    request_index=None,
 )  # fmt: skip
 _API_OF_SHAPE = {_PRODUCE: 0, _COMMITS: 8, _EPOCHS: 23, _TXN_COMMITS: 28}
 
