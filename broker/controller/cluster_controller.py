@@ -36,6 +36,7 @@ from kafkette.broker.protocol.messages.create_partitions_request import CreatePa
 from kafkette.broker.protocol.messages.create_topics_request import CreateTopicsRequest
 from kafkette.broker.protocol.messages.delete_acls_request import DeleteAclsRequest
 from kafkette.broker.protocol.messages.delete_topics_request import DeleteTopicsRequest
+from kafkette.broker.protocol.messages.describe_quorum_request import DescribeQuorumRequest
 from kafkette.broker.protocol.messages.elect_leaders_request import ElectLeadersRequest
 from kafkette.broker.protocol.messages.envelope_request import EnvelopeRequest
 from kafkette.broker.protocol.messages.envelope_response import EnvelopeResponse
@@ -98,6 +99,10 @@ class ClusterController:
 
     async def handle(self, body: Message, version: int) -> Message:
         """Decide, commit and answer one controller request; NotControllerError when not active."""
+        if isinstance(body, DescribeQuorumRequest):  # a read of the Raft leader's own state, nothing to decide
+            if not self.quorum.raft.is_leader:
+                raise NotControllerError()
+            return self.quorum.describe(body)
         try:
             async with self._lock:
                 await self._caught_up()

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from kafkette.broker.config import Voter
 from kafkette.broker.controller import messages as m
+from kafkette.broker.controller.describe_quorum import describe_quorum
 from kafkette.broker.controller.election_store import FileElectionStore
 from kafkette.broker.controller.image import MetadataImage, image_records, replay_all
 from kafkette.broker.controller.metadata_log import MetadataLog
@@ -83,8 +84,11 @@ class QuorumController:
         bind: tuple[str, int] | None = None,
         tls_server: ssl.SSLContext | None = None,
         tls_client: ssl.SSLContext | None = None,
+        listener_name: str = "CONTROLLER",
     ) -> None:
         self.node_id = node_id
+        # The controller listener's name (controller.listener.names), as DescribeQuorum names the voters' endpoints.
+        self.listener_name = listener_name
         # TLS on the controller listener and to the other voters (controller.listener.names mapped to SSL).
         self._tls_server = tls_server
         # A quorum of one that nobody else reaches (a standalone broker) needs no listener.
@@ -208,7 +212,7 @@ class QuorumController:
         request = decode_request(memoryview(frame))
         api_key, version, correlation = request.api_key, request.api_version, request.correlation_id
         if isinstance(request.body, dq.DescribeQuorumRequest):
-            return encode_response(api_key, version, correlation, self._describe())
+            return encode_response(api_key, version, correlation, self.describe(request.body))
         if api_key not in RAFT_API_KEYS:
             if self.serve_rpc is None:
                 raise ConnectionAbort(f"API {api_key} is not served by the controller")
@@ -230,21 +234,18 @@ class QuorumController:
     ) -> Response:
         return encode_response(api_key, version, correlation, response_to_wire(await reply))
 
-    def _describe(self) -> dq_r.DescribeQuorumResponse:
-        info = self.raft.describe()
-        voters = [
-            dq_r.ReplicaState(
-                replica_id=r.replica_id, log_end_offset=r.end_offset, last_fetch_timestamp=r.last_fetch_ms
-            )
-            for r in info.voters
-        ]
-        part = dq_r.PartitionData(
-            leader_id=-1 if info.leader_id is None else info.leader_id,
-            leader_epoch=info.epoch,
-            high_watermark=info.high_watermark,
-            current_voters=voters,
+    def describe(self, request: dq.DescribeQuorumRequest) -> dq_r.DescribeQuorumResponse:
+        """DescribeQuorum, answered by the leader (``describe_quorum``)."""
+        now = _monotonic_ms()
+        return describe_quorum(
+            request,
+            self.raft.describe(now),
+            self.raft.is_leader,
+            self.voters,
+            self.listener_name,
+            time.time_ns() // 1_000_000,
+            now,
         )
-        return dq_r.DescribeQuorumResponse(topics=[dq_r.TopicData(topic_name="__cluster_metadata", partitions=[part])])
 
     # --- the metadata state machine -------------------------------------------------------
 

@@ -48,21 +48,52 @@ class Timing:
     pre_vote: bool = True
 
 
+# A leader forgets an observer that has not fetched for this long (Kafka's observer session, KIP-595).
+OBSERVER_SESSION_TIMEOUT_MS = 300_000
+
+
 @dataclass(frozen=True, slots=True)
 class ReplicaInfo:
+    """One replica as the leader sees it; times on the shell's clock, -1 where not known."""
+
     replica_id: int
     end_offset: int
     last_fetch_ms: int
+    last_caught_up_ms: int
 
 
 @dataclass(frozen=True, slots=True)
 class QuorumInfo:
-    """What DescribeQuorum reports."""
+    """What DescribeQuorum reports; a node that is not the leader knows only the voters' ids."""
 
     leader_id: int | None
     epoch: int
     high_watermark: int
     voters: tuple[ReplicaInfo, ...]
+    observers: tuple[ReplicaInfo, ...]
+
+
+@dataclass(slots=True)
+class FetchProgress:
+    """What the leader saw of one replica's fetches in its epoch (KIP-836's caught-up time)."""
+
+    end_offset: int = -1
+    last_fetch_ms: int = -1
+    last_caught_up_ms: int = -1
+    # The leader's log end when that last fetch came: a fetch reaching it proves the replica was caught up then.
+    leader_end_at_last_fetch: int = -1
+
+    def fetched(self, now: int, offset: int, leader_end: int) -> None:
+        if offset >= leader_end:
+            self.last_caught_up_ms = now
+        elif self.leader_end_at_last_fetch > 0 and offset >= self.leader_end_at_last_fetch:
+            self.last_caught_up_ms = max(self.last_caught_up_ms, self.last_fetch_ms)
+        self.end_offset = offset
+        self.last_fetch_ms = now
+        self.leader_end_at_last_fetch = leader_end
+
+    def info(self, replica_id: int) -> ReplicaInfo:
+        return ReplicaInfo(replica_id, self.end_offset, self.last_fetch_ms, self.last_caught_up_ms)
 
 
 class RaftNode:
@@ -100,6 +131,8 @@ class RaftNode:
         self._snapshot_fetch: tuple[OffsetAndEpoch, bytearray] | None = None
         self._replica_end: dict[int, int] = {}
         self._replica_fetch_ms: dict[int, int] = {}
+        # Every replica that fetched from this leader, voters and observers, for DescribeQuorum.
+        self._progress: dict[int, FetchProgress] = {}
         self._epoch_start = 0
         self._parked: dict[int, tuple[m.FetchRequest, int]] = {}
         self._begin_pending: dict[int, int] = {}
@@ -191,17 +224,20 @@ class RaftNode:
             raise ValueError(f"snapshot end {end_offset} outside ({self.log.start_offset}, {self.high_watermark}]")
         self.log.create_snapshot(OffsetAndEpoch(end_offset, self.log.epoch_at(end_offset - 1)), data)
 
-    def describe(self) -> QuorumInfo:
-        if self.is_leader:
-            replicas = [
-                ReplicaInfo(v, self._replica_end.get(v, -1), self._replica_fetch_ms.get(v, -1)) for v in self._others()
-            ]
-            replicas.append(ReplicaInfo(self.node_id, self.log.end_offset, -1))
-        else:
-            replicas = [ReplicaInfo(v, -1, -1) for v in self.voters]
-        return QuorumInfo(
-            self.leader_id, self.epoch, self.high_watermark, tuple(sorted(replicas, key=lambda r: r.replica_id))
-        )
+    def describe(self, now: int) -> QuorumInfo:
+        """The quorum as DescribeQuorum reports it: the leader itself counts as fetched and caught up ``now``."""
+        if not self.is_leader:
+            unknown = tuple(ReplicaInfo(v, -1, -1, -1) for v in sorted(self.voters))
+            return QuorumInfo(self.leader_id, self.epoch, self.high_watermark, unknown, ())
+        for replica, progress in list(self._progress.items()):
+            if replica not in self.voters and now - progress.last_fetch_ms > OBSERVER_SESSION_TIMEOUT_MS:
+                del self._progress[replica]
+        voters = [
+            ReplicaInfo(v, self.log.end_offset, now, now) if v == self.node_id else self._progress[v].info(v)
+            for v in sorted(self.voters)
+        ]
+        observers = [p.info(r) for r, p in sorted(self._progress.items()) if r not in self.voters]
+        return QuorumInfo(self.leader_id, self.epoch, self.high_watermark, tuple(voters), tuple(observers))
 
     # --- transitions ----------------------------------------------------------------------
 
@@ -295,6 +331,7 @@ class RaftNode:
         self._replica_end = dict.fromkeys(self._others(), -1)
         # Followers get one fetch timeout to find the new leader before it doubts its quorum.
         self._replica_fetch_ms = dict.fromkeys(self._others(), now)
+        self._progress = {voter: FetchProgress() for voter in self._others()}
         for voter in self._others():
             self._send(voter, m.BeginEpochRequest(self.epoch, self.node_id))
             self._begin_pending[voter] = now
@@ -405,6 +442,7 @@ class RaftNode:
         if problem is not None:
             self._send(source, problem)
             return
+        self._progress.setdefault(source, FetchProgress()).fetched(now, request.fetch_offset, self.log.end_offset)
         hw_before = self.high_watermark
         if source in self._replica_end:
             self._replica_end[source] = request.fetch_offset

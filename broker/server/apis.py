@@ -23,6 +23,7 @@ from kafkette.broker.server.handlers.configs import (
 )
 from kafkette.broker.server.handlers.delete_records import handle_delete_records
 from kafkette.broker.server.handlers.describe_producers import handle_describe_producers
+from kafkette.broker.server.handlers.describe_quorum import handle_describe_quorum
 from kafkette.broker.server.handlers.fetch import handle_fetch
 from kafkette.broker.server.handlers.groups import (
     handle_delete_groups,
@@ -158,6 +159,7 @@ APIS: dict[int, Api] = {
         _api(48, 0, handle_describe_client_quotas),
         _api(50, 0, handle_describe_user_scram_credentials),
         _api(51, 0, handle_alter_user_scram_credentials),
+        _api(55, 0, handle_describe_quorum),
         _api(60, 0, handle_describe_cluster),
         _api(61, 0, handle_describe_producers),
         _api(65, 0, handle_describe_transactions),

@@ -205,6 +205,7 @@ class Broker:
             bind=config.controller_listen_address,
             tls_server=controller_server_tls,
             tls_client=controller_client_tls,
+            listener_name=config.controller_listener_names[0],
         )
         if "controller" in config.process_roles and self.node_id in voters:
             self._controller = ClusterController(self._quorum, config, self._cluster_id)

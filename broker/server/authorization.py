@@ -695,6 +695,7 @@ RULES: dict[int, Rule] = {
     48: _cluster(Op.DESCRIBE_CONFIGS),  # DescribeClientQuotas
     50: _cluster(Op.DESCRIBE),  # DescribeUserScramCredentials
     51: _cluster(Op.ALTER),  # AlterUserScramCredentials
+    55: _cluster(Op.DESCRIBE),  # DescribeQuorum
     60: _none,  # DescribeCluster: Kafka answers every authenticated client
     61: _per_partition(Op.READ, _DESCRIBE_PRODUCERS),
     65: _describe_transactions,

@@ -150,10 +150,23 @@ def test_describe_producers_answers_refused_topics_per_partition_number() -> Non
     }
 
 
-def test_an_api_missing_from_the_table_is_refused() -> None:
+def test_describe_quorum_needs_describe_on_the_cluster() -> None:
     from kafkette.broker.protocol.messages.describe_quorum_request import DescribeQuorumRequest
+    from kafkette.broker.protocol.messages.describe_quorum_response import DescribeQuorumResponse
 
-    response = guard(authorizer(), lambda _c, _r: pytest.fail("handler called"), context(55), DescribeQuorumRequest())
+    def handler(_ctx: RequestContext, _request: DescribeQuorumRequest) -> DescribeQuorumResponse:
+        return DescribeQuorumResponse()
+
+    refused = guard(authorizer(), handler, context(55, 2), DescribeQuorumRequest())
+    assert refused.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    describe = allow(ResourceType.CLUSTER, "kafka-cluster", AclOperation.DESCRIBE)
+    assert guard(authorizer(describe), handler, context(55, 2), DescribeQuorumRequest()).error_code == ErrorCode.NONE
+
+
+def test_an_api_missing_from_the_table_is_refused() -> None:
+    from kafkette.broker.protocol.messages.update_features_request import UpdateFeaturesRequest
+
+    response = guard(authorizer(), lambda _c, _r: pytest.fail("handler called"), context(57), UpdateFeaturesRequest())
     assert response.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 
 
