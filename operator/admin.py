@@ -58,7 +58,8 @@ from kafkette.broker.protocol.messages.incremental_alter_configs_request import 
 from kafkette.broker.protocol.messages.incremental_alter_configs_response import IncrementalAlterConfigsResponse
 from kafkette.broker.protocol.types import Message
 from kafkette.operator.local import reassign as reassignment
-from kafkette.operator.local.probe import request_once
+from kafkette.operator.local.probe import QUORUM_VERSION, describe_quorum_request, quorum_state, request_once
+from kafkette.operator.planning.roll import QuorumState
 
 DEFAULT_TIMEOUT = 5.0
 MIN_ISR_KEY = "min.insync.replicas"
@@ -257,6 +258,19 @@ class Admin:
             entry = entries.get(MIN_ISR_KEY)
             found[resource.name] = int(entry.value) if entry is not None and entry.value else 1
         return found
+
+    async def quorum(self) -> QuorumState | None:
+        """The metadata quorum as its leader describes it. None when no broker answers DescribeQuorum at all:
+        brokers older than it close the connection (the roll of an upgrade then goes by the broker rules
+        alone); AdminError when the answer is an error."""
+        try:
+            answer = await self._ask(describe_quorum_request(), QUORUM_VERSION, "describe the metadata quorum")
+        except AdminError:
+            return None
+        try:
+            return quorum_state(answer)
+        except ValueError as exc:
+            raise AdminError(f"describe the metadata quorum: {exc}") from None
 
     async def elect_preferred(self, partitions: Sequence[tuple[str, int]]) -> int:
         """ElectLeaders PREFERRED for `partitions`; returns how many moved (a preferred replica that cannot

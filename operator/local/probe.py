@@ -12,11 +12,13 @@ import struct
 from typing import TYPE_CHECKING
 
 from kafkette.operator.local.plan import ClusterView, PartitionView
+from kafkette.operator.planning.roll import QuorumState
 
 if TYPE_CHECKING:
     from kafkette.broker.protocol.types import Message
 
 METADATA_VERSION = 12
+QUORUM_VERSION = 1  # the first with each replica's last caught-up time
 _SIZE = struct.Struct(">i")
 
 
@@ -74,3 +76,31 @@ def cluster_view(host: str, port: int, timeout: float) -> ClusterView:
     )
     brokers = tuple(sorted(b.node_id for b in response.brokers or ()))
     return ClusterView(brokers=brokers, controller_id=response.controller_id, partitions=partitions)
+
+
+def describe_quorum_request() -> Message:
+    """DescribeQuorum for the metadata partition: any broker forwards it to the quorum's leader."""
+    from kafkette.broker.protocol.messages.describe_quorum_request import (
+        DescribeQuorumRequest,
+        PartitionData,
+        TopicData,
+    )
+
+    return DescribeQuorumRequest(
+        topics=[TopicData(topic_name="__cluster_metadata", partitions=[PartitionData(partition_index=0)])]
+    )
+
+
+def quorum_state(answer: Message) -> QuorumState:
+    """The roll planner's view of a DescribeQuorum answer; ValueError naming the error when it is one."""
+    from kafkette.broker.protocol.errors import ErrorCode
+    from kafkette.broker.protocol.framing import expect
+    from kafkette.broker.protocol.messages.describe_quorum_response import DescribeQuorumResponse
+
+    response = expect(answer, DescribeQuorumResponse)
+    partition = next((p for t in response.topics or () for p in t.partitions or ()), None)
+    code = response.error_code or (partition.error_code if partition is not None else ErrorCode.UNKNOWN_SERVER_ERROR)
+    if code or partition is None:
+        raise ValueError(f"DescribeQuorum answered {ErrorCode(code).name}")
+    voters = {v.replica_id: v.last_caught_up_timestamp for v in partition.current_voters or ()}
+    return QuorumState(partition.leader_id, voters)

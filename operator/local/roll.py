@@ -1,8 +1,9 @@
 """`kafkette roll`: a rolling restart of a local cluster, decided by operator/planning/roll.py.
 
 This shell only gathers the planner's snapshot (which broker processes run, each broker's Metadata answer, the
-topics' min.insync.replicas) and carries out its actions: a restart is `kafkette stop` (SIGTERM, a controlled
-shutdown that moves leadership away first) then `kafkette start`; the end is a preferred-leader election.
+topics' min.insync.replicas, the metadata quorum as its leader describes it) and carries out its actions: a
+restart is `kafkette stop` (SIGTERM, a controlled shutdown that moves leadership away first) then `kafkette
+start`; the end is a preferred-leader election.
 """
 
 from __future__ import annotations
@@ -15,11 +16,13 @@ from typing import assert_never
 
 from kafkette.operator.local import runtime
 from kafkette.operator.local.plan import ClusterState, ClusterView
+from kafkette.operator.local.probe import QUORUM_VERSION, describe_quorum_request, quorum_state
 from kafkette.operator.planning.roll import (
     Action,
     BrokerState,
     Done,
     PartitionState,
+    QuorumState,
     Restart,
     Restarted,
     RestartReason,
@@ -61,7 +64,17 @@ def snapshot(cluster_dir: Path, state: ClusterState, restarted: Sequence[Restart
         brokers.append(BrokerState(node_id, node_id in alive, ready, node_id not in registered, reason))
     controller = view.controller_id if view and view.controller_id >= 0 else None
     partitions = _partitions(state, view) if view else ()
-    return RollSnapshot(tuple(brokers), controller, partitions, tuple(restarted), time.monotonic(), budget)
+    quorum = metadata_quorum(state, sorted(alive))
+    return RollSnapshot(tuple(brokers), controller, partitions, tuple(restarted), time.monotonic(), budget, quorum)
+
+
+def metadata_quorum(state: ClusterState, brokers: Sequence[int]) -> QuorumState:
+    """The quorum as its leader describes it; without an answer (no leader yet, every broker down) a quorum
+    with no leader, so that no voter restarts until a later snapshot finds one."""
+    try:
+        return quorum_state(runtime.ask(state, brokers, describe_quorum_request(), QUORUM_VERSION, CLIENT_ID))
+    except (OSError, ValueError):
+        return QuorumState(-1, {b.node_id: -1 for b in state.brokers if b.voter})
 
 
 def _freshest(views: dict[int, ClusterView]) -> ClusterView | None:

@@ -11,7 +11,14 @@ from datetime import datetime
 from typing import Any
 
 from kafkette.operator.admin import ClusterState
-from kafkette.operator.planning.roll import BrokerState, PartitionState, Restarted, RestartReason, RollSnapshot
+from kafkette.operator.planning.roll import (
+    BrokerState,
+    PartitionState,
+    QuorumState,
+    Restarted,
+    RestartReason,
+    RollSnapshot,
+)
 from kafkette.operator.resources import Outcome
 
 REVISION_LABEL = "controller-revision-hash"
@@ -191,6 +198,7 @@ def roll_snapshot(
     memory: RollMemory,
     now: float,
     budget: float,
+    quorum: QuorumState | None = None,
 ) -> RollSnapshot:
     """The roll planner's snapshot: a broker is up while its pod runs, ready while the pod is Ready, fenced
     while the cluster's metadata does not list it; a broker without a pod is down."""
@@ -209,4 +217,4 @@ def roll_snapshot(
         if p.topic in min_isr
     )
     controller = kafka.controller_id if kafka is not None else None
-    return RollSnapshot(tuple(states), controller, partitions, memory.restarted, now, budget)
+    return RollSnapshot(tuple(states), controller, partitions, memory.restarted, now, budget, quorum)

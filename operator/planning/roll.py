@@ -9,16 +9,21 @@ and ask again. The rules, in the order they are applied:
 3. Brokers that are not Ready go first (restarting one costs no availability), the active controller last
    (its restart moves the quorum's leadership once rather than after every broker).
 4. A broker restarts only if every partition whose ISR holds it keeps at least min.insync.replicas in-sync
-   replicas without it, counting brokers already down.
+   replicas without it, counting brokers already down; and a voter of the metadata quorum only if the voters
+   caught up with the quorum's leader, without it, are still a majority (as Strimzi checks its controllers).
 5. When every broker that needed it has restarted and rejoined, the roll is Done and names the partitions whose
    leader is not their preferred replica, for a preferred-leader election.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
+
+# Kafka's controller.quorum.fetch.timeout.ms default: a voter whose last caught-up time trails the leader's by
+# more has stopped following it (and the leader counts it out of its quorum check).
+QUORUM_CAUGHT_UP_WITHIN_MS = 2000
 
 
 class RestartReason(StrEnum):
@@ -70,6 +75,27 @@ class Restarted:
 
 
 @dataclass(frozen=True)
+class QuorumState:
+    """The metadata quorum as its leader describes it (DescribeQuorum): when each voter was last caught up with
+    the leader's log, in ms on the leader's clock (-1: not since it became leader)."""
+
+    leader: int  # -1: no leader answered
+    caught_up_at: Mapping[int, int]
+
+    @property
+    def voters(self) -> frozenset[int]:
+        return frozenset(self.caught_up_at)
+
+    def caught_up(self) -> frozenset[int]:
+        leader_at = self.caught_up_at.get(self.leader, -1)
+        return frozenset(
+            voter
+            for voter, at in self.caught_up_at.items()
+            if voter == self.leader or (at >= 0 and leader_at - at <= QUORUM_CAUGHT_UP_WITHIN_MS)
+        )
+
+
+@dataclass(frozen=True)
 class RollSnapshot:
     brokers: tuple[BrokerState, ...]
     controller: int | None  # the active controller; None while there is none
@@ -77,6 +103,8 @@ class RollSnapshot:
     restarted: tuple[Restarted, ...]  # in the order they restarted
     now: float  # the clock Restarted.at is on
     rejoin_budget: float  # seconds a restarted broker has to be back in every ISR it left
+    # None: not described (brokers older than DescribeQuorum, during an upgrade's roll): the broker rules alone.
+    quorum: QuorumState | None = None
 
 
 @dataclass(frozen=True)
@@ -129,6 +157,8 @@ def next_action(snapshot: RollSnapshot) -> Action:
         return Wait(f"one broker at a time: {busy}")
     if (unsafe := _isr_shortfall(snapshot, chosen.broker_id)) is not None:
         return unsafe
+    if snapshot.quorum is not None and (unsafe := _quorum_shortfall(snapshot.quorum, chosen.broker_id)) is not None:
+        return unsafe
     if chosen.restart is None:  # every candidate was chosen for a reason to restart
         raise RuntimeError(f"broker {chosen.broker_id} was chosen for a restart it does not need")
     return Restart(chosen.broker_id, chosen.restart, _why(chosen, snapshot, len(candidates)))
@@ -136,7 +166,8 @@ def next_action(snapshot: RollSnapshot) -> Action:
 
 def plan(snapshot: RollSnapshot) -> list[Action]:
     """The whole roll as `next_action` would run it if every restarted broker came back at once, in every ISR
-    it left (what `--dry-run` prints); ends at the first action that is not a Restart."""
+    it left and caught up with the metadata quorum (what `--dry-run` prints); ends at the first action that is
+    not a Restart."""
     actions: list[Action] = []
     while isinstance(action := next_action(snapshot), Restart):
         actions.append(action)
@@ -194,6 +225,24 @@ def _isr_shortfall(snapshot: RollSnapshot, broker_id: int) -> Wait | Stalled | N
     return Wait(f"restarting broker {broker_id} would take {_describe(short)} below min.insync.replicas")
 
 
+def _quorum_shortfall(quorum: QuorumState, broker_id: int) -> Wait | None:
+    """Why restarting `broker_id`, a voter, now would leave the metadata quorum without a caught-up majority."""
+    majority = len(quorum.voters) // 2 + 1
+    if broker_id not in quorum.voters or len(quorum.voters) - 1 < majority:
+        # With one or two voters any voter's restart stops the quorum for a moment, and no wait changes that.
+        return None
+    if quorum.leader not in quorum.voters:
+        return Wait(f"broker {broker_id} votes in the metadata quorum, which has no leader to describe it")
+    caught_up = quorum.caught_up()
+    if len(caught_up - {broker_id}) >= majority:
+        return None
+    behind = ", ".join(str(v) for v in sorted(quorum.voters - caught_up))
+    return Wait(
+        f"restarting broker {broker_id} would leave {len(caught_up - {broker_id})} of {len(quorum.voters)} "
+        f"metadata quorum voters caught up, fewer than a majority of {majority} (behind the leader: {behind})"
+    )
+
+
 def _describe(partitions: Sequence[PartitionState], limit: int = 3) -> str:
     shown = [f"{p.name} (isr {list(p.isr)}, min.insync.replicas {p.min_isr})" for p in partitions[:limit]]
     more = f" and {len(partitions) - limit} more" if len(partitions) > limit else ""
@@ -221,4 +270,9 @@ def _after_restart(snapshot: RollSnapshot, broker_id: int) -> RollSnapshot:
     brokers = tuple(
         replace(b, up=True, ready=True, fenced=False) if b.broker_id == broker_id else b for b in snapshot.brokers
     )
-    return replace(snapshot, brokers=brokers, restarted=(*snapshot.restarted, Restarted(broker_id, snapshot.now, left)))
+    quorum = snapshot.quorum
+    if quorum is not None and broker_id in quorum.voters:  # back, and caught up with the quorum's leader again
+        leader_at = quorum.caught_up_at.get(quorum.leader, -1)
+        quorum = replace(quorum, caught_up_at={**quorum.caught_up_at, broker_id: leader_at})
+    restarted = (*snapshot.restarted, Restarted(broker_id, snapshot.now, left))
+    return replace(snapshot, brokers=brokers, restarted=restarted, quorum=quorum)

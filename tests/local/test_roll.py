@@ -1,8 +1,10 @@
 """`kafkette roll` on three real broker processes: an idempotent acks=all producer loses, duplicates and fails
-nothing during a full roll; a roll with a broker already down restarts no other one."""
+nothing during a full roll; a roll with a broker already down restarts no other one; the roll's view of the
+metadata quorum follows a voter that stops fetching and comes back."""
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,6 +13,7 @@ from waiting import wait_for
 
 from kafkette.operator.cli.main import main
 from kafkette.operator.local import plan, roll, runtime
+from kafkette.operator.planning.roll import QuorumState
 from kafkette.operator.testing.traffic import SteadyProducer, read_back
 
 pytestmark = pytest.mark.timeout(300)
@@ -99,3 +102,28 @@ def test_a_roll_with_a_broker_down_restarts_no_other(
     out = capsys.readouterr().out
     assert out.splitlines()[-1].startswith("restarted brokers ")
     assert sorted(int(i) for i in out.splitlines()[-1].removeprefix("restarted brokers ").split(", ")) == [0, 1, 2]
+
+
+def test_the_roll_sees_a_voter_stop_following_the_quorum(cluster_dir: Path, free_port: Callable[[int], int]) -> None:
+    start_cluster(cluster_dir, free_port)
+    state = runtime.require_state(cluster_dir)
+
+    def quorum() -> QuorumState:
+        found = roll.snapshot(cluster_dir, runtime.require_state(cluster_dir), (), 60).quorum
+        assert found is not None
+        return found
+
+    healthy = wait_for(lambda: (q := quorum()).caught_up() == {0, 1, 2} and q, "every voter caught up", 30, 0.2)
+    status = runtime.status(cluster_dir)
+    assert status.view is not None and healthy.leader == status.view.controller_id
+    follower = min({0, 1, 2} - {healthy.leader})
+    # Paused, its process still runs but fetches nothing: past the fetch timeout it no longer counts.
+    assert runtime.signal_broker(cluster_dir, state, follower, signal.SIGSTOP)
+    try:
+        behind = wait_for(
+            lambda: (q := quorum()).caught_up() == {0, 1, 2} - {follower} and q, f"voter {follower} behind", 30, 0.2
+        )
+        assert behind.leader == healthy.leader
+    finally:
+        runtime.signal_broker(cluster_dir, state, follower, signal.SIGCONT)
+    wait_for(lambda: quorum().caught_up() == {0, 1, 2}, f"voter {follower} caught up again", 30, 0.2)

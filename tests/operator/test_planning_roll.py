@@ -9,10 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafkette.operator.planning.roll import (
+    QUORUM_CAUGHT_UP_WITHIN_MS,
     Action,
     BrokerState,
     Done,
     PartitionState,
+    QuorumState,
     Restart,
     Restarted,
     RestartReason,
@@ -61,8 +63,15 @@ def snap(
     restarted: tuple[Restarted, ...] = (),
     now: float = 100.0,
     budget: float = 60.0,
+    quorum: QuorumState | None = None,
 ) -> RollSnapshot:
-    return RollSnapshot(brokers, controller, partitions, restarted, now, budget)
+    return RollSnapshot(brokers, controller, partitions, restarted, now, budget, quorum)
+
+
+def quorum(leader: int = 1, behind: tuple[int, ...] = (), voters: tuple[int, ...] = (0, 1, 2)) -> QuorumState:
+    """Voters caught up at the leader's time 10,000 ms, those `behind` a moment past the fetch timeout before."""
+    late = 10_000 - QUORUM_CAUGHT_UP_WITHIN_MS - 1
+    return QuorumState(leader, {v: late if v in behind else 10_000 for v in voters})
 
 
 def done(*ids: int) -> tuple[Restarted, ...]:
@@ -70,6 +79,51 @@ def done(*ids: int) -> tuple[Restarted, ...]:
 
 
 CASES: list[tuple[str, RollSnapshot, Action]] = [
+    (
+        "a voter waits while another voter is behind the quorum's leader",
+        snap(quorum=quorum(behind=(2,))),
+        Wait(
+            "restarting broker 0 would leave 1 of 3 metadata quorum voters caught up, fewer than a majority of 2 "
+            "(behind the leader: 2)"
+        ),
+    ),
+    (
+        "the voter behind may restart itself",
+        snap(brokers=(broker(0, restart=None), broker(1, restart=None), broker(2)), quorum=quorum(behind=(2,))),
+        Restart(2, MANUAL, "restart 1 of 1: broker 2, because manual"),
+    ),
+    (
+        "a broker outside the quorum restarts whatever the voters do",
+        snap(
+            brokers=(broker(0, restart=None), broker(1, restart=None), broker(2, restart=None), broker(3)),
+            partitions=(),
+            quorum=quorum(behind=(0,)),
+        ),
+        Restart(3, MANUAL, "restart 1 of 1: broker 3, because manual"),
+    ),
+    (
+        "a voter that never caught up since the leader was elected counts as behind",
+        snap(quorum=QuorumState(1, {0: 10_000, 1: 10_000, 2: -1})),
+        Wait(
+            "restarting broker 0 would leave 1 of 3 metadata quorum voters caught up, fewer than a majority of 2 "
+            "(behind the leader: 2)"
+        ),
+    ),
+    (
+        "no quorum leader answered: no voter restarts",
+        snap(quorum=QuorumState(-1, {0: -1, 1: -1, 2: -1})),
+        Wait("broker 0 votes in the metadata quorum, which has no leader to describe it"),
+    ),
+    (
+        "a quorum of two stops at any voter's restart whatever the roll waits for: it goes on",
+        snap(brokers=(broker(0), broker(1)), partitions=(), quorum=quorum(behind=(1,), voters=(0, 1))),
+        Restart(0, MANUAL, "restart 1 of 2: broker 0, because manual"),
+    ),
+    (
+        "every voter caught up: the roll goes on",
+        snap(quorum=quorum()),
+        Restart(0, MANUAL, "restart 1 of 3: broker 0, because manual"),
+    ),
     (
         "lowest id first, the active controller last",
         snap(),
@@ -203,6 +257,12 @@ def test_plan_is_the_whole_roll() -> None:
     assert steps[-1] == Done((("u", 0),), "3 brokers restarted and back in their ISRs")
 
 
+def test_plan_counts_a_restarted_voter_caught_up_again() -> None:
+    brokers = (broker(0), broker(1), broker(2, ready=False))
+    steps = plan(snap(brokers=brokers, quorum=quorum(behind=(2,))))
+    assert [s.broker_id for s in steps if isinstance(s, Restart)] == [2, 0, 1]
+
+
 def test_plan_stops_at_a_wait() -> None:
     steps = plan(snap(brokers=(broker(0), broker(1), broker(2, up=False))))
     assert steps == [Wait("one broker at a time: broker 2 is down")]
@@ -241,7 +301,14 @@ def snapshots(draw: st.DrawFn) -> RollSnapshot:
         for i in restarted_ids
     )
     controller = draw(st.sampled_from((*ids, *ids, None)))
-    return RollSnapshot(brokers, controller, tuple(partitions), restarted, 100.0, draw(st.floats(0, 100)))
+    voters = sorted(ids)[:3]
+    quorum = None
+    if controller in voters and draw(st.booleans()):
+        window = QUORUM_CAUGHT_UP_WITHIN_MS
+        caught_up_at = {v: draw(st.sampled_from((-1, 0, 10_000 - window - 1, 10_000 - window, 10_000))) for v in voters}
+        quorum = QuorumState(controller, {**caught_up_at, controller: 10_000})
+    budget = draw(st.floats(0, 100))
+    return RollSnapshot(brokers, controller, tuple(partitions), restarted, 100.0, budget, quorum)
 
 
 def check_restart(snapshot: RollSnapshot, action: Restart) -> None:
@@ -250,6 +317,12 @@ def check_restart(snapshot: RollSnapshot, action: Restart) -> None:
     for p in snapshot.partitions:
         if action.broker_id in p.isr:
             assert len(set(p.isr) - down) >= p.min_isr, f"{p.name} would fall below min.insync.replicas"
+    if (quorum := snapshot.quorum) is not None and action.broker_id in quorum.voters and len(quorum.voters) >= 3:
+        leader_at = quorum.caught_up_at[quorum.leader]
+        following = {
+            v for v, at in quorum.caught_up_at.items() if v != action.broker_id and 0 <= leader_at - at <= 2000
+        }
+        assert len(following) > len(quorum.voters) // 2, "the voters left caught up must be a majority"
     chosen = next(b for b in snapshot.brokers if b.broker_id == action.broker_id)
     restarted = {r.broker_id for r in snapshot.restarted}
     assert chosen.up and chosen.restart == action.reason and chosen.broker_id not in restarted

@@ -90,9 +90,10 @@ async def step(
         return Step(previous, roll_outcome(previous))  # no roll: spare the brokers the DescribeConfigs
     try:
         min_isr = await admin.min_insync_replicas(sorted({p.topic for p in kafka.partitions}))
+        quorum = await admin.quorum()
     except AdminError as exc:
         return Step(previous, Outcome("Reconciling", "RollingRestart", f"roll paused: {exc}"))
-    snapshot = roll_snapshot(brokers, statefulset, pods, kafka, min_isr, remembered, now, budget)
+    snapshot = roll_snapshot(brokers, statefulset, pods, kafka, min_isr, remembered, now, budget, quorum)
     action = next_action(snapshot)
     done = [r.broker_id for r in remembered.restarted]
     pending = [b.broker_id for b in snapshot.brokers if b.restart is not None and b.broker_id not in done]
