@@ -107,6 +107,8 @@ class RunningBroker:
     data_dir: Path
     env: dict[str, str] | None = None
     startup_s: float = 0.0
+    # After a restart: the seconds the process before took to exit after its signal.
+    stopped_s: float = 0.0
     idle_rss_mb: float = 0.0
     notes: list[str] = field(default_factory=list)
 
@@ -204,13 +206,16 @@ def _launch(
 def restart(broker: RunningBroker, kill: bool, ready: Ready = _first_produce) -> RunningBroker:
     """The same broker again on its data: stopped with SIGKILL (``kill``) or SIGTERM, then launched with the same
     command; its ``startup_s`` is what ``ready`` measured from the new launch."""
+    signalled = time.monotonic()
     if kill:
         broker.process.kill()
     else:
         broker.process.terminate()
     broker.process.wait(180)
+    stopped_s = time.monotonic() - signalled
     command = [str(arg) for arg in broker.process.args]  # type: ignore[union-attr]
     again = _launch(broker.name, command, broker.bootstrap, broker.data_dir, broker.env, ready)
+    again.stopped_s = stopped_s
     again.notes = broker.notes
     return again
 

@@ -13,8 +13,9 @@ group.initial.rebalance.delay.ms=0.
   (one broker: "metadata propagation" is to the broker that serves it) and to a record acknowledged on every
   partition, librdkafka producing 100 B records round-robin over all partitions (acks=1, linger.ms=5) with
   the broker's CPU per record and per batch (the batches counted in the segment files, whose format both
-  brokers share), RSS and idle CPU afterwards, then a restart after SIGTERM and one after SIGKILL, each timed
-  from launch to the port listening and to a record acknowledged on every partition.
+  brokers share), RSS and idle CPU afterwards, then a restart after SIGTERM (timed from the signal to the exit,
+  a clean shutdown) and one after SIGKILL, each timed from launch to the port listening and to a record
+  acknowledged on every partition.
 - connections: N connections open (each past ApiVersions), 3 s of the produce load below to warm up; RSS and
   idle CPU with them open, then produce requests (one 100 B record, acks=1) at a fixed rate spread over the N
   in turn: latency p50/p99 and the broker's CPU per request.
@@ -139,6 +140,7 @@ DIMENSIONS: dict[str, list[Metric]] = {
         RSS,
         IDLE_CPU,
         Metric("disk_mb", "data on disk (MB)", 0),
+        Metric("shutdown_s", "SIGTERM -> exited (s)", 2),
         Metric("restart_listen_s", "SIGTERM restart -> listening (s)", 2),
         Metric("restart_s", "SIGTERM restart -> every partition written (s)", 2),
         Metric("recovery_listen_s", "SIGKILL restart -> listening (s)", 2),
@@ -293,6 +295,8 @@ def partitions_point(name: str, count: int, plan: Plan) -> dict[str, float]:
                 point[f"{key}_s"] = math.inf
                 break
             point[f"{key}_s"], point[f"{key}_listen_s"] = broker.startup_s, listened[-1]
+            if not kill:
+                point["shutdown_s"] = broker.stopped_s
         return point
     finally:
         broker.stop()

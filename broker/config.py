@@ -590,6 +590,8 @@ class BrokerConfig(_PropertiesModel):
     # The housekeeper looks for dirty compacted logs at least this often, as Kafka's idle cleaner thread does.
     log_cleaner_backoff_ms: _NonNegativeLong = Field(15000, alias="log.cleaner.backoff.ms")
     log_cleaner_enable: Boolean = Field(True, alias="log.cleaner.enable")
+    # Threads per log directory that close (flush) its logs at shutdown; Kafka's also open them at start-up.
+    num_recovery_threads_per_data_dir: _PositiveInt = Field(2, alias="num.recovery.threads.per.data.dir")
 
     log_message_timestamp_type: _TimestampType = Field("CreateTime", alias="log.message.timestamp.type")
     log_message_timestamp_before_max_ms: _NonNegativeLong = Field(LONG_MAX, alias="log.message.timestamp.before.max.ms")

@@ -187,7 +187,9 @@ class Broker:
         """Join the metadata quorum, register, catch up, and only then serve clients."""
         config = self.config
         log_dirs = list(config.log_dirs)
-        self._logs = LogManager.open(log_dirs, LogConfig())
+        self._logs = LogManager.open(
+            log_dirs, LogConfig(), recovery_threads_per_dir=config.num_recovery_threads_per_data_dir
+        )
         self._cluster_id = load_or_create(self._logs.online_dirs(), self.node_id, config.cluster_id)
         voters = quorum_voters(config)
         controller_server_tls, controller_client_tls = controller_tls(config)

@@ -67,7 +67,6 @@ NO_EFFECT = [
     "metric.reporters",
     "num.io.threads",
     "num.network.threads",
-    "num.recovery.threads.per.data.dir",
     "replica.selector.class",
     "share.coordinator.state.topic.min.isr",
     "share.coordinator.state.topic.replication.factor",

@@ -5,8 +5,6 @@ The full disk is a small tmpfs the test mounts, so it needs root; elsewhere it s
 
 from __future__ import annotations
 
-import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +14,7 @@ from confluent_kafka import KafkaError, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaAdminClient
 from kafka.errors import KafkaStorageError
+from small_disk import small_tmpfs
 
 from kafkette.broker.testing import in_process_broker
 
@@ -29,22 +28,8 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    mount_point = tmp_path / "small"
-    mount_point.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a size-limited tmpfs needs root")
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={TMPFS_SIZE}", "tmpfs", str(mount_point)],
-        capture_output=True,
-        text=True,
-        timeout=10,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
+    with small_tmpfs(tmp_path / "small", TMPFS_SIZE) as mount_point:
         yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], check=False, timeout=10)
 
 
 def produce(bootstrap: str, partition: int, count: int) -> tuple[dict[int, bytes], list[int]]:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import pytest
+from small_disk import fill, small_tmpfs
 
 from kafkette.broker.storage import CorruptLogError, Log, LogConfig, LogManager, StorageError, TopicPartition
 from kafkette.broker.storage.checkpoint import read_offset_checkpoint, write_offset_checkpoint
@@ -256,3 +258,48 @@ def test_same_partition_in_two_dirs_is_refused(tmp_path: Path, make_batch) -> No
         Log.open(d / "t-0", CONFIG).close()
     with pytest.raises(StorageError):
         LogManager.open(dirs, CONFIG)
+
+
+def test_close_flushes_on_several_threads_per_directory(tmp_path: Path, make_batch, monkeypatch) -> None:
+    """Two directories with two threads each: four logs close at once (a close waits for the other three)."""
+    dirs = [tmp_path / "d1", tmp_path / "d2"]
+    manager = LogManager.open(dirs, CONFIG, recovery_threads_per_dir=2)
+    ends = populate(manager, make_batch)
+    together = threading.Barrier(4, timeout=10)
+    close = Log.close
+
+    def close_with_three_others(log: Log) -> None:
+        together.wait()  # BrokenBarrierError (timeout) if fewer than four logs are closing at once
+        close(log)
+
+    monkeypatch.setattr(Log, "close", close_with_three_others)
+    manager.close()
+    monkeypatch.undo()
+    assert all((d / ".kafka_cleanshutdown").exists() for d in dirs)
+    assert {tp: log.log_end_offset for tp, log in LogManager.open(dirs, CONFIG).all_logs().items()} == ends
+
+
+def test_a_disk_full_at_close_leaves_its_directory_to_recovery_and_closes_the_rest(tmp_path: Path, make_batch) -> None:
+    with small_tmpfs(tmp_path / "small", 1024 * 1024) as small:
+        roomy = tmp_path / "roomy"
+        # One segment a log, so nothing rolls (which would flush) before the close.
+        manager = LogManager.open([roomy, small], LogConfig(), recovery_threads_per_dir=2)
+        ends = {}
+        for partition in range(8):
+            manager.prefer("orders", partition, small if partition % 2 else roomy)
+            log = manager.get_or_create("orders", partition)
+            for epoch in range(3):  # new leader epochs, kept in memory until the close writes their checkpoint
+                log.append(make_batch([b"x" * 300] * 3), leader_epoch=epoch)
+            ends[TopicPartition("orders", partition)] = log.log_end_offset
+        assert {log.directory.parent for log in manager.all_logs().values()} == {roomy, small}
+        filler = fill(small)
+
+        manager.close()
+
+        assert manager.online_dirs() == [roomy]
+        assert (roomy / ".kafka_cleanshutdown").exists() and not (small / ".kafka_cleanshutdown").exists()
+        filler.unlink()
+        reopened = LogManager.open([roomy, small], LogConfig())
+        assert {tp: log.log_end_offset for tp, log in reopened.all_logs().items()} == ends
+        assert all(log.latest_leader_epoch == 2 for log in reopened.all_logs().values())
+        reopened.close()
