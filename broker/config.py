@@ -591,7 +591,9 @@ class BrokerConfig(_PropertiesModel):
     log_cleaner_backoff_ms: _NonNegativeLong = Field(15000, alias="log.cleaner.backoff.ms")
     log_cleaner_enable: Boolean = Field(True, alias="log.cleaner.enable")
     # Threads per log directory that close (flush) its logs at shutdown; Kafka's also open them at start-up.
-    num_recovery_threads_per_data_dir: _PositiveInt = Field(2, alias="num.recovery.threads.per.data.dir")
+    # Kafka's default is 2; a close here mostly waits on fsyncs, which overlap (8 threads shut 10,000 partitions
+    # down in about half the time of 2, docs/operations.md).
+    num_recovery_threads_per_data_dir: _PositiveInt = Field(8, alias="num.recovery.threads.per.data.dir")
 
     log_message_timestamp_type: _TimestampType = Field("CreateTime", alias="log.message.timestamp.type")
     log_message_timestamp_before_max_ms: _NonNegativeLong = Field(LONG_MAX, alias="log.message.timestamp.before.max.ms")

@@ -268,9 +268,9 @@ def test_close_flushes_on_several_threads_per_directory(tmp_path: Path, make_bat
     together = threading.Barrier(4, timeout=10)
     close = Log.close
 
-    def close_with_three_others(log: Log) -> None:
+    def close_with_three_others(log: Log, sync_parent: bool = True) -> None:
         together.wait()  # BrokenBarrierError (timeout) if fewer than four logs are closing at once
-        close(log)
+        close(log, sync_parent)
 
     monkeypatch.setattr(Log, "close", close_with_three_others)
     manager.close()
