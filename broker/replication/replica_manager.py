@@ -28,6 +28,7 @@ from kafkette.broker.protocol.messages.alter_partition_response import AlterPart
 from kafkette.broker.replication.fetcher import ReplicaFetcher
 from kafkette.broker.replication.log_dir_mover import LogDirMover
 from kafkette.broker.replication.partition import ISR_RETRY_BACKOFF_MS, Partition, PartitionSettings, monotonic_ms
+from kafkette.broker.replication.role_changes import RoleChanges
 from kafkette.broker.replication.throttle import ReplicationQuota, ThrottledReplicas, throttled_on
 from kafkette.broker.replication.topic_settings import log_config_of, partition_settings_of
 from kafkette.broker.storage import Log, LogConfig, LogManager, TopicPartition
@@ -115,6 +116,7 @@ class ReplicaManager:
         self._image = image
         self._configure_throttles(image)
         assigned: set[PartitionKey] = set()
+        roles = RoleChanges()
         for topic in image.topics.values():
             settings: _TopicSettings | None = None
             for index, state in topic.partitions.items():
@@ -122,7 +124,9 @@ class ReplicaManager:
                     continue
                 settings = settings or self._settings_of(image, topic.name)
                 assigned.add((topic.name, index))
-                self._apply_partition(topic, index, state, settings)
+                self._apply_partition(topic, index, state, settings, roles)
+        for line in roles.lines():
+            logger.info("%s", line)
         for key in [key for key in self._partitions if key not in assigned]:
             self._remove(key)
         for name in [name for name in self._topic_settings if image.topic_by_name(name) is None]:
@@ -170,7 +174,9 @@ class ReplicaManager:
         self._topic_settings[topic] = settings
         return settings
 
-    def _apply_partition(self, topic: TopicImage, index: int, state: PartitionImage, settings: _TopicSettings) -> None:
+    def _apply_partition(
+        self, topic: TopicImage, index: int, state: PartitionImage, settings: _TopicSettings, roles: RoleChanges
+    ) -> None:
         key = TopicPartition(topic.name, index)  # one key object for this map and the log manager's
         partition = self._partitions.get(key)
         if partition is not None and partition.topic_id != topic.topic_id:
@@ -184,11 +190,11 @@ class ReplicaManager:
             partition.on_isr_proposal = self._on_isr_proposal
             self._partitions[key] = partition
             self._configure(partition, settings)
-            self._change_leadership(partition, state)
+            self._change_leadership(partition, state, roles)
             return
         self._configure(partition, settings)
         if state.leader_epoch > partition.leader_epoch:
-            self._change_leadership(partition, state)
+            self._change_leadership(partition, state, roles)
         else:
             partition.update_assignment(state.partition_epoch, state.replicas, state.isr)
 
@@ -199,15 +205,15 @@ class ReplicaManager:
             partition.log.config = settings.log_config
         partition.min_insync_replicas = settings.min_insync_replicas
 
-    def _change_leadership(self, partition: Partition, state: PartitionImage) -> None:
+    def _change_leadership(self, partition: Partition, state: PartitionImage, roles: RoleChanges) -> None:
         self._unfollow(partition)
         if state.leader == self.node_id:
             partition.become_leader(state.leader_epoch, state.partition_epoch, state.replicas, state.isr)
-            logger.info("%s: leader at epoch %d, ISR %s", partition, state.leader_epoch, list(state.isr))
+            roles.add(partition.topic, partition.index, f"leader at epoch {state.leader_epoch}, ISR {list(state.isr)}")
             return
         partition.become_follower(state.leader, state.leader_epoch, state.partition_epoch, state.replicas, state.isr)
         if state.leader == NO_LEADER:
-            logger.info("%s: offline at epoch %d", partition, state.leader_epoch)
+            roles.add(partition.topic, partition.index, f"offline at epoch {state.leader_epoch}")
             return
         fetcher = self._fetchers.get(state.leader)
         if fetcher is None:
@@ -216,7 +222,7 @@ class ReplicaManager:
             )
             self._fetchers[state.leader] = fetcher
         fetcher.add(partition)
-        logger.info("%s: following broker %d at epoch %d", partition, state.leader, state.leader_epoch)
+        roles.add(partition.topic, partition.index, f"following broker {state.leader} at epoch {state.leader_epoch}")
 
     # -- moves between log directories ---------------------------------------------------------------
 

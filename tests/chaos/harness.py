@@ -68,6 +68,11 @@ class ChaosReport:
     fatal_producer_errors: int = 0
     lost: list[bytes] = field(default_factory=list)
     duplicates: list[bytes] = field(default_factory=list)
+    # Duplicated values whose copies one producer wrote under different producer epochs: librdkafka bumps its
+    # epoch (KIP-360) on an OUT_OF_ORDER_SEQUENCE_NUMBER for a request behind a failed one and sends its unacked
+    # messages again, those whose write was not known too (librdkafka issue #4953). A broker deduplicates
+    # within one producer epoch only, Kafka's as ours; counted apart, and not a broker failure.
+    resent_after_epoch_bump: list[bytes] = field(default_factory=list)
     misplaced: list[tuple[Ack, list[tuple[int, int]]]] = field(default_factory=list)
     reused_offsets: list[tuple[int, int]] = field(default_factory=list)
     divergent_replicas: list[str] = field(default_factory=list)
@@ -96,6 +101,7 @@ class ChaosReport:
             or self.divergent_replicas
             or self.offset_problems
             or self.epoch_conflicts
+            or not self.leader_claims  # the epoch check read no leadership line: it checked nothing
         )
 
     def summary(self) -> str:
@@ -103,6 +109,7 @@ class ChaosReport:
         return (
             f"seed={self.seed} acked={self.acked} implicit_acks={self.implicit_acks} "
             f"lost={len(self.lost)} duplicates={len(self.duplicates)} "
+            f"resent_after_epoch_bump={len(self.resent_after_epoch_bump)} "
             f"misplaced={len(self.misplaced)} reused_offsets={len(self.reused_offsets)} "
             f"divergent_replicas={len(self.divergent_replicas)} offset_problems={len(self.offset_problems)} "
             f"epoch_conflicts={len(self.epoch_conflicts)} leader_claims={self.leader_claims} "
@@ -121,7 +128,7 @@ class ChaosReport:
 @dataclass(frozen=True)
 class AckCheck:
     lost: list[bytes]
-    duplicates: list[bytes]
+    duplicates: dict[bytes, list[tuple[int, int]]]  # value -> (partition, offset) of each copy
     misplaced: list[tuple[Ack, list[tuple[int, int]]]]
     reused_offsets: list[tuple[int, int]]
 
@@ -144,7 +151,7 @@ def check_acks(acked: Iterable[Ack], consumed: Mapping[int, Sequence[tuple[int, 
             if value in acked_values:
                 found[value].append((partition, offset))
     lost = sorted(v for v in acked_values if not found[v])
-    duplicates = sorted(v for v in acked_values if len(found[v]) > 1)
+    duplicates = {v: found[v] for v in sorted(acked_values) if len(found[v]) > 1}
     misplaced = [
         (ack, found[value])
         for value, ack in acked_values.items()
@@ -214,9 +221,16 @@ def offset_problems(batches: Sequence[bytes]) -> str | None:
 
 
 def leader_claims(log_text: str, topic: str) -> set[tuple[int, int]]:
-    """(partition, leader epoch) of each `<topic>-<p>: leader at epoch <e>` line a broker logged."""
-    pattern = re.compile(rf"\b{re.escape(topic)}-(\d+): leader at epoch (\d+)\b")
-    return {(int(m[1]), int(m[2])) for m in pattern.finditer(log_text)}
+    """(partition, leader epoch) of each `<topic>-<p>: leader at epoch <e>` or
+    `<topic> partitions <p>-<q>,<r>: leader at epoch <e>` line a broker logged."""
+    pattern = re.compile(rf"\b{re.escape(topic)}(?:-(\d+)| partitions ([\d,-]+)): leader at epoch (\d+)\b")
+    claims: set[tuple[int, int]] = set()
+    for match in pattern.finditer(log_text):
+        epoch = int(match[3])
+        for run in (match[1] or match[2]).split(","):
+            first, _, last = run.partition("-")
+            claims.update((partition, epoch) for partition in range(int(first), int(last or first) + 1))
+    return claims
 
 
 def epoch_conflicts(claims: Mapping[int, Iterable[tuple[int, int]]]) -> list[str]:
@@ -510,11 +524,15 @@ def replica_prefixes(
 
 def compare_replicas(
     cluster_dir: Path, state: ClusterState, topic: str, marks: Mapping[int, int], replicas: int
-) -> tuple[list[str], list[str]]:
-    """(replicas missing or differing below the high watermark, replicas whose offsets or epochs go astray)."""
+) -> tuple[list[str], list[str], dict[int, list[tuple[int, int, int, int]]]]:
+    """(replicas missing or differing below the high watermark, replicas whose offsets or epochs go astray,
+    each partition's batches' producers in one replica's log, `producers_of`)."""
     problems, order = [], []
+    producers: dict[int, list[tuple[int, int, int, int]]] = {}
     for partition, high_watermark in sorted(marks.items()):
         prefixes = replica_prefixes(cluster_dir, state, topic, partition, high_watermark)
+        if prefixes:
+            producers[partition] = producers_of(prefixes[min(prefixes)])
         order += [
             f"{topic}-{partition} on broker {node_id}: {problem}"
             for node_id, batches in sorted(prefixes.items())
@@ -524,7 +542,42 @@ def compare_replicas(
             problems.append(f"{topic}-{partition}: replicas found only on brokers {sorted(prefixes)}")
         elif len(prefixes) > 1 and (problem := divergence(prefixes, high_watermark)):
             problems.append(f"{topic}-{partition}: {problem}")
-    return problems, order
+    return problems, order, producers
+
+
+def producers_of(batches: Sequence[bytes]) -> list[tuple[int, int, int, int]]:
+    """(base offset, last offset, producer id, producer epoch) of each batch, in log order."""
+    headers = [parse_header(batch) for batch in batches]
+    return [(h.base_offset, h.last_offset, h.producer_id, h.producer_epoch) for h in headers]
+
+
+def split_epoch_bump_resends(
+    duplicates: Mapping[bytes, Sequence[tuple[int, int]]],
+    producers: Mapping[int, Sequence[tuple[int, int, int, int]]],
+) -> tuple[list[bytes], list[bytes]]:
+    """(duplicates the brokers let through, values one producer id wrote again under a later producer epoch).
+
+    ``producers``: each partition's batches as `producers_of` gives them. A value counts as re-sent only when
+    every copy lies in one partition, in a batch of the same producer id, and no two copies share a producer
+    epoch: within one epoch the broker's sequence check must have refused the second copy."""
+
+    def writer(partition: int, offset: int) -> tuple[int, int] | None:
+        for base, last, producer_id, epoch in producers.get(partition, ()):
+            if base <= offset <= last:
+                return producer_id, epoch
+        return None
+
+    kept, resent = [], []
+    for value, copies in duplicates.items():
+        writers = [writer(partition, offset) for partition, offset in copies]
+        ids = {w[0] for w in writers if w is not None}
+        epochs = [w[1] for w in writers if w is not None]
+        one_partition = len({partition for partition, _ in copies}) == 1
+        if one_partition and None not in writers and len(ids) == 1 and len(set(epochs)) == len(epochs):
+            resent.append(value)
+        else:
+            kept.append(value)
+    return kept, resent
 
 
 def truncations(log_text: str, topic: str) -> int:
@@ -545,10 +598,13 @@ def check_after_healing(
     report.implicit_acks = sum(ack.offset is None for ack in producers.acks)
     report.delivery_errors = producers.errors
     report.fatal_producer_errors = producers.fatal
-    report.lost, report.duplicates = check.lost, check.duplicates
+    report.lost = check.lost
     report.misplaced, report.reused_offsets = check.misplaced, check.reused_offsets
-    report.divergent_replicas, report.offset_problems = compare_replicas(
+    report.divergent_replicas, report.offset_problems, producers_by_partition = compare_replicas(
         cluster_dir, state, config.topic, marks, config.replication_factor
+    )
+    report.duplicates, report.resent_after_epoch_bump = split_epoch_bump_resends(
+        check.duplicates, producers_by_partition
     )
     logs = {node_id: runtime.log_path(cluster_dir, node_id).read_text(errors="replace") for node_id in state.ids}
     claims = {node_id: leader_claims(text, config.topic) for node_id, text in logs.items()}

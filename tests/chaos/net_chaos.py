@@ -160,7 +160,8 @@ def summary(
         f"chaos-net {verdict}: seed {config.seed}, {elapsed:.0f} s, {len(report.faults)} faults "
         f"({listed}; {rushed} rushed; latency by {'netem' if netem else 'tbf'}), acked {report.acked} "
         f"({report.implicit_acks} implicitly), lost {len(report.lost)}, "
-        f"duplicated {len(report.duplicates)}, misplaced {len(report.misplaced)}, "
+        f"duplicated {len(report.duplicates)} (re-sent by the client under a bumped producer epoch "
+        f"{len(report.resent_after_epoch_bump)}), misplaced {len(report.misplaced)}, "
         f"reused offsets {len(report.reused_offsets)}, divergent replicas {len(report.divergent_replicas)}, "
         f"offset problems {len(report.offset_problems)}, epoch conflicts {len(report.epoch_conflicts)} "
         f"(among {report.leader_claims} leaderships logged), follower truncations {report.truncations}, "
@@ -177,6 +178,7 @@ def details(report: ChaosReport) -> list[str]:
         for name, items in (
             ("lost", report.lost),
             ("duplicated", report.duplicates),
+            ("re-sent under a bumped producer epoch", report.resent_after_epoch_bump),
             ("misplaced", report.misplaced),
             ("reused offsets", report.reused_offsets),
             ("divergent replicas", report.divergent_replicas),

@@ -17,6 +17,7 @@ from harness import (
     log_prefix,
     offset_problems,
     run_chaos,
+    split_epoch_bump_resends,
     truncations,
 )
 
@@ -53,11 +54,11 @@ def test_check_acks_finds_each_kind_of_failure() -> None:
     consumed = {0: [(0, b"a"), (1, b"f"), (2, b"b")], 1: [(0, b"c"), (1, b"d"), (2, b"c")]}
     check = check_acks(acked, consumed)
     assert check.lost == [b"e"]
-    assert check.duplicates == [b"c"]
+    assert check.duplicates == {b"c": [(1, 0), (1, 2)]}
     assert [(ack.value, where) for ack, where in check.misplaced] == [(b"b", [(0, 2)]), (b"f", [(0, 1)])]
     assert check.reused_offsets == [(1, 1)]
     clean = check_acks(acked[:4], {0: [(0, b"a"), (1, b"b"), (2, b"x")], 1: [(0, b"c"), (1, b"d")]})
-    assert clean == type(clean)([], [], [], [])
+    assert clean == type(clean)([], {}, [], [])
 
 
 def test_an_implicit_acknowledgement_is_checked_for_its_partition_not_an_offset() -> None:
@@ -66,9 +67,26 @@ def test_an_implicit_acknowledgement_is_checked_for_its_partition_not_an_offset(
     consumed = {0: [(0, b"a"), (1, b"b"), (2, b"e"), (3, b"c")], 1: [(0, b"d"), (1, b"d")]}
     check = check_acks(acked, consumed)
     assert check.lost == []
-    assert check.duplicates == [b"d"]
+    assert check.duplicates == {b"d": [(1, 0), (1, 1)]}
     assert [(ack.value, where) for ack, where in check.misplaced] == [(b"c", [(0, 3)])]
     assert check.reused_offsets == []
+
+
+def test_a_value_resent_under_a_bumped_producer_epoch_is_told_from_a_duplicate_the_broker_let_through() -> None:
+    # Partition 0: producer 7 wrote offsets 0-3 at epoch 0, then after bumping its epoch offsets 4-5 at epoch 1;
+    # producer 8 wrote offset 6 at epoch 0 and offset 7 again at epoch 0.
+    producers = {0: [(0, 3, 7, 0), (4, 5, 7, 1), (6, 6, 8, 0), (7, 7, 8, 0)], 1: [(0, 1, 7, 1)]}
+    duplicates = {
+        b"resent": [(0, 2), (0, 4)],  # producer 7, epochs 0 and 1
+        b"same-epoch": [(0, 6), (0, 7)],  # producer 8 twice at epoch 0: the broker's sequence check failed
+        b"two-producers": [(0, 1), (0, 6)],
+        b"two-partitions": [(0, 3), (1, 0)],  # producer 7 at epochs 0 and 1, but a re-send keeps its partition
+        b"unknown": [(0, 2), (0, 9)],  # past the replica's log: no producer to tell
+    }
+    kept, resent = split_epoch_bump_resends(duplicates, producers)
+    assert resent == [b"resent"]
+    assert kept == [b"same-epoch", b"two-producers", b"two-partitions", b"unknown"]
+    assert split_epoch_bump_resends({}, producers) == ([], [])
 
 
 def test_log_prefix_stops_at_the_high_watermark_and_a_torn_tail(tmp_path: Path) -> None:
@@ -102,8 +120,9 @@ def test_epoch_conflicts_from_broker_logs() -> None:
         "2026-01-01 INFO kafkette.broker.replication.replica_manager: chaos-3: leader at epoch 5, ISR [0, 1]\n"
         "... chaos-3: following broker 1 at epoch 6\n... other-3: leader at epoch 7, ISR [0]\n"
         "... chaos-12: leader at epoch 2, ISR [0, 1, 2]\n"
+        "... chaos partitions 0-1,7: leader at epoch 9, ISR [0]\n... other partitions 4-5: leader at epoch 9, ISR [0]\n"
     )
-    assert leader_claims(log, "chaos") == {(3, 5), (12, 2)}
+    assert leader_claims(log, "chaos") == {(3, 5), (12, 2), (0, 9), (1, 9), (7, 9)}
     assert (
         truncations(log + "... chaos-3: truncating from 10 to 7\n... other-3: truncating from 9 to 8\n", "chaos") == 1
     )
