@@ -77,6 +77,8 @@ def test_a_failed_run_still_counts_its_faults_and_rushed_steps() -> None:
     line = summary(report, config, 100.0, False, taken, "TimeoutError: no healthy cluster")
     assert line.startswith("chaos-net FAILED: seed 5, 100 s, 3 faults (")
     assert f"{SPLIT} 2, " in line and f"{LATENCY} 1, loss 0; 2 rushed; latency by tbf)" in line
+    # The tokens the quick run's test and the summary line look for.
+    assert " lost 0, duplicated 0, re-sent by the client under a bumped producer epoch 0, " in line
     assert line.endswith("; the run failed (TimeoutError: no healthy cluster), so nothing was checked")
 
 
