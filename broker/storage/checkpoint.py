@@ -24,14 +24,16 @@ def write_checkpoint(path: Path, rows: Sequence[str]) -> None:
     atomic_write(path, ("\n".join([str(_VERSION), str(len(rows)), *rows]) + "\n").encode())
 
 
-def read_checkpoint(path: Path, parse: Callable[[list[str]], T], what: str) -> T | None:
+def read_checkpoint(path: str | Path, parse: Callable[[list[str]], T], what: str) -> T | None:
     """``parse`` of the rows of the checkpoint ``path``; None when it does not exist.
 
     CorruptLogError (naming ``what``) when the file or, as ``parse`` finds by raising ValueError, a row is
     malformed.
     """
     try:
-        lines = path.read_text().splitlines()
+        # Bytes decoded, not a text file: a restart reads one of these per partition.
+        with open(path, "rb") as file:
+            lines = file.read().decode().splitlines()
         version, count = int(lines[0]), int(lines[1])
         if version != _VERSION:
             raise ValueError(f"unknown version {version}")

@@ -64,8 +64,12 @@ class _Index:
         self._dirty = False
 
     @property
-    def path(self) -> Path:
+    def path(self) -> str:
         return segment_path(self.directory, self.base_offset, self._SUFFIX)
+
+    @property
+    def name(self) -> str:
+        return os.path.basename(self.path)
 
     @classmethod
     def create(cls, directory: str | Path, base_offset: int, max_bytes: int) -> Self:
@@ -75,14 +79,15 @@ class _Index:
     @classmethod
     def open(cls, directory: str | Path, base_offset: int, max_bytes: int) -> Self:
         """Open an existing file; CorruptLogError when missing or not a whole number of entries."""
-        path = segment_path(directory, base_offset, cls._SUFFIX)
+        index = cls(directory, base_offset, max_bytes, 0)
         try:
-            size = path.stat().st_size
+            size = os.stat(index.path).st_size
         except FileNotFoundError as exc:
-            raise CorruptLogError(f"index {path.name} is missing") from exc
+            raise CorruptLogError(f"index {index.name} is missing") from exc
         if size % cls._ENTRY.size:
-            raise CorruptLogError(f"index {path.name} has {size} bytes, not a multiple of {cls._ENTRY.size}")
-        return cls(directory, base_offset, max_bytes, size // cls._ENTRY.size)
+            raise CorruptLogError(f"index {index.name} has {size} bytes, not a multiple of {cls._ENTRY.size}")
+        index._persisted = size // cls._ENTRY.size
+        return index
 
     def __len__(self) -> int:
         return self._persisted if self._keys is None else len(self._keys)
@@ -93,7 +98,7 @@ class _Index:
     def _columns(self) -> tuple[array[int], array[int]]:
         if self._keys is None or self._values is None:
             # No entries on disk, no file to read (a new index's file does not exist yet).
-            data = self.path.read_bytes() if self._persisted else b""
+            data = _read_bytes(self.path) if self._persisted else b""
             entries = list(self._ENTRY.iter_unpack(data))
             self._keys = array(self._KEY_TYPE, [entry[0] for entry in entries])
             self._values = array(self._VALUE_TYPE, [entry[1] for entry in entries])
@@ -167,7 +172,8 @@ class _Index:
         self._dirty = False
 
     def delete(self) -> None:
-        self.path.unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
 
 
 class OffsetIndex(_Index):
@@ -232,3 +238,8 @@ class TimeIndex(_Index):
         """(timestamp, absolute offset) of the final entry."""
         raw = self._raw_last()
         return None if raw is None else (raw[0], self.base_offset + raw[1])
+
+
+def _read_bytes(path: str) -> bytes:
+    with open(path, "rb") as file:
+        return file.read()

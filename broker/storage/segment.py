@@ -99,7 +99,7 @@ class SegmentFile:
         self.close()
 
 
-def _open_file(path: Path, flags: int) -> SegmentFile:
+def _open_file(path: str, flags: int) -> SegmentFile:
     return SegmentFile(os.open(path, os.O_RDWR | flags, 0o644))
 
 
@@ -164,12 +164,21 @@ class LogSegment:
         return cls(directory, base_offset, config, file, offset_index, time_index, None)
 
     @classmethod
-    def open(cls, directory: str | Path, base_offset: int, config: LogConfig) -> LogSegment:
-        """Open existing files; a missing or malformed index is noted for :meth:`load` to report."""
+    def open(
+        cls, directory: str | Path, base_offset: int, config: LogConfig, has_index_files: bool | None = None
+    ) -> LogSegment:
+        """Open existing files; a missing or malformed index is noted for :meth:`load` to report.
+
+        ``has_index_files``: whether either index file exists, when the caller's directory listing tells;
+        None to look.
+        """
         file = _open_file(segment_path(directory, base_offset, LOG_SUFFIX), 0)
-        index_path = segment_path(directory, base_offset, INDEX_SUFFIX)
-        time_path = segment_path(directory, base_offset, TIME_INDEX_SUFFIX)
-        if not index_path.exists() and not time_path.exists():
+        if has_index_files is None:
+            has_index_files = any(
+                os.path.exists(segment_path(directory, base_offset, suffix))
+                for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+            )
+        if not has_index_files:
             # A small segment's indexes (see the module's docstring); `load` checks that it is small.
             offset_index = OffsetIndex.create(directory, base_offset, config.segment_index_bytes)
             time_index = TimeIndex.create(directory, base_offset, config.segment_index_bytes)
@@ -186,12 +195,12 @@ class LogSegment:
 
     @property
     def path(self) -> Path:
-        return segment_path(self.directory, self.base_offset, LOG_SUFFIX)
+        return Path(segment_path(self.directory, self.base_offset, LOG_SUFFIX))
 
     @property
     def txn_index_path(self) -> Path:
         """Written by the log when an ABORT marker lands in this segment; absent otherwise."""
-        return segment_path(self.directory, self.base_offset, TXN_INDEX_SUFFIX)
+        return Path(segment_path(self.directory, self.base_offset, TXN_INDEX_SUFFIX))
 
     @property
     def info(self) -> SegmentInfo:
@@ -222,7 +231,7 @@ class LogSegment:
         if last is not None:
             last_offset, start = last
             if not 0 <= start < self.size or self._span_at(start).last_offset != last_offset:
-                raise CorruptLogError(f"{self.offset_index.path.name}: last entry does not match the log")
+                raise CorruptLogError(f"{self.offset_index.name}: last entry does not match the log")
         self.next_offset = self.base_offset
         self.max_timestamp, self.offset_of_max_timestamp = NO_TIMESTAMP, -1
         # The newest time entry covers every batch: the index is sealed when a segment rolls or closes.
@@ -233,10 +242,10 @@ class LogSegment:
         unindexed_end = self._index_interval if check_unindexed else self.size
         for span in self._spans(start, self.size):
             if span.position > unindexed_end:
-                raise CorruptLogError(f"{self.offset_index.path.name} is missing")
+                raise CorruptLogError(f"{self.offset_index.name} is missing")
             self._observe(span.last_offset, span.max_timestamp)
         if time_last is not None and not self.base_offset <= time_last[1] < self.next_offset:
-            raise CorruptLogError(f"{self.time_index.path.name}: last entry points outside the segment")
+            raise CorruptLogError(f"{self.time_index.name}: last entry points outside the segment")
         self._bytes_since_index = self.size - start
         self.rolling_ms = self._first_timestamp()
 
@@ -460,7 +469,7 @@ class LogSegment:
         removes ``.deleted`` files when it opens.
         """
         renamed = []
-        for path in (self.path, self.offset_index.path, self.time_index.path, self.txn_index_path):
+        for path in (self.path, Path(self.offset_index.path), Path(self.time_index.path), self.txn_index_path):
             target = path.with_name(path.name + DELETED_FILE_SUFFIX)
             try:
                 os.rename(path, target)
