@@ -173,6 +173,7 @@ class Partition:
         "_next_proposal_ms",
         "_pending_isr",
         "_pending_token",
+        "_producers",
         "index",
         "is_leader",
         "isr",
@@ -183,7 +184,6 @@ class Partition:
         "node_id",
         "on_isr_proposal",
         "partition_epoch",
-        "producers",
         "replicas",
         "settings",
         "topic",
@@ -227,8 +227,9 @@ class Partition:
         # The high watermark itself lives on the log, which checkpoints it: after a restart this replica
         # serves what was committed at the last checkpoint at once, instead of waiting for its ISR again.
         self._epoch_start_offset = log.log_end_offset
-        self.producers = ProducerStateTable()
-        self.producers.rebuild(log.tail_batch_headers(PRODUCER_STATE_SEGMENTS))
+        # Rebuilt from the log's tail when first needed (see `producers`): a restart with 10,000 partitions
+        # makes each one a partition, then its leader, and rebuilt it both times.
+        self._producers: ProducerStateTable | None = None
         self._data_waiters: list[asyncio.Future[None]] | tuple[()] = NO_WAITERS
         self._append_waiters: list[asyncio.Future[None]] | tuple[()] = NO_WAITERS
         self._ack_waiters: list[tuple[int, int, asyncio.Future[ErrorCode]]] | tuple[()] = NO_WAITERS
@@ -267,6 +268,14 @@ class Partition:
         state = self._followers.get(replica_id)
         return -1 if state is None else state.broker_epoch
 
+    @property
+    def producers(self) -> ProducerStateTable:
+        """The idempotent and transactional producers' recent batches; a leader keeps it batch by batch."""
+        if self._producers is None:
+            self._producers = ProducerStateTable()
+            self._producers.rebuild(self.log.tail_batch_headers(PRODUCER_STATE_SEGMENTS))
+        return self._producers
+
     # -- leadership ---------------------------------------------------------
 
     def become_leader(
@@ -293,9 +302,8 @@ class Partition:
         }
         self._followers = followers or NO_FOLLOWERS
         if not was_leader:
-            # As follower the producer state was not kept batch by batch: rebuild it from the log's tail.
-            self.producers = ProducerStateTable()
-            self.producers.rebuild(self.log.tail_batch_headers(PRODUCER_STATE_SEGMENTS))
+            # As follower the producer state was not kept batch by batch: it is rebuilt from the log's tail.
+            self._producers = None
         self._isr_updated()
 
     def become_follower(
@@ -366,6 +374,9 @@ class Partition:
                 ErrorCode.NOT_ENOUGH_REPLICAS,
                 f"{self} has {len(self.isr)} in-sync replicas, min.insync.replicas is {self.min_insync_replicas}",
             )
+        # Built before the first append, so that the tail it reads holds this producer's batches from before a
+        # restart however many segments other producers' appends roll next.
+        producers = self.producers
         settings = self.settings
         headers = validate_batches(records, settings.max_message_bytes)
         now = int(time.time() * 1000)
@@ -376,10 +387,10 @@ class Partition:
         if not sequenced:
             for header in headers:
                 if header.has_producer_id:
-                    self.producers.check_epoch(header.producer_id, header.producer_epoch)
+                    producers.check_epoch(header.producer_id, header.producer_epoch)
         idempotent = [header for header in headers if header.has_producer_id and sequenced]
         if idempotent and len(headers) == 1:
-            duplicate = self.producers.check(headers[0])
+            duplicate = producers.check(headers[0])
             if duplicate is not None:
                 return AppendOutcome(duplicate.first_offset, -1, self.log_start_offset, duplicate.last_offset)
         elif idempotent:
@@ -388,11 +399,11 @@ class Partition:
         result = self.log.append(records, self.leader_epoch, append_time, headers)
         if idempotent:
             stamped = append_time if append_time is not None else headers[0].max_timestamp
-            self.producers.record(headers[0], result.first_offset, stamped)
+            producers.record(headers[0], result.first_offset, stamped)
         elif not sequenced:
             for header in headers:
                 if header.has_producer_id:
-                    self.producers.note_epoch(header.producer_id, header.producer_epoch)
+                    producers.note_epoch(header.producer_id, header.producer_epoch)
         self._appended()
         return AppendOutcome(
             result.first_offset,
