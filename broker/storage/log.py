@@ -154,7 +154,7 @@ class Log:
 
     @property
     def log_dir(self) -> str:
-        """The log directory holding this partition's directory (a string: the manager sorts 10,000 logs by it)."""
+        """The log directory holding this partition's directory (a string: the manager matches 10,000 logs by it)."""
         # Path(".") / "x" is "x": its log dir is ".", as Path's parent says.
         return os.path.dirname(self._path) or os.curdir
 
