@@ -79,15 +79,16 @@ class _Index:
     @classmethod
     def open(cls, directory: str | Path, base_offset: int, max_bytes: int) -> Self:
         """Open an existing file; CorruptLogError when missing or not a whole number of entries."""
-        index = cls(directory, base_offset, max_bytes, 0)
+        path = segment_path(directory, base_offset, cls._SUFFIX)
         try:
-            size = os.stat(index.path).st_size
+            size = os.stat(path).st_size
         except FileNotFoundError as exc:
-            raise CorruptLogError(f"index {index.name} is missing") from exc
+            raise CorruptLogError(f"index {os.path.basename(path)} is missing") from exc
         if size % cls._ENTRY.size:
-            raise CorruptLogError(f"index {index.name} has {size} bytes, not a multiple of {cls._ENTRY.size}")
-        index._persisted = size // cls._ENTRY.size
-        return index
+            raise CorruptLogError(
+                f"index {os.path.basename(path)} has {size} bytes, not a multiple of {cls._ENTRY.size}"
+            )
+        return cls(directory, base_offset, max_bytes, size // cls._ENTRY.size)
 
     def __len__(self) -> int:
         return self._persisted if self._keys is None else len(self._keys)
@@ -98,7 +99,7 @@ class _Index:
     def _columns(self) -> tuple[array[int], array[int]]:
         if self._keys is None or self._values is None:
             # No entries on disk, no file to read (a new index's file does not exist yet).
-            data = _read_bytes(self.path) if self._persisted else b""
+            data = Path(self.path).read_bytes() if self._persisted else b""
             entries = list(self._ENTRY.iter_unpack(data))
             self._keys = array(self._KEY_TYPE, [entry[0] for entry in entries])
             self._values = array(self._VALUE_TYPE, [entry[1] for entry in entries])
@@ -238,8 +239,3 @@ class TimeIndex(_Index):
         """(timestamp, absolute offset) of the final entry."""
         raw = self._raw_last()
         return None if raw is None else (raw[0], self.base_offset + raw[1])
-
-
-def _read_bytes(path: str) -> bytes:
-    with open(path, "rb") as file:
-        return file.read()
