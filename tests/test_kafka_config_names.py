@@ -59,6 +59,7 @@ def test_every_kafka_name_is_known_and_every_known_name_is_kafkas() -> None:
     assert BrokerConfig.keys() - set(BROKER_KEYS) == {
         "kafkette.event.loop",
         "kafkette.event.loop.stall.warn.ms",
+        "kafkette.log.shutdown.sync",
         "metrics.port",
         "super.users",
         "allow.everyone.if.no.acl.found",

@@ -188,7 +188,10 @@ class Broker:
         config = self.config
         log_dirs = list(config.log_dirs)
         self._logs = LogManager.open(
-            log_dirs, LogConfig(), recovery_threads_per_dir=config.num_recovery_threads_per_data_dir
+            log_dirs,
+            LogConfig(),
+            recovery_threads_per_dir=config.num_recovery_threads_per_data_dir,
+            shutdown_sync=config.kafkette_log_shutdown_sync,
         )
         self._cluster_id = load_or_create(self._logs.online_dirs(), self.node_id, config.cluster_id)
         voters = quorum_voters(config)

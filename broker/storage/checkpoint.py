@@ -19,9 +19,10 @@ _VERSION = 0
 T = TypeVar("T")
 
 
-def write_checkpoint(path: Path, rows: Sequence[str]) -> None:
-    """Kafka's checkpoint text, replaced atomically: the version, the row count, then one row a line."""
-    atomic_write(path, ("\n".join([str(_VERSION), str(len(rows)), *rows]) + "\n").encode())
+def write_checkpoint(path: Path, rows: Sequence[str], durable: bool = True) -> None:
+    """Kafka's checkpoint text, replaced atomically: the version, the row count, then one row a line; ``durable``
+    as in `atomic_write`."""
+    atomic_write(path, ("\n".join([str(_VERSION), str(len(rows)), *rows]) + "\n").encode(), durable)
 
 
 def read_checkpoint(path: str | Path, parse: Callable[[list[str]], T], what: str) -> T | None:

@@ -145,8 +145,9 @@ class _Index:
         self._persisted = 0
         self._dirty = True
 
-    def flush(self) -> None:
-        """Write entries appended since the last flush and make the file durable."""
+    def flush(self, durable: bool = True) -> None:
+        """Write entries appended since the last flush and make the file durable (``durable`` as in
+        `atomic_write`)."""
         count = len(self)
         if count == self._persisted and not self._dirty:
             return
@@ -166,7 +167,8 @@ class _Index:
                 written = os.pwrite(fd, view, position)
                 view = view[written:]
                 position += written
-            os.fdatasync(fd)
+            if durable:
+                os.fdatasync(fd)
         finally:
             os.close(fd)
         self._persisted = count

@@ -48,8 +48,8 @@ def _start_of(entry: EpochEntry) -> int:
     return entry.start_offset
 
 
-def write_leader_epoch_checkpoint(path: Path, entries: Iterable[EpochEntry]) -> None:
-    write_checkpoint(path, [f"{entry.epoch} {entry.start_offset}" for entry in entries])
+def write_leader_epoch_checkpoint(path: Path, entries: Iterable[EpochEntry], durable: bool = True) -> None:
+    write_checkpoint(path, [f"{entry.epoch} {entry.start_offset}" for entry in entries], durable)
 
 
 def _entries(rows: list[str]) -> list[EpochEntry]:
@@ -98,11 +98,12 @@ class LeaderEpochCache:
     def latest_epoch(self) -> int:
         return self._entries[-1].epoch if self._entries else UNDEFINED_EPOCH
 
-    def sync(self) -> bool:
-        """Write the file, durably, if the entries changed since it was last written; whether they had."""
+    def sync(self, durable: bool = True) -> bool:
+        """Write the file, durably (``durable`` as in `atomic_write`), if the entries changed since it was last
+        written; whether they had."""
         if not self._dirty:
             return False
-        write_leader_epoch_checkpoint(self.path, self._entries)
+        write_leader_epoch_checkpoint(self.path, self._entries, durable)
         self._dirty = False
         return True
 

@@ -499,29 +499,32 @@ class Log:
 
     # --- durability and housekeeping -------------------------------------------------------
 
-    def flush(self, up_to: int | None = None, sync_parent: bool = True) -> None:
+    def flush(self, up_to: int | None = None, sync_parent: bool = True, durable: bool = True) -> None:
         """fsync segments holding offsets below ``up_to`` (default: all) and advance the recovery point.
 
         ``sync_parent`` False: the caller fsyncs the log directory holding this log's directory before it
-        records the recovery point, once for many logs (a close of every log)."""
+        records the recovery point, once for many logs. ``durable`` False: the files are written but nothing is
+        fsynced; the caller syncs the file system (`syncfs`) before it records the recovery point. Both serve a
+        close of every log."""
         self._check_open()
         target = self._log_end_offset if up_to is None else min(up_to, self._log_end_offset)
         with self._going_offline_on_disk_error(), disk_errors("flushing", self._path):
             # The leader-epoch checkpoint, kept in memory since the last flush, before the recovery point passes
             # its entries: recovery takes the entries past the recovery point from the batches, those before from
             # the file.
-            directory_synced = self._leader_epochs.sync()  # its rename fsyncs the directory
+            directory_synced = self._leader_epochs.sync(durable)  # durably: its rename fsyncs the directory
             if self._directory_unsynced:
                 # The first flush of a new log: the entries of its directory, and its own entry in the log dir.
-                if not directory_synced:
-                    fsync_dir(self._path)
-                if sync_parent:
-                    fsync_dir(self.directory.parent)
+                if durable:
+                    if not directory_synced:
+                        fsync_dir(self._path)
+                    if sync_parent:
+                        fsync_dir(self.directory.parent)
                 self._directory_unsynced = False
             for seg in self._segments:
                 if seg.base_offset >= target:
                     break
-                seg.flush()
+                seg.flush(durable)
         self._recovery_point = max(self._recovery_point, target)
         self._last_flush_ms = self._clock()
 
@@ -586,14 +589,14 @@ class Log:
         # Kafka's truncateFullyAndStartAt: no record is left for any epoch to describe.
         self._leader_epochs.clear()
 
-    def close(self, sync_parent: bool = True) -> None:
+    def close(self, sync_parent: bool = True, durable: bool = True) -> None:
         """Seal the active segment's time index and flush everything (an offline log only closes files);
-        ``sync_parent`` as in `flush`."""
+        ``sync_parent`` and ``durable`` as in `flush`."""
         if self._closed:
             return
         if self.offline_reason is None:
             self._active.seal()
-            self.flush(sync_parent=sync_parent)
+            self.flush(sync_parent=sync_parent, durable=durable)
         for seg in self._segments:
             seg.close()
         self._closed = True

@@ -450,12 +450,15 @@ class LogSegment:
         if self.max_timestamp != NO_TIMESTAMP and len(self.offset_index):
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
 
-    def flush(self) -> None:
+    def flush(self, durable: bool = True) -> None:
+        """Make the records and index entries durable (``durable`` False: write the index entries out, fsync
+        nothing, as in `atomic_write`)."""
         if not self._dirty:
             return
-        os.fdatasync(self._fd)
-        self.offset_index.flush()
-        self.time_index.flush()
+        if durable:
+            os.fdatasync(self._fd)
+        self.offset_index.flush(durable)
+        self.time_index.flush(durable)
         self._dirty = False
 
     def close(self) -> None:

@@ -268,9 +268,9 @@ def test_close_flushes_on_several_threads_per_directory(tmp_path: Path, make_bat
     together = threading.Barrier(4, timeout=10)
     close = Log.close
 
-    def close_with_three_others(log: Log, sync_parent: bool = True) -> None:
+    def close_with_three_others(log: Log, sync_parent: bool = True, durable: bool = True) -> None:
         together.wait()  # BrokenBarrierError (timeout) if fewer than four logs are closing at once
-        close(log, sync_parent)
+        close(log, sync_parent, durable)
 
     monkeypatch.setattr(Log, "close", close_with_three_others)
     manager.close()
