@@ -151,6 +151,8 @@ DIMENSIONS: dict[str, list[Metric]] = {
     ],
     "connections": [RSS, IDLE_CPU, *latency("produce", "produce request"), CPU_PER_REQUEST, CLIENT_CPU],
     "groups": [
+        # Once per broker, whatever the count: the slowest of the connections' first joins (run before the rest).
+        Metric("first_join_max_ms", "first join + sync of a connection, max (ms)", 2),
         *latency("join", "join + sync"),
         *latency("commit", "steady commit"),
         Metric("steady_cpu_pct", "coordinator CPU, steady (%)", 1),
@@ -345,6 +347,7 @@ def groups_point(name: str, count: int, plan: Plan) -> dict[str, float]:
         run = await run_groups(clients, TOPIC, count, plan.steady_s, broker.cpu_seconds)
         point = {"steady_cpu_pct": run.steady_cpu_s / run.steady_s * 100, "rss_mb": broker.rss_mb()}
         point["client_cpu_pct"] = run.client_cpu_s / run.steady_s * 100
+        point["first_join_max_ms"] = max(run.first_join_ms.samples_ms)
         point["join_p50_ms"], point["join_p99_ms"] = run.join_ms.p50_p99
         point["commit_p50_ms"], point["commit_p99_ms"] = run.commit_ms.p50_p99
         point["cpu_us_per_request"] = run.steady_cpu_s / max(run.steady_requests, 1) * 1e6

@@ -1,13 +1,20 @@
-"""bench/growth.py's report: whole-broker times are also shown per partition, with their growth."""
+"""bench/growth.py's report (whole-broker times are also shown per partition, with their growth) and its groups
+workload."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
 
+from confluent_kafka.admin import AdminClient, NewTopic
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 from growth import Metric, batches_on_disk, report
+from growth_load import GroupsRun, close_clients, open_clients, run_groups
 
+from kafkette.broker.protocol.messages.list_groups_request import ListGroupsRequest
+from kafkette.broker.protocol.messages.list_groups_response import ListGroupsResponse
 from kafkette.broker.protocol.records import Record, encode_batch
 
 
@@ -43,3 +50,29 @@ def test_batches_are_counted_in_the_topics_segments_only(tmp_path: Path) -> None
     other.mkdir()
     (other / "00000000000000000000.log").write_bytes(batch(0, 5))
     assert batches_on_disk(tmp_path, "growth") == 3
+
+
+def test_the_groups_workload_warms_each_connection_up_and_its_members_leave(kafkette_broker) -> None:
+    """Against a real broker: one warm-up group per connection joins (timed apart), commits, heartbeats and
+    leaves; the measured groups then join once each and stay members through the steady state."""
+    admin = AdminClient({"bootstrap.servers": kafkette_broker.bootstrap})
+    admin.create_topics([NewTopic("growth", 1, 1)])["growth"].result(30)
+
+    async def scenario() -> tuple[GroupsRun, list[str]]:
+        clients = await open_clients(kafkette_broker.bootstrap, 2)
+        try:
+            run = await run_groups(clients, "growth", 3, 0.5, lambda: 0.0)
+            listed = await clients[0].request(ListGroupsRequest(), 4, 30, ListGroupsResponse)
+            return run, sorted(f"{g.group_id}:{g.group_state}" for g in listed.groups)
+        finally:
+            await close_clients(clients)
+
+    run, groups = asyncio.run(scenario())
+    assert len(run.first_join_ms.samples_ms) == 2 and len(run.join_ms.samples_ms) == 3
+    assert groups == [
+        "growth-0:Stable",
+        "growth-1:Stable",
+        "growth-2:Stable",
+        "growth-warm-up-0:Empty",
+        "growth-warm-up-1:Empty",
+    ]
