@@ -24,6 +24,11 @@ from kafkette.broker.kafka_config_names import BROKER_KEYS as KAFKA_BROKER_KEYS
 from kafkette.broker.kafka_config_names import TOPIC_KEYS as KAFKA_TOPIC_KEYS
 from kafkette.broker.kafka_config_names import KafkaKey
 
+# How a clean shutdown makes every log durable (kafkette.log.shutdown.sync): "syncfs" writes the logs' files without
+# fsync and writes back each log directory's file system once (Linux 5.8 and later, else "fsync"); "fsync" fsyncs
+# each log's files, as Kafka does (broker/storage/manager.py).
+ShutdownSync = Literal["syncfs", "fsync"]
+
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 SHORT_MIN, SHORT_MAX = -(2**15), 2**15 - 1
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
@@ -591,12 +596,11 @@ class BrokerConfig(_PropertiesModel):
     log_cleaner_backoff_ms: _NonNegativeLong = Field(15000, alias="log.cleaner.backoff.ms")
     log_cleaner_enable: Boolean = Field(True, alias="log.cleaner.enable")
     # Threads per log directory that close (flush) its logs at shutdown; Kafka's also open them at start-up.
-    # Kafka's default is 2; a close here mostly waits on fsyncs, which overlap (8 threads shut 10,000 partitions
-    # down in about half the time of 2, docs/operations.md).
+    # Kafka's default is 2; a close here mostly waits on the kernel (fsyncs, or creating each log's new leader-epoch
+    # checkpoint), and the waits overlap (8 threads shut 10,000 partitions down in about half the time of 2,
+    # docs/operations.md).
     num_recovery_threads_per_data_dir: _PositiveInt = Field(8, alias="num.recovery.threads.per.data.dir")
-    # How a clean shutdown makes the logs durable: "syncfs", one write-back of each log directory's file system
-    # (Linux 5.8 and later, else "fsync"), or "fsync" of each log's files as Kafka does (broker/storage/manager.py).
-    kafkette_log_shutdown_sync: Annotated[Literal["syncfs", "fsync"], BeforeValidator(_trimmed)] = Field(
+    kafkette_log_shutdown_sync: Annotated[ShutdownSync, BeforeValidator(_trimmed)] = Field(
         "syncfs", alias="kafkette.log.shutdown.sync"
     )
 

@@ -71,7 +71,7 @@ def syncfs(directory: str | Path) -> None:
     where an fsync apiece waits on the disk once per file); OSError when a write-back failed."""
     call = _syncfs_call()
     if call is None:
-        raise OSError(f"syncfs is not available here ({sys.platform} {os.uname().release})")
+        raise OSError(f"syncfs is not available here (Linux 5.8 or later; this is {sys.platform})")
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
         if call(fd) != 0:

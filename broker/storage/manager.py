@@ -16,7 +16,8 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
-from typing import Literal
+
+from kafkette.broker.config import ShutdownSync
 
 from .checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from .config import LogConfig
@@ -38,10 +39,6 @@ logger = logging.getLogger(__name__)
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
 HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
-
-# How a clean shutdown makes every log durable: "syncfs" writes the logs' files and syncs each log directory's
-# file system once (Linux 5.8 and later; elsewhere "fsync"), "fsync" fsyncs each log's files.
-ShutdownSync = Literal["syncfs", "fsync"]
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 
 
