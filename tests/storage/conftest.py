@@ -1,9 +1,11 @@
-"""Batches for storage tests, built and decoded by kafka-python: an implementation independent of ours."""
+"""Storage tests' helpers: batches built and decoded by kafka-python (an implementation independent of ours), and a
+spy on fsyncs."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
@@ -61,3 +63,15 @@ def make_batch() -> BatchFactory:
 @pytest.fixture
 def decode_region() -> Callable[[ReadResult], list[tuple[int, int, int, Decoded]]]:
     return decode_result
+
+
+def spy_on_fsyncs(monkeypatch: pytest.MonkeyPatch, record: Callable[[Path], None]) -> None:
+    """``record`` the path of every file or directory fsync'd or fdatasync'd while the test runs."""
+    for name in ("fsync", "fdatasync"):
+        real = getattr(os, name)
+
+        def spy(fd: int, real: Callable[[int], None] = real) -> None:
+            record(Path(os.readlink(f"/proc/self/fd/{fd}")))
+            real(fd)
+
+        monkeypatch.setattr(os, name, spy)

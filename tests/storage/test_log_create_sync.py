@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import spy_on_fsyncs
 
 from kafkette.broker.storage import Log, LogConfig, LogManager
 from kafkette.broker.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT
@@ -18,14 +19,7 @@ from kafkette.broker.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT
 def synced(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """The paths fsync'd (files and directories alike) while the test runs."""
     paths: list[Path] = []
-    for name in ("fsync", "fdatasync"):
-        real = getattr(os, name)
-
-        def spy(fd: int, real=real) -> None:  # type: ignore[no-untyped-def]
-            paths.append(Path(os.readlink(f"/proc/self/fd/{fd}")))
-            real(fd)
-
-        monkeypatch.setattr(os, name, spy)
+    spy_on_fsyncs(monkeypatch, paths.append)
     return paths
 
 

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import spy_on_fsyncs
 
 from kafkette.broker.config import BrokerConfig
 from kafkette.broker.storage import LogConfig, LogManager, TopicPartition, files, manager
@@ -25,14 +26,7 @@ pytestmark = pytest.mark.skipif(not files.syncfs_available(), reason="syncfs nee
 def events(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Path]]:
     """('fsync', path) for every fsync and fdatasync, ('syncfs', directory) for every syncfs, in order."""
     seen: list[tuple[str, Path]] = []
-    for name in ("fsync", "fdatasync"):
-        real = getattr(os, name)
-
-        def spy(fd: int, real=real) -> None:  # type: ignore[no-untyped-def]
-            seen.append(("fsync", Path(os.readlink(f"/proc/self/fd/{fd}"))))
-            real(fd)
-
-        monkeypatch.setattr(os, name, spy)
+    spy_on_fsyncs(monkeypatch, lambda path: seen.append(("fsync", path)))
     real_syncfs = files.syncfs
 
     def syncfs_spy(directory: str | Path) -> None:
