@@ -1,5 +1,5 @@
-"""docs/architecture.md stays true to the tree: every path it names in backticks exists, and its package
-diagram shows the layers and forbidden imports of .importlinter exactly."""
+"""docs/architecture.md stays true to the tree: every path it and docs/performance.md name in backticks exists,
+and its package diagram shows the layers and forbidden imports of .importlinter exactly."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "architecture.md"
+# The benchmarks and the record of what was measured, which name modules, scripts and reports as the page does.
+PERFORMANCE_DOC = ROOT / "docs" / "performance.md"
 CONFIG = ROOT / ".importlinter"
 
 # A backticked token names a file when it ends so; with a "/" it names a file or folder from the root.
@@ -57,8 +59,9 @@ def missing(paths: list[str], root: Path) -> list[str]:
     return absent
 
 
-def test_every_path_named_in_the_architecture_page_exists() -> None:
-    paths = named_paths(DOC.read_text())
+@pytest.mark.parametrize("doc", [DOC, PERFORMANCE_DOC], ids=lambda doc: doc.name)
+def test_every_path_named_in_the_page_exists(doc: Path) -> None:
+    paths = named_paths(doc.read_text())
     assert len(paths) > 50, paths  # the page names its modules; an extraction that finds none proves nothing
     assert missing(paths, ROOT) == []
 

@@ -16,8 +16,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 # Identical for every broker and written into the report: they change what "consume" measures. The default
 # fetch.queue.backoff.ms (1000) idles the fetcher for a second whenever the application is 100,000 records behind;
 # at 0 it re-checks the full queue without pause, under the lock the application thread pops under, and a read
-# fell at random into a mode of constant lock hand-offs 0.6x as fast (every broker alike: docs/architecture.md,
-# Performance). 10 ms is a fifth of the time the application here takes to drain a full queue.
+# fell at random into a mode of constant lock hand-offs 0.6x as fast (every broker alike: docs/performance.md,
+# 'The second mode, found'). 10 ms is a fifth of the time the application here takes to drain a full queue.
 CONSUMER_SETTINGS = {"fetch.queue.backoff.ms": 10, "queued.min.messages": 100000, "fetch.wait.max.ms": 100}
 
 
