@@ -237,6 +237,12 @@ def ratio(ours: float, theirs: float) -> str:
     return f"{ours / theirs:.2f}" if theirs and theirs == theirs and ours == ours else "n/a"
 
 
+def round_ratios(ours: list[float], theirs: list[float]) -> str:
+    """The lowest and highest of the rounds' ratios: how far one round of the row can land from its median."""
+    paired = [a / b for a, b in zip(ours, theirs, strict=True) if b] if len(ours) == len(theirs) > 1 else []
+    return f"{min(paired):.2f}-{max(paired):.2f}" if paired else "-"
+
+
 def below_in_every_round(lower: list[float], higher: list[float]) -> bool:
     """`lower` under `higher` in each round: a round runs every broker back to back, so the rounds pair up."""
     return len(lower) == len(higher) > 1 and all(a < b for a, b in zip(lower, higher, strict=True))
@@ -274,7 +280,7 @@ def report(
         "# Kafkette vs Apache Kafka vs Tansu",
         "",
         f"{finished}, {rounds} round(s), medians; brokers run side by side on 127.0.0.1, rounds interleave their "
-        "order."
+        "order; 'its rounds' is the lowest and highest of the rounds' own Kafkette/Kafka ratios."
         + (
             f" Load average (1 min) after each round: {', '.join(f'{x:.1f}' for x in results.load)} "
             f"({os.cpu_count()} cores)."
@@ -283,9 +289,9 @@ def report(
         ),
         "",
         "| workload | client | op | Kafka msg/s (MB/s) | Tansu msg/s (MB/s) | Kafkette msg/s (MB/s) | Kafkette/Kafka "
-        "| Kafkette/Tansu "
+        "| its rounds | Kafkette/Tansu "
         "| CPU s per M records (Kafka / Tansu / Kafkette) |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     ratios: dict[str, list[float]] = {"kafka": [], "tansu": []}
     lost: dict[str, list[str]] = {peer: [] for peer in ratios}  # the workloads Kafkette lost in every round
@@ -309,9 +315,11 @@ def report(
                     _rate_cell(rate[name], scenario.size, name in brokers, results.errors.get(keys[name]))
                     for name in BROKERS
                 ]
+                per_round = round_ratios(results.rates.get(keys["kafkette"], []), results.rates.get(keys["kafka"], []))
                 lines.append(
                     f"| {scenario.label} | {client} | {operation} | {' | '.join(cells)} | "
-                    f"{ratio(rate['kafkette'], rate['kafka'])} | {ratio(rate['kafkette'], rate['tansu'])} | {cpu} |"
+                    f"{ratio(rate['kafkette'], rate['kafka'])} | {per_round} | "
+                    f"{ratio(rate['kafkette'], rate['tansu'])} | {cpu} |"
                 )
     lines += [""] + [
         f"Kafkette/{peer.capitalize()}: at least 1.00 in {sum(r >= 1.0 for r in values)} of {len(values)} "

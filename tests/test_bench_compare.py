@@ -55,5 +55,20 @@ def test_a_broker_left_out_of_the_run_is_not_reported_as_failed() -> None:
         KAFKA,
         "tcmalloc_minimal",
     )
-    assert "| java | consume | 500 (0.1) | not run | 1,000 (0.1) | 2.00 | n/a | 1.00 / - / 1.00 |" in text
+    assert "| java | consume | 500 (0.1) | not run | 1,000 (0.1) | 2.00 | - | n/a | 1.00 / - / 1.00 |" in text
     assert "error" not in text
+
+
+def test_a_row_shows_how_far_its_rounds_land_from_its_median() -> None:
+    scenario = Scenario(100, 1, "1", "none", 1000)
+    results = Results()
+    # Kafkette wins the first round (2.0x) and loses the other two (0.8x, 0.5x): the medians say 0.80.
+    for kafka_s, kafkette_s in ((2.0, 1.0), (1.0, 1.25), (1.0, 2.0)):
+        results.add((scenario.label, "java", "consume", "kafka"), Measurement(1000, kafka_s), 0.001)
+        results.add((scenario.label, "java", "consume", "kafkette"), Measurement(1000, kafkette_s), 0.001)
+    facts = {name: BrokerFacts(1.0, 10, 20, []) for name in ("kafka", "kafkette")}
+    clients = {"java": CLIENTS["java"]}
+    text = report(
+        results, facts, [scenario], 3, "2026-12-02", clients, True, 1000, True, True, CONSUMER, KAFKA, "glibc"
+    )
+    assert "| java | consume | 1,000 (0.1) | not run | 800 (0.1) | 0.80 | 0.50-2.00 | n/a |" in text
