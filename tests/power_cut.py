@@ -1,0 +1,105 @@
+"""A disk whose power can be cut: ext4 on a loop device, and `cut()` keeps only what reached the device.
+
+A process's writes sit in the page cache until the kernel writes them back, an fsync or syncfs writes them, or
+the file system's journal commits them; a power cut loses the rest. Copying the loop device's image file while
+the file system is still mounted captures exactly what reached the device, and mounting that copy in the file
+system's place (ext4 replays its journal, as after a reboot) is the disk a machine finds when power comes back.
+
+To keep as little as a real power cut could: the journal commits only when something syncs (`commit=600`,
+instead of every 5 s), nothing initialises inode tables or the journal in the background, and dirty pages are
+written back only once 30 s old (the kernel's default expiry), longer than a test takes between its writes and
+its cut. Mounting needs root and a loop device; elsewhere the test skips.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+MOUNT_OPTIONS = "commit=600"
+TOOLS = ("losetup", "mkfs.ext4", "mount", "umount")
+
+
+def _run(*command: str) -> str:
+    return subprocess.run(command, check=True, capture_output=True, text=True, timeout=60).stdout.strip()
+
+
+class PowerCutDisk:
+    """An ext4 file system mounted at ``mount_point`` until `close`; `cut` loses what never reached the device."""
+
+    def __init__(self, work: Path, size_mb: int) -> None:
+        self.mount_point = work / "disk"
+        self._work = work
+        self._image = work / "disk-0.img"
+        self._cuts = 0
+        self._device: str | None = None
+        self.mount_point.mkdir()
+        with self._image.open("wb") as image:
+            image.truncate(size_mb * 1024 * 1024)
+        # Tables zeroed now, not by a kernel thread writing to the device while a test runs.
+        _run("mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", str(self._image))
+        self._attach(self._image)
+
+    def _attach(self, image: Path) -> None:
+        device = _run("losetup", "--find", "--show", str(image))
+        try:
+            _run("mount", "-t", "ext4", "-o", MOUNT_OPTIONS, device, str(self.mount_point))
+        except subprocess.CalledProcessError:
+            _run("losetup", "--detach", device)
+            raise
+        self._device = device
+
+    def _detach(self) -> None:
+        if self._device is None:
+            return
+        _run("umount", str(self.mount_point))
+        _run("losetup", "--detach", self._device)
+        self._device = None
+
+    def cut(self) -> None:
+        """Power off and on: mount, in the file system's place, a copy of what its device holds now.
+
+        Whatever writes to the disk must have stopped (its processes killed or exited): unmounting waits for it.
+        """
+        survivor = self._work / f"disk-{self._cuts + 1}.img"
+        shutil.copyfile(self._image, survivor)  # the device's blocks, not the page cache's dirty pages
+        self._detach()  # writes the dirty pages back into the old image, which is dropped
+        self._image.unlink()
+        self._image, self._cuts = survivor, self._cuts + 1
+        self._attach(survivor)
+
+    def close(self) -> None:
+        try:
+            self._detach()
+        except subprocess.CalledProcessError:
+            # Still busy (a test failed with its broker running): detached once the last user lets go.
+            subprocess.run(["umount", "--lazy", str(self.mount_point)], check=False, timeout=60)
+            if self._device is not None:
+                subprocess.run(["losetup", "--detach", self._device], check=False, timeout=60)
+            self._device = None
+        self._image.unlink(missing_ok=True)
+
+
+@contextmanager
+def power_cut_disk(work: Path, size_mb: int = 128) -> Iterator[PowerCutDisk]:
+    """A `PowerCutDisk` under ``work``, unmounted and detached when the block ends; skips without root or tools."""
+    if os.geteuid() != 0:
+        pytest.skip("a loop-mounted file system needs root")
+    missing = [tool for tool in TOOLS if shutil.which(tool) is None]
+    if missing:
+        pytest.skip(f"no {', '.join(missing)} here")
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        disk = PowerCutDisk(work, size_mb)
+    except subprocess.CalledProcessError as error:
+        pytest.skip(f"cannot mount a loop device here: {error.stderr.strip()}")
+    try:
+        yield disk
+    finally:
+        disk.close()
