@@ -13,9 +13,12 @@ its cut. Mounting needs root and a loop device; elsewhere the test skips.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +27,29 @@ import pytest
 
 MOUNT_OPTIONS = "commit=600"
 TOOLS = ("losetup", "mkfs.ext4", "mount", "umount")
+
+
+def _wait_for_state(pid: int, state: str, timeout: float = 30.0) -> None:
+    """Until every thread of the process is in ``state`` (/proc's letter: T stopped) or gone (dead or a zombie).
+
+    The leader alone does not tell: it can show T or Z while another thread still finishes a system call.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        states = []
+        for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
+            with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+                # The state follows the command name, which is in parentheses and may hold spaces.
+                states.append(stat.read_text().rsplit(")", 1)[1].split()[0])
+        if all(current in (state, "Z", "X") for current in states):
+            return
+        time.sleep(0.001)
+    raise TimeoutError(f"process {pid} not in state {state} after {timeout} s")
+
+
+def _signal(pid: int, signum: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):  # it exited and was reaped: nothing of it writes any more
+        os.kill(pid, signum)
 
 
 def _run(*command: str) -> str:
@@ -58,17 +84,33 @@ class PowerCutDisk:
     def _detach(self) -> None:
         if self._device is None:
             return
-        _run("umount", str(self.mount_point))
+        deadline = time.monotonic() + 10
+        while True:  # a process killed just now may take a moment to let go of its files
+            try:
+                _run("umount", str(self.mount_point))
+                break
+            except subprocess.CalledProcessError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
         _run("losetup", "--detach", self._device)
         self._device = None
 
-    def cut(self) -> None:
+    def cut(self, running: int | None = None) -> None:
         """Power off and on: mount, in the file system's place, a copy of what its device holds now.
 
-        Whatever writes to the disk must have stopped (its processes killed or exited): unmounting waits for it.
+        Whatever writes to the disk must have stopped (its processes killed or exited), or be the process
+        ``running``: it is frozen (SIGSTOP) at whatever it was doing, so that nothing of its reaches the device
+        while the copy is taken, and then killed.
         """
+        if running is not None:
+            _signal(running, signal.SIGSTOP)
+            _wait_for_state(running, "T")
         survivor = self._work / f"disk-{self._cuts + 1}.img"
         shutil.copyfile(self._image, survivor)  # the device's blocks, not the page cache's dirty pages
+        if running is not None:
+            _signal(running, signal.SIGKILL)
+            _wait_for_state(running, "Z")  # a zombie's threads hold no file open; its parent reaps it later
         self._detach()  # writes the dirty pages back into the old image, which is dropped
         self._image.unlink()
         self._image, self._cuts = survivor, self._cuts + 1

@@ -8,7 +8,10 @@ the test cuts: only what reached the device survives, as after a real power cut.
 - with `flush.messages=1` every record is on the device before it is acknowledged, so a crash with a cut loses
   none of them;
 - after a crash with a cut, each partition holds a prefix of what it acknowledged, at least all that a clean
-  restart before had written back, and goes on at the offset after it.
+  restart before had written back, and goes on at the offset after it;
+- a cut at any moment of a clean shutdown leaves such a prefix, and all of it once the clean-shutdown marker is
+  on the disk (it tells the next start that no log needs recovery); a cut right after a broker's first start
+  leaves one that starts again.
 
 Needs root and a loop device; elsewhere the tests skip.
 """
@@ -16,6 +19,8 @@ Needs root and a loop device; elsewhere the tests skip.
 from __future__ import annotations
 
 import os
+import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +32,7 @@ from power_cut import PowerCutDisk, power_cut_disk
 
 from kafkette.broker.process import BrokerProcess
 from kafkette.broker.storage.files import syncfs, syncfs_available
+from kafkette.broker.storage.manager import CLEAN_SHUTDOWN_MARKER
 
 TOPIC = "power"
 PARTITIONS = 3
@@ -165,11 +171,65 @@ def test_a_crash_and_a_power_cut_leave_each_partition_a_prefix_that_goes_on(disk
     acknowledged = merged(before_restart, after_restart)
     with broker:
         survivors = stored(broker.bootstrap)
+        assert_prefixes(survivors, acknowledged)
         for partition in range(PARTITIONS):
-            kept = survivors[partition]
-            assert kept == acknowledged[partition][: len(kept)], f"partition {partition} is not a prefix"
-            assert len(kept) >= len(before_restart[partition])
+            assert len(survivors[partition]) >= len(before_restart[partition])
         more = produce(broker.bootstrap, 7200, 30)
         for partition in range(PARTITIONS):
             assert more[partition][0][0] == len(survivors[partition])
         assert stored(broker.bootstrap) == merged(survivors, more)
+
+
+def marked_clean(disk: PowerCutDisk) -> bool:
+    return (disk.mount_point / "broker" / CLEAN_SHUTDOWN_MARKER).exists()
+
+
+def stored_after_restart(broker: BrokerProcess) -> Acknowledged:
+    with broker:
+        return stored(broker.bootstrap)
+
+
+def assert_prefixes(survivors: Acknowledged, acknowledged: Acknowledged) -> None:
+    for partition in range(PARTITIONS):
+        kept = survivors[partition]
+        assert kept == acknowledged[partition][: len(kept)], f"partition {partition} is not a prefix"
+
+
+def test_a_cut_right_after_the_first_start_leaves_a_broker_that_starts(disk: PowerCutDisk) -> None:
+    broker = broker_on(disk)
+    broker.start()
+    disk.cut(running=broker.pid)  # its cluster id, metadata log and log directory just made
+    broker.kill()
+    with broker:
+        create_topic(broker.bootstrap)
+        acknowledged = produce(broker.bootstrap, 0, 30)
+        assert stored(broker.bootstrap) == acknowledged
+
+
+# A shutdown of this broker takes 0.1-0.2 s: the cuts fall through it, and the last after it.
+@pytest.mark.parametrize("delays_ms", [(0, 10, 30, 60, 120, 3000)])
+def test_a_cut_at_any_moment_of_a_clean_shutdown_leaves_a_prefix(disk: PowerCutDisk, delays_ms: tuple[int]) -> None:
+    broker = broker_on(disk)
+    with broker:
+        create_topic(broker.bootstrap)
+        acknowledged = produce(broker.bootstrap, 0, 600)
+    outcomes = []
+    for round_number, delay_ms in enumerate(delays_ms):
+        with broker:
+            survivors = stored(broker.bootstrap)
+            assert_prefixes(survivors, acknowledged)
+            if outcomes and outcomes[-1] == 0:
+                assert survivors == acknowledged  # the shutdown before the cut had finished
+            more = produce(broker.bootstrap, 1000 * (round_number + 1), 600)
+            acknowledged = merged(survivors, more)
+            os.kill(broker.pid, signal.SIGTERM)
+            time.sleep(delay_ms / 1000)
+            disk.cut(running=broker.pid)
+            broker.kill()  # reaps it
+            outcomes.append(broker.returncode)
+            if marked_clean(disk):  # the marker promises that the logs are whole: recovery will not look
+                assert stored_after_restart(broker) == acknowledged
+    # Some cuts came during the shutdown and some after it, or the delays did not test what they are for.
+    assert {-signal.SIGKILL, 0} <= set(outcomes), outcomes
+    with broker:
+        assert_prefixes(stored(broker.bootstrap), acknowledged)
