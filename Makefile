@@ -272,7 +272,8 @@ bench-micro: venv
 
 
 # The chaos harness for ten minutes (`make test` runs 45 s of it): brokers of a local 3-broker cluster are
-# killed, paused and stopped under acks=all load; no acknowledged write may be lost. Set the seed to replay.
+# killed, paused, stopped and (root) lose power under acks=all load; no acknowledged write may be lost. Set the
+# seed to replay.
 chaos: bytecode
 	KAFKETTE_CHAOS_SECONDS=$${KAFKETTE_CHAOS_SECONDS:-600} $(BIN)/pytest -q -s tests/chaos/test_chaos.py
 

@@ -59,13 +59,14 @@ def _run(*command: str) -> str:
 class PowerCutDisk:
     """An ext4 file system mounted at ``mount_point`` until `close`; `cut` loses what never reached the device."""
 
-    def __init__(self, work: Path, size_mb: int) -> None:
-        self.mount_point = work / "disk"
+    def __init__(self, work: Path, size_mb: int, mount_point: Path | None = None) -> None:
+        """The disk's images go in ``work``; it is mounted at ``mount_point`` (created; default ``work/disk``)."""
+        self.mount_point = mount_point or work / "disk"
         self._work = work
-        self._image = work / "disk-0.img"
+        self._image = work / f"{self.mount_point.name}-0.img"
         self._cuts = 0
         self._device: str | None = None
-        self.mount_point.mkdir()
+        self.mount_point.mkdir(parents=True)
         with self._image.open("wb") as image:
             image.truncate(size_mb * 1024 * 1024)
         # Tables zeroed now, not by a kernel thread writing to the device while a test runs.
@@ -96,8 +97,9 @@ class PowerCutDisk:
         _run("losetup", "--detach", self._device)
         self._device = None
 
-    def cut(self, running: int | None = None) -> None:
-        """Power off and on: mount, in the file system's place, a copy of what its device holds now.
+    def cut(self, running: int | None = None) -> int:
+        """Power off and on: mount, in the file system's place, a copy of what its device holds now. Returns how
+        many bytes the files lost (their sizes before, less after), so that a caller can tell the cut did something.
 
         Whatever writes to the disk must have stopped (its processes killed or exited), or be the process
         ``running``: it is frozen (SIGSTOP) at whatever it was doing, so that nothing of its reaches the device
@@ -106,7 +108,8 @@ class PowerCutDisk:
         if running is not None:
             _signal(running, signal.SIGSTOP)
             _wait_for_state(running, "T")
-        survivor = self._work / f"disk-{self._cuts + 1}.img"
+        before = self._bytes_in_files()
+        survivor = self._work / f"{self.mount_point.name}-{self._cuts + 1}.img"
         shutil.copyfile(self._image, survivor)  # the device's blocks, not the page cache's dirty pages
         if running is not None:
             _signal(running, signal.SIGKILL)
@@ -115,6 +118,10 @@ class PowerCutDisk:
         self._image.unlink()
         self._image, self._cuts = survivor, self._cuts + 1
         self._attach(survivor)
+        return before - self._bytes_in_files()
+
+    def _bytes_in_files(self) -> int:
+        return sum(path.stat().st_size for path in self.mount_point.rglob("*") if path.is_file())
 
     def close(self) -> None:
         try:
@@ -128,20 +135,38 @@ class PowerCutDisk:
         self._image.unlink(missing_ok=True)
 
 
+def unavailable() -> str | None:
+    """Why no such disk can be made here, or None."""
+    if os.geteuid() != 0:
+        return "a loop-mounted file system needs root"
+    missing = [tool for tool in TOOLS if shutil.which(tool) is None]
+    return f"no {', '.join(missing)} here" if missing else None
+
+
+@contextmanager
+def power_cut_disks(work: Path, mount_points: list[Path], size_mb: int = 128) -> Iterator[list[PowerCutDisk]]:
+    """One `PowerCutDisk` per mount point, images in ``work``; unmounted and detached when the block ends.
+
+    Raises CalledProcessError when the kernel refuses a loop device or a mount (a container without them)."""
+    work.mkdir(parents=True, exist_ok=True)
+    disks: list[PowerCutDisk] = []
+    try:
+        for mount_point in mount_points:
+            disks.append(PowerCutDisk(work, size_mb, mount_point))
+        yield disks
+    finally:
+        for disk in disks:
+            disk.close()
+
+
 @contextmanager
 def power_cut_disk(work: Path, size_mb: int = 128) -> Iterator[PowerCutDisk]:
-    """A `PowerCutDisk` under ``work``, unmounted and detached when the block ends; skips without root or tools."""
-    if os.geteuid() != 0:
-        pytest.skip("a loop-mounted file system needs root")
-    missing = [tool for tool in TOOLS if shutil.which(tool) is None]
-    if missing:
-        pytest.skip(f"no {', '.join(missing)} here")
-    work.mkdir(parents=True, exist_ok=True)
-    try:
-        disk = PowerCutDisk(work, size_mb)
-    except subprocess.CalledProcessError as error:
-        pytest.skip(f"cannot mount a loop device here: {error.stderr.strip()}")
-    try:
-        yield disk
-    finally:
-        disk.close()
+    """A `PowerCutDisk` mounted at ``work/disk`` for one test; skips without root, tools or loop devices."""
+    if (reason := unavailable()) is not None:
+        pytest.skip(reason)
+    with contextlib.ExitStack() as stack:
+        try:
+            (disk,) = stack.enter_context(power_cut_disks(work, [work / "disk"], size_mb))
+        except subprocess.CalledProcessError as error:
+            pytest.skip(f"cannot mount a loop device here: {error.stderr.strip()}")
+        yield disk  # what the test raises is not a reason to skip

@@ -1,4 +1,4 @@
-"""A reusable chaos harness: producers with acks=all write while brokers are killed, paused and stopped.
+"""A reusable chaos harness: producers with acks=all write while brokers are killed, paused, stopped and lose power.
 
 `run_chaos` drives a local cluster (kafkette.operator.local) and returns a ChaosReport; the checks on what
 was acknowledged, read back and stored on disk are pure functions so they can be tested on their own.
@@ -10,15 +10,18 @@ import os
 import random
 import re
 import signal
+import subprocess
 import threading
 import time
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple, TypeVar
 
+from power_cut import PowerCutDisk, power_cut_disks, unavailable
 from waiting import WaitTimeout, wait_for
 
 from kafkette.broker.protocol.batch import parse_header, peek_length
@@ -57,6 +60,10 @@ class ChaosConfig:
     pause_seconds: tuple[float, float] = (1.0, 6.0)
     # Chance that a fault targets the active controller rather than a random broker.
     controller_bias: float = 0.35
+    # Each broker's data directory on its own disk whose power a fault cuts (`tests/power_cut.py`: root and loop
+    # devices), so that a restarted broker has lost what it had not synced; off, or where those are missing, the
+    # faults are kills, pauses and stops only.
+    power_cuts: bool = True
 
 
 @dataclass
@@ -83,6 +90,8 @@ class ChaosReport:
     leader_claims: int = 0  # (broker, partition, epoch) leaderships found in the logs: 0 means none was read
     # Follower truncations of the topic's partitions the brokers logged: tails a deposed leader had appended.
     truncations: int = 0
+    # What the power cuts took from the files of their brokers' disks (sizes before less after), in bytes.
+    power_cut_bytes_lost: int = 0
     faults: list[tuple[float, str, int]] = field(default_factory=list)
     leader_changes: int = 0
     controller_changes: int = 0
@@ -113,7 +122,7 @@ class ChaosReport:
             f"misplaced={len(self.misplaced)} reused_offsets={len(self.reused_offsets)} "
             f"divergent_replicas={len(self.divergent_replicas)} offset_problems={len(self.offset_problems)} "
             f"epoch_conflicts={len(self.epoch_conflicts)} leader_claims={self.leader_claims} "
-            f"truncations={self.truncations} "
+            f"truncations={self.truncations} power_cut_bytes_lost={self.power_cut_bytes_lost} "
             f"delivery_errors={self.delivery_errors} "
             f"fatal_producer_errors={self.fatal_producer_errors} faults={dict(kinds)} "
             f"leader_changes={self.leader_changes} controller_changes={self.controller_changes} "
@@ -430,15 +439,21 @@ def wait_healthy(state: ClusterState, cluster_dir: Path, topic: str | None, time
 
 
 def inject_faults(
-    cluster_dir: Path, state: ClusterState, config: ChaosConfig, monitor: Monitor, report: ChaosReport
+    cluster_dir: Path,
+    state: ClusterState,
+    config: ChaosConfig,
+    monitor: Monitor,
+    report: ChaosReport,
+    disks: Mapping[int, PowerCutDisk],
 ) -> None:
-    """Fault after fault until the deadline; one broker down at most, healed before the next fault."""
+    """Fault after fault until the deadline; one broker down at most, healed before the next fault. With
+    ``disks`` (each broker's data directory on its own), a power cut is one of the faults."""
     rng = random.Random(config.seed)
     began = time.monotonic()
     deadline = began + config.seconds
     while time.monotonic() < deadline:
         wait_healthy(state, cluster_dir, config.topic, config.heal_timeout)
-        action = rng.choice(["kill", "pause", "terminate"])
+        action = rng.choice(["kill", "pause", "terminate", *(["power"] if disks else [])])
         controller = monitor.controller
         if controller in state.ids and rng.random() < config.controller_bias:
             target = controller
@@ -448,6 +463,13 @@ def inject_faults(
         state = runtime.require_state(cluster_dir)
         if action == "kill":
             runtime.kill(cluster_dir, target)
+            time.sleep(rng.uniform(*config.down_seconds))
+            state = runtime.start(cluster_dir, target, timeout=config.ready_timeout)
+        elif action == "power":
+            pid = state.broker(target).pid
+            if pid is None:
+                raise RuntimeError(f"broker {target} has no pid in the cluster's state")
+            report.power_cut_bytes_lost += disks[target].cut(running=pid)
             time.sleep(rng.uniform(*config.down_seconds))
             state = runtime.start(cluster_dir, target, timeout=config.ready_timeout)
         elif action == "terminate":
@@ -646,25 +668,40 @@ def under_load(
     return injected
 
 
+def broker_disks(stack: ExitStack, cluster_dir: Path, config: ChaosConfig) -> dict[int, PowerCutDisk]:
+    """Each broker's data directory on its own disk whose power can be cut, where that can be had; else none."""
+    if not config.power_cuts or unavailable() is not None:
+        return {}
+    node_ids = plan.plan_cluster(config.brokers).ids  # the ids `runtime.up` will give them
+    mount_points = [cluster_dir / plan.broker_dir_name(node_id) for node_id in node_ids]
+    try:
+        disks = stack.enter_context(power_cut_disks(cluster_dir.parent / "disks", mount_points, size_mb=512))
+    except subprocess.CalledProcessError:
+        return {}  # no loop devices here (a container): kills, pauses and stops only
+    return dict(zip(node_ids, disks, strict=True))
+
+
 def run_chaos(cluster_dir: Path, config: ChaosConfig) -> ChaosReport:
     """Start a cluster in `cluster_dir`, inject faults for `config.seconds` under load, heal, check; then down."""
     report = ChaosReport(seed=config.seed)
-    first_port = runtime.first_free_port(config.brokers)
-    state = runtime.up(cluster_dir, brokers=config.brokers, first_port=first_port, timeout=config.ready_timeout)
-    try:
-        under_load(
-            state,
-            cluster_dir,
-            config,
-            report,
-            lambda monitor: inject_faults(cluster_dir, state, config, monitor, report),
-        )
-        return report
-    finally:
-        # Leave no paused broker behind, whatever failed.
-        for node_id in runtime.alive_ids(cluster_dir, state):
-            runtime.signal_broker(cluster_dir, state, node_id, signal.SIGCONT)
-        runtime.down(cluster_dir, timeout=20)
+    with ExitStack() as stack:
+        disks = broker_disks(stack, cluster_dir, config)
+        first_port = runtime.first_free_port(config.brokers)
+        state = runtime.up(cluster_dir, brokers=config.brokers, first_port=first_port, timeout=config.ready_timeout)
+        try:
+            under_load(
+                state,
+                cluster_dir,
+                config,
+                report,
+                lambda monitor: inject_faults(cluster_dir, state, config, monitor, report, disks),
+            )
+            return report
+        finally:
+            # Leave no paused broker behind, whatever failed; the disks are unmounted once every broker is down.
+            for node_id in runtime.alive_ids(cluster_dir, state):
+                runtime.signal_broker(cluster_dir, state, node_id, signal.SIGCONT)
+            runtime.down(cluster_dir, timeout=20)
 
 
 def config_from_env() -> ChaosConfig:
