@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 MOUNT_OPTIONS = "commit=600"
-TOOLS = ("losetup", "mkfs.ext4", "mount", "umount")
+TOOLS = ("losetup", "mkfs.ext4", "mount", "umount", "cp")
 
 
 def _wait_for_state(pid: int, state: str, timeout: float = 30.0) -> None:
@@ -110,7 +110,9 @@ class PowerCutDisk:
             _wait_for_state(running, "T")
         before = self._bytes_in_files()
         survivor = self._work / f"{self.mount_point.name}-{self._cuts + 1}.img"
-        shutil.copyfile(self._image, survivor)  # the device's blocks, not the page cache's dirty pages
+        # The device's blocks, not the page cache's dirty pages; holes and zeroed blocks stay holes, so a cut
+        # costs milliseconds whatever the disk's size (shutil.copyfile wrote 512 MB in 1.6 s).
+        _run("cp", "--sparse=always", str(self._image), str(survivor))
         if running is not None:
             _signal(running, signal.SIGKILL)
             _wait_for_state(running, "Z")  # a zombie's threads hold no file open; its parent reaps it later
