@@ -573,6 +573,8 @@ class BrokerConfig(_PropertiesModel):
     log_preallocate: Boolean = Field(False, alias="log.preallocate")
     log_flush_interval_messages: _FlushMessages = Field(None, alias="log.flush.interval.messages")
     log_flush_interval_ms: _FlushMs = Field(None, alias="log.flush.interval.ms")
+    # How often a timer looks for logs whose last flush is flush.ms old; never by default, as in Kafka.
+    log_flush_scheduler_interval_ms: _FlushMs = Field(None, alias="log.flush.scheduler.interval.ms")
     log_segment_delete_delay_ms: _NonNegativeLong = Field(60000, alias="log.segment.delete.delay.ms")
     # How often the recovery-point and log-start-offset checkpoints are written (with the high watermarks').
     log_flush_offset_checkpoint_interval_ms: _NonNegativeInt = Field(
@@ -682,6 +684,16 @@ class BrokerConfig(_PropertiesModel):
     def sasl_mechanisms_on(self, listener: str) -> tuple[str, ...]:
         value = self.listener_setting(listener, "sasl.enabled.mechanisms")
         return tuple(x.strip() for x in value.split(",") if x.strip()) if value else self.sasl_enabled_mechanisms
+
+    @property
+    def flush_ms(self) -> int | None:
+        """The topics' default flush.ms: log.flush.interval.ms, else log.flush.scheduler.interval.ms, as Kafka
+        takes it (None: never)."""
+        return (
+            self.log_flush_interval_ms
+            if self.log_flush_interval_ms is not None
+            else self.log_flush_scheduler_interval_ms
+        )
 
     @property
     def checkpoint_interval_ms(self) -> int:
@@ -864,7 +876,7 @@ _TOPIC_KEYS: dict[str, _TopicKey] = {
     ),
     "file.delete.delay.ms": _TopicKey("log_segment_delete_delay_ms", ("log.segment.delete.delay.ms",), ConfigType.LONG),
     "flush.messages": _TopicKey("log_flush_interval_messages", ("log.flush.interval.messages",), ConfigType.LONG),
-    "flush.ms": _TopicKey("log_flush_interval_ms", ("log.flush.interval.ms",), ConfigType.LONG),
+    "flush.ms": _TopicKey("flush_ms", ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"), ConfigType.LONG),
     "index.interval.bytes": _TopicKey("log_index_interval_bytes", ("log.index.interval.bytes",), ConfigType.INT),
     "max.compaction.lag.ms": _TopicKey(
         "log_cleaner_max_compaction_lag_ms", ("log.cleaner.max.compaction.lag.ms",), ConfigType.LONG

@@ -418,6 +418,20 @@ def test_topic_defaults_follow_the_broker_and_say_which_key_set_them() -> None:
     assert defaults["segment.ms"].set_by is None
 
 
+def test_flush_ms_defaults_to_the_flush_interval_else_the_flush_schedulers_as_in_kafka() -> None:
+    assert effective_topic_config(BrokerConfig(), {}).flush_ms is None  # both Long.MAX_VALUE: never
+    scheduled = BrokerConfig.from_properties({"log.flush.scheduler.interval.ms": "1000"})
+    assert scheduled.log_flush_scheduler_interval_ms == 1000
+    defaults = topic_config_defaults(scheduled)
+    assert (defaults["flush.ms"].value, defaults["flush.ms"].set_by) == ("1000", "log.flush.scheduler.interval.ms")
+    assert defaults["flush.ms"].broker_keys == ("log.flush.interval.ms", "log.flush.scheduler.interval.ms")
+    assert effective_topic_config(scheduled, {}).flush_ms == 1000
+    both = BrokerConfig.from_properties({"log.flush.scheduler.interval.ms": "1000", "log.flush.interval.ms": "250"})
+    assert effective_topic_config(both, {}).flush_ms == 250
+    assert effective_topic_config(both, {"flush.ms": "40"}).flush_ms == 40
+    assert "log.flush.scheduler.interval.ms" not in BrokerConfig.no_effect_keys()
+
+
 def test_effective_topic_config_layers_overrides_on_broker_defaults() -> None:
     broker = BrokerConfig.from_properties({"log.segment.bytes": "2097152", "log.roll.hours": "2"})
     config = effective_topic_config(broker, {"retention.ms": "60000", "cleanup.policy": "compact"})

@@ -87,6 +87,7 @@ class Broker:
         self._producer_ids: ProducerIdBlocks | None = None
         self._cluster_id: str | None = None
         self._checkpointer: asyncio.Task[None] | None = None
+        self._flusher: asyncio.Task[None] | None = None
         self._housekeeper: LogHousekeeper | None = None
         self._loop_watch: LoopWatch | None = None
         self._bound: dict[str, tuple[str, int]] = {}  # client listener name -> address bound
@@ -255,6 +256,8 @@ class Broker:
         if self._metrics is not None:
             self.metrics_port = await self._metrics.start(config.listen_address[0], config.metrics_port)
         self._checkpointer = asyncio.ensure_future(self._checkpoint_periodically())
+        if config.log_flush_scheduler_interval_ms is not None:
+            self._flusher = asyncio.ensure_future(self._flush_periodically(config.log_flush_scheduler_interval_ms))
         self._housekeeper = LogHousekeeper(
             self._logs,
             config.log_retention_check_interval_ms,
@@ -274,8 +277,9 @@ class Broker:
         if controlled_shutdown_s > 0 and self._lifecycle is not None and self._has_peers():
             moved = await self._lifecycle.controlled_shutdown(controlled_shutdown_s)
             log.info("controlled shutdown %s", "complete" if moved else "timed out")
-        if self._checkpointer is not None:
-            self._checkpointer.cancel()
+        for timer in (self._checkpointer, self._flusher):
+            if timer is not None:
+                timer.cancel()
         if self._servers:
             for server in self._servers:
                 server.close()
@@ -345,6 +349,14 @@ class Broker:
             await asyncio.sleep(self.config.checkpoint_interval_ms / 1000)
             if self._logs is not None:
                 self._logs.checkpoint()
+
+    async def _flush_periodically(self, interval_ms: int) -> None:
+        """Kafka's log flusher: every log.flush.scheduler.interval.ms, the logs whose last flush is flush.ms old.
+        On the event loop, as an append's flush.messages flush is: a log has one owner."""
+        while True:
+            await asyncio.sleep(max(interval_ms, 1) / 1000)
+            if self._logs is not None:
+                self._logs.flush_lingering()
 
     def _new_connection(self, listener: str, protocol: str) -> Connection:
         connection = Connection(

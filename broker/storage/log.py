@@ -437,6 +437,17 @@ class Log:
         fsync_dir(self._path)
         logger.debug("%s: rolled segment at offset %d", self._path, base_offset)
 
+    def flush_if_due(self) -> bool:
+        """Flush when records wait for it and ``flush.ms`` has passed since the last flush (Kafka's flush
+        scheduler: a quiet log's last records reach the disk without a later append). Whether it flushed."""
+        if self._closed or self.offline_reason is not None or self._log_end_offset <= self._recovery_point:
+            return False
+        config = self.config
+        if config.flush_ms is None or self._clock() - self._last_flush_ms < config.flush_ms:
+            return False
+        self.flush()
+        return True
+
     def _flush_due(self, now: int) -> bool:
         config = self.config
         return (

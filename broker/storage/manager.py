@@ -342,6 +342,17 @@ class LogManager:
 
     # -- checkpoints and shutdown ------------------------------------------------------------------
 
+    def flush_lingering(self) -> int:
+        """Flush every log whose unflushed records are ``flush.ms`` old (log.flush.scheduler.interval.ms calls
+        it); a log whose disk fails goes offline and the rest go on. How many were flushed."""
+        flushed = 0
+        for log in [*self._logs.values(), *self._futures.values()]:
+            try:
+                flushed += log.flush_if_due()
+            except LogStorageError as exc:
+                logger.error("flushing %s: %s", log.directory, exc)
+        return flushed
+
     def checkpoint(self) -> None:
         """Write each directory's recovery-point, log-start-offset and replication-offset checkpoints."""
         self.checkpoint_writer()()

@@ -233,3 +233,20 @@ def test_a_cut_at_any_moment_of_a_clean_shutdown_leaves_a_prefix(disk: PowerCutD
     assert {-signal.SIGKILL, 0} <= set(outcomes), outcomes
     with broker:
         assert_prefixes(stored(broker.bootstrap), acknowledged)
+
+
+def test_flush_ms_writes_a_quiet_log_to_disk_within_its_time(disk: PowerCutDisk) -> None:
+    """Kafka's flush scheduler: every `log.flush.scheduler.interval.ms` a log whose last flush is `flush.ms` old
+    is flushed, so the last records before traffic stops reach the disk without a later append."""
+    broker = broker_on(disk, {"log.flush.scheduler.interval.ms": "100"})
+    with broker:
+        create_topic(broker.bootstrap, {"flush.ms": "1000"})
+        first = produce(broker.bootstrap, 0, 300)
+        time.sleep(1.2)
+        flushed = produce(broker.bootstrap, 300, 3)  # each log's append finds its last flush over 1 s old
+        last = produce(broker.bootstrap, 303, 30)  # within the second after that flush: not flushed by appends
+        time.sleep(1.5)  # quiet: only the scheduler can flush them now
+        disk.cut(running=broker.pid)
+        broker.kill()
+    with broker:
+        assert stored(broker.bootstrap) == merged(first, flushed, last)

@@ -283,6 +283,27 @@ def test_flush_ms(tmp_path: Path, make_batch) -> None:
     assert log.recovery_point == 2
 
 
+def test_a_quiet_log_is_flushed_once_its_flush_ms_has_passed(tmp_path: Path, make_batch) -> None:
+    now = [0]
+    log = Log.open(tmp_path / "t-0", LogConfig(flush_ms=50), clock=lambda: now[0])
+    assert not log.flush_if_due()  # nothing waits
+    now[0] = 60
+    log.append(make_batch(), leader_epoch=0)  # flushed by the append: 60 ms since the last flush
+    now[0] = 70
+    log.append(make_batch(), leader_epoch=0)
+    assert log.recovery_point == 1
+    now[0] = 109
+    assert not log.flush_if_due() and log.recovery_point == 1
+    now[0] = 110
+    assert log.flush_if_due() and log.recovery_point == 2
+    now[0] = 500
+    assert not log.flush_if_due()  # flushed already
+    never = Log.open(tmp_path / "u-0", LogConfig(), clock=lambda: now[0])
+    never.append(make_batch(), leader_epoch=0)
+    now[0] = 10**12
+    assert not never.flush_if_due() and never.recovery_point == 0
+
+
 def test_append_as_follower(tmp_path: Path, make_batch, decode_region) -> None:
     leader = Log.open(tmp_path / "t-0", SMALL)
     stored = fill(leader, make_batch, 30)
