@@ -11,13 +11,15 @@ from .segment import SegmentInfo
 def expired_segment_count(segments: Sequence[SegmentInfo], log_start_offset: int, config: LogConfig, now: int) -> int:
     """How many leading segments can be deleted; the active (last) segment always stays.
 
-    A segment goes when every offset in it is below the log start offset (after
+    A segment goes when the next one starts at or below the log start offset (after
     DeleteRecords), or, under ``cleanup.policy=delete``, when its newest record is
     older than ``retention.ms`` or the log without it still holds at least
     ``retention.bytes``. Each rule removes a prefix, so the union is the longest.
     """
     closed = segments[:-1]
-    count = _prefix(closed, lambda seg: seg.next_offset <= log_start_offset)
+    # Kafka's rule, by where the next segment starts: a segment the cleaner emptied, or left ending early, is
+    # not below a log start offset that nothing moved (the log start of a compacted log stays where it was).
+    count = _prefix(segments[1:], lambda following: following.base_offset <= log_start_offset)
     if not config.delete:
         return count
     if config.retention_ms >= 0:

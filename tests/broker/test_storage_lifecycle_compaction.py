@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from compactable import produce_compactable
 from confluent_io import read_partition
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from waiting import wait_for
 
@@ -87,3 +88,29 @@ def test_compaction_keeps_latest_value_per_key(tmp_path: Path, compression: str)
         broker.kill()
         broker.start()
         assert by_key(read_all(broker.bootstrap, topic)) == live
+
+
+def test_a_compacted_log_keeps_its_start_when_the_cleaner_empties_its_first_segment(tmp_path: Path) -> None:
+    """Round-robin updates leave every key's newest value in the last segment, so cleaning empties the first
+    segments. The log start offset stays 0, as in Kafka, and a consumer at offset 0 reads every key: before,
+    retention dropped the emptied segment and moved the log start, and the consumer, out of range at 0, was
+    reset by librdkafka's default to the end, past every record."""
+    topic = "emptied"
+    configs = {
+        "cleanup.policy": "compact",
+        "segment.bytes": str(1024 * 1024),
+        "segment.ms": str(SEGMENT_MS),
+        "min.cleanable.dirty.ratio": "0.01",
+    }
+    with BrokerProcess(tmp_path / "data", {"log.retention.check.interval.ms": "100"}) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic(topic, 1, 1, config=configs)])[topic].result(10)
+        newest = produce_compactable(
+            broker.bootstrap, topic, updates=6000, keys=200, segment_ms=SEGMENT_MS, value=lambda i: b"%08d" % i * 50
+        )
+        assert compacted_to(broker.bootstrap, topic, len(newest)) == newest
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "watermarks"})
+        try:
+            assert consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (0, 6001)
+        finally:
+            consumer.close()

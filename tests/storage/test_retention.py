@@ -44,6 +44,18 @@ def test_expired_segment_count(config: LogConfig, log_start: int, expected: int)
     assert expired_segment_count(SEGMENTS, log_start, config, NOW) == expected
 
 
+def test_a_segment_the_cleaner_emptied_stays_until_the_log_start_passes_the_next_one() -> None:
+    """As in Kafka: what counts is where the next segment starts. Counting by the segment's own end dropped an
+    emptied first segment of a compacted log and moved its log start, and a consumer at offset 0 was then out of
+    range (librdkafka's default reset took it to the end, past every record)."""
+    emptied = SegmentInfo(0, 0, 0, -1, Path("0.log"))  # every record superseded: nothing left in it
+    segments = [emptied, *infos((10, 100, NOW), (20, 100, NOW))]
+    compacted = LogConfig(retention_ms=-1, delete=False, compact=True)
+    assert expired_segment_count(segments, 0, compacted, NOW) == 0
+    assert expired_segment_count(segments, 9, compacted, NOW) == 0
+    assert expired_segment_count(segments, 10, compacted, NOW) == 1  # DeleteRecords up to the next segment
+
+
 def test_segments_without_timestamps_never_expire_by_time() -> None:
     segments = infos((0, 100, -1), (10, 100, NOW))
     assert expired_segment_count(segments, 0, LogConfig(retention_ms=0), NOW) == 0
