@@ -184,6 +184,14 @@ class ReplicaManager:
             partition = None
         if partition is None:
             log = self._logs.get_or_create_for(key, settings.log_config)
+            if log.topic_id is not None and log.topic_id != topic.topic_id:
+                # The log of an earlier topic of this name, deleted and created again while this broker was down:
+                # kept, it would serve the old records as the new topic's, and as a follower truncate only to the
+                # new leader's end and keep the rest (Kafka tells them apart by partition.metadata).
+                logger.info("%s-%d: the log here is of an earlier topic %s; deleted", topic.name, index, log.topic_id)
+                self._logs.delete(topic.name, index)
+                log = self._logs.get_or_create_for(key, settings.log_config)
+            log.topic_id = topic.topic_id
             partition = Partition(
                 topic.name, index, topic.topic_id, log, settings.settings, node_id=self.node_id, clock=self._clock
             )

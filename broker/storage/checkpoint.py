@@ -1,7 +1,8 @@
-"""Kafka's offset checkpoint files (``recovery-point-offset-checkpoint`` and friends).
+"""Kafka's offset checkpoint files (``recovery-point-offset-checkpoint`` and friends), and in the same format the
+log directory's topic ids.
 
-Text format: a version line ``0``, a count line, then one ``topic partition offset``
-line per partition. Topic names cannot contain spaces, so splitting on spaces is safe.
+Text format: a version line ``0``, a count line, then one ``topic partition offset`` (or ``topic partition
+topic-id``) line per partition. Topic names cannot contain spaces, so splitting on spaces is safe.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
+from uuid import UUID
 
 from .errors import CorruptLogError
 from .files import atomic_write
@@ -49,18 +51,34 @@ def read_checkpoint(path: str | Path, parse: Callable[[list[str]], T], what: str
 
 
 def write_offset_checkpoint(path: Path, offsets: Mapping[TopicPartition, int]) -> None:
-    write_checkpoint(path, [f"{tp.topic} {tp.partition} {offset}" for tp, offset in sorted(offsets.items())])
-
-
-def _offsets(rows: list[str]) -> dict[TopicPartition, int]:
-    offsets: dict[TopicPartition, int] = {}
-    for row in rows:
-        topic, partition, offset = row.split(" ")
-        offsets[TopicPartition(topic, int(partition))] = int(offset)
-    return offsets
+    _write_per_partition(path, offsets)
 
 
 def read_offset_checkpoint(path: Path) -> dict[TopicPartition, int]:
     """The offsets in ``path``; empty when it does not exist; CorruptLogError when malformed."""
-    offsets = read_checkpoint(path, _offsets, "checkpoint")
-    return offsets if offsets is not None else {}
+    return _read_per_partition(path, int, "checkpoint")
+
+
+def write_topic_id_checkpoint(path: Path, topic_ids: Mapping[TopicPartition, UUID]) -> None:
+    _write_per_partition(path, topic_ids)
+
+
+def read_topic_id_checkpoint(path: Path) -> dict[TopicPartition, UUID]:
+    """The topic ids in ``path``; empty when it does not exist; CorruptLogError when malformed."""
+    return _read_per_partition(path, UUID, "topic-id checkpoint")
+
+
+def _write_per_partition(path: Path, values: Mapping[TopicPartition, object]) -> None:
+    write_checkpoint(path, [f"{tp.topic} {tp.partition} {value}" for tp, value in sorted(values.items())])
+
+
+def _read_per_partition(path: Path, parse: Callable[[str], T], what: str) -> dict[TopicPartition, T]:
+    def rows_to_values(rows: list[str]) -> dict[TopicPartition, T]:
+        values: dict[TopicPartition, T] = {}
+        for row in rows:
+            topic, partition, value = row.split(" ")
+            values[TopicPartition(topic, int(partition))] = parse(value)
+        return values
+
+    values = read_checkpoint(path, rows_to_values, what)
+    return values if values is not None else {}

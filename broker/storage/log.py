@@ -17,6 +17,7 @@ from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import NamedTuple
+from uuid import UUID
 
 from ..protocol.batch import BatchHeader, iter_batches, patch_base_offset, patch_leader_epoch, set_log_append_time
 from .config import LogConfig
@@ -104,6 +105,7 @@ class Log:
         "offline_reason",
         "on_offline",
         "on_truncate",
+        "topic_id",
     )
 
     def __init__(
@@ -131,6 +133,10 @@ class Log:
         # None: everything on disk was flushed (a clean shutdown, a new log).
         end = self._log_end_offset
         self._recovery_point = end if recovery_point is None else min(max(recovery_point, segments[0].base_offset), end)
+        # The id of the topic this log belongs to, once the replication layer or the log directory's
+        # topic-id checkpoint has told it: a log left by a topic deleted and created again under the same name
+        # while this broker was down has the old id (Kafka's partition.metadata).
+        self.topic_id: UUID | None = None
         # The replication layer's high watermark, kept with the log so that the log manager checkpoints it
         # (Kafka's replication-offset-checkpoint) and a restarted replica starts from it, not from zero.
         self.high_watermark = self._within_log(high_watermark)

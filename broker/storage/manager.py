@@ -16,10 +16,17 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
+from typing import TypeVar
+from uuid import UUID
 
 from kafkette.broker.config import ShutdownSync
 
-from .checkpoint import read_offset_checkpoint, write_offset_checkpoint
+from .checkpoint import (
+    read_offset_checkpoint,
+    read_topic_id_checkpoint,
+    write_offset_checkpoint,
+    write_topic_id_checkpoint,
+)
 from .config import LogConfig
 from .errors import CorruptLogError, LogStorageError, StorageError, disk_errors
 from .files import atomic_write, fsync_dir, syncfs, syncfs_available
@@ -35,8 +42,12 @@ from .naming import (
 )
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+# Kafkette's own file, in the checkpoints' format: each log's topic id (Kafka keeps it per partition, in
+# partition.metadata; one file per directory costs nothing per new partition).
+TOPIC_ID_CHECKPOINT = "topic-id-checkpoint"
 LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
 HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
@@ -70,9 +81,11 @@ class LogManager:
         self._futures: dict[TopicPartition, Log] = futures or {}
         # Log directories whose disk failed, with the reason (Kafka's offline log dirs).
         self.offline_dirs: dict[Path, str] = offline_dirs or {}
-        # Per log directory, the offsets its checkpoint files last received: an idle broker's periodic
-        # checkpoint then writes (and fsyncs) nothing, however many partitions it holds.
-        self._checkpointed: dict[Path, dict[TopicPartition, tuple[int, int, int]]] = {}
+        # Per log directory, the offsets and topic ids its checkpoint files last received: an idle broker's
+        # periodic checkpoint then writes (and fsyncs) nothing, however many partitions it holds.
+        self._checkpointed: dict[
+            Path, tuple[dict[TopicPartition, tuple[int, int, int]], dict[TopicPartition, UUID]]
+        ] = {}
         # Where AlterReplicaLogDirs asked a partition not hosted yet to be created (Kafka's preferred log dir).
         self._preferred: dict[TopicPartition, Path] = {}
         self._clock = clock
@@ -127,7 +140,7 @@ class LogManager:
 
         def load(log_dir: Path, entry: Path, tp: TopicPartition) -> Log:
             contents = found[log_dir]
-            return Log.open(
+            log = Log.open(
                 entry,
                 configs.get(tp.topic, default_config),
                 recovery_point=contents.recovery_points.get(tp, 0),
@@ -136,6 +149,8 @@ class LogManager:
                 clock=clock,
                 high_watermark=contents.high_watermarks.get(tp, 0),
             )
+            log.topic_id = contents.topic_ids.get(tp)
+            return log
 
         logs = {tp: load(log_dir, entry, tp) for tp, (log_dir, entry) in sorted(currents.items())}
         moving = {tp: load(log_dir, entry, tp) for tp, (log_dir, entry) in sorted(futures.items())}
@@ -270,6 +285,7 @@ class LogManager:
         future = Log.open(
             log_dir / future_dir_name(tp), current.config, log_start_offset=current.log_start_offset, clock=self._clock
         )
+        future.topic_id = current.topic_id
         self._watch(future)
         self._futures[tp] = future
 
@@ -336,6 +352,7 @@ class LogManager:
             # Epochs a leader started without appending anything are in no batch the copy carried.
             if entry.epoch > log.latest_leader_epoch:
                 log.assign_leader_epoch(entry.epoch, entry.start_offset)
+        log.topic_id = current.topic_id
         self._watch(log)
         self._logs[tp] = log
         return log, remove_old
@@ -368,24 +385,24 @@ class LogManager:
         contents = {}
         for log_dir in self.online_dirs():
             currents, futures = self.logs_in(log_dir)
-            offsets = {
-                tp: (log.recovery_point, log.log_start_offset, log.high_watermark)
-                for tp, log in [*futures.items(), *currents.items()]
-            }
-            if offsets != self._checkpointed.get(log_dir):
-                contents[log_dir] = offsets
+            logs = [*futures.items(), *currents.items()]
+            offsets = {tp: (log.recovery_point, log.log_start_offset, log.high_watermark) for tp, log in logs}
+            topic_ids = {tp: log.topic_id for tp, log in logs if log.topic_id is not None}
+            if (offsets, topic_ids) != self._checkpointed.get(log_dir):
+                contents[log_dir] = (offsets, topic_ids)
 
         def write() -> None:
-            for log_dir, offsets in contents.items():
+            for log_dir, (offsets, topic_ids) in contents.items():
                 try:
                     with disk_errors("checkpointing", log_dir):
                         for column, name in enumerate(files):
                             write_offset_checkpoint(log_dir / name, {tp: row[column] for tp, row in offsets.items()})
+                        write_topic_id_checkpoint(log_dir / TOPIC_ID_CHECKPOINT, topic_ids)
                 except LogStorageError as exc:
                     logger.error("%s", exc)
                 else:
                     # Two writers may overlap; one recording older offsets only makes the next pass write again.
-                    self._checkpointed[log_dir] = offsets
+                    self._checkpointed[log_dir] = (offsets, topic_ids)
 
         return write
 
@@ -442,6 +459,7 @@ class _DirContents:
         self.recovery_points = _read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
         self.start_offsets = _read_checkpoint(log_dir / LOG_START_CHECKPOINT)
         self.high_watermarks = _read_checkpoint(log_dir / HIGH_WATERMARK_CHECKPOINT)
+        self.topic_ids = _read_topic_ids(log_dir / TOPIC_ID_CHECKPOINT)
         self.currents: dict[TopicPartition, list[Path]] = {}
         self.futures: dict[TopicPartition, list[Path]] = {}
 
@@ -509,9 +527,19 @@ def _in_dir(logs: dict[TopicPartition, Log], log_dir: Path) -> dict[TopicPartiti
 
 
 def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:
+    # Without recovery points every log is recovered from its start: slow but safe.
+    return _or_nothing(read_offset_checkpoint, path)
+
+
+def _read_topic_ids(path: Path) -> dict[TopicPartition, UUID]:
+    # Without ids the logs are taken as the topics' of their names, as Kafka takes a log without partition.metadata.
+    return _or_nothing(read_topic_id_checkpoint, path)
+
+
+def _or_nothing(read: Callable[[Path], dict[TopicPartition, T]], path: Path) -> dict[TopicPartition, T]:
+    """What ``read`` finds in the checkpoint ``path``, or nothing (with a warning) when the file is malformed."""
     try:
-        return read_offset_checkpoint(path)
+        return read(path)
     except CorruptLogError as exc:
-        # Without recovery points every log is recovered from its start: slow but safe.
         logger.warning("%s; ignoring it", exc)
         return {}

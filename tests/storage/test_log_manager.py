@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import os
 import threading
+import uuid
 from pathlib import Path
 
 import pytest
 from small_disk import fill, small_tmpfs
 
 from kafkette.broker.storage import CorruptLogError, Log, LogConfig, LogManager, StorageError, TopicPartition
-from kafkette.broker.storage.checkpoint import read_offset_checkpoint, write_offset_checkpoint
+from kafkette.broker.storage.checkpoint import (
+    read_offset_checkpoint,
+    read_topic_id_checkpoint,
+    write_offset_checkpoint,
+)
+from kafkette.broker.storage.manager import TOPIC_ID_CHECKPOINT
 from kafkette.broker.storage.naming import (
     deleted_dir_name,
     is_deleted_dir_name,
@@ -188,6 +194,36 @@ def test_high_watermarks_are_checkpointed_and_kept_within_the_log(tmp_path: Path
     write_offset_checkpoint(dirs[0] / "replication-offset-checkpoint", {TopicPartition("t", 0): end + 100})
     capped = LogManager.open(dirs, CONFIG).get("t", 0)
     assert capped is not None and capped.high_watermark == capped.log_end_offset
+
+
+def test_topic_ids_are_checkpointed_and_carried_through_a_log_dir_move(tmp_path: Path, make_batch) -> None:
+    dirs = [tmp_path / "d1", tmp_path / "d2"]
+    manager, log = five_batches(dirs[0], make_batch)
+    unnamed = manager.get_or_create("t", 1)  # a log whose topic nobody has told it yet
+    topic_id = uuid.uuid4()
+    log.topic_id = topic_id
+    manager.close()
+    assert read_topic_id_checkpoint(dirs[0] / TOPIC_ID_CHECKPOINT) == {TopicPartition("t", 0): topic_id}
+
+    reopened = LogManager.open(dirs, CONFIG)
+    log = reopened.get("t", 0)
+    assert log is not None and log.topic_id == topic_id
+    assert unnamed.topic_id is None and reopened.get("t", 1).topic_id is None  # type: ignore[union-attr]
+    future = reopened.create_future("t", 0, dirs[1])
+    assert future.topic_id == topic_id
+    for batch in range(log.log_start_offset, log.log_end_offset):
+        region = log.read(batch, 1 << 20, max_offset=batch + 1)
+        assert region is not None
+        future.append_as_follower(os.pread(region.fd, region.size, region.position))
+    moved, remove_old = reopened.promote_future("t", 0)
+    remove_old()
+    assert moved.topic_id == topic_id
+    reopened.close()
+    assert read_topic_id_checkpoint(dirs[1] / TOPIC_ID_CHECKPOINT) == {TopicPartition("t", 0): topic_id}
+
+    # A damaged file: the logs are taken as their names' topics (as Kafka takes a log without partition.metadata).
+    (dirs[1] / TOPIC_ID_CHECKPOINT).write_text("0\n1\nt 0 not-a-uuid\n")
+    assert LogManager.open(dirs, CONFIG).get("t", 0).topic_id is None  # type: ignore[union-attr]
 
 
 def test_corrupt_checkpoint_means_full_recovery(tmp_path: Path, make_batch) -> None:
