@@ -81,6 +81,9 @@ class LogManager:
         self._futures: dict[TopicPartition, Log] = futures or {}
         # Log directories whose disk failed, with the reason (Kafka's offline log dirs).
         self.offline_dirs: dict[Path, str] = offline_dirs or {}
+        # Checkpoint writers run on worker threads (retention, DeleteRecords) and the event loop (the timer,
+        # close); each file is written through one temporary name, so two at once would rename each other's.
+        self._checkpoint_lock = threading.Lock()
         # Per log directory, the offsets and topic ids its checkpoint files last received: an idle broker's
         # periodic checkpoint then writes (and fsyncs) nothing, however many partitions it holds.
         self._checkpointed: dict[
@@ -394,7 +397,7 @@ class LogManager:
         def write() -> None:
             for log_dir, (offsets, topic_ids) in contents.items():
                 try:
-                    with disk_errors("checkpointing", log_dir):
+                    with self._checkpoint_lock, disk_errors("checkpointing", log_dir):
                         for column, name in enumerate(files):
                             write_offset_checkpoint(log_dir / name, {tp: row[column] for tp, row in offsets.items()})
                         write_topic_id_checkpoint(log_dir / TOPIC_ID_CHECKPOINT, topic_ids)

@@ -157,6 +157,29 @@ def test_an_idle_checkpoint_writes_nothing_and_a_change_is_written(tmp_path: Pat
     assert len(read_offset_checkpoint(log_dir / names[0])) == 300
 
 
+def test_checkpoint_writers_on_several_threads_do_not_rename_each_others_files(
+    tmp_path: Path, make_batch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Retention and DeleteRecords write checkpoints from worker threads while the timer writes from the loop;
+    through one temporary name per file, unserialised writers renamed each other's (FileNotFoundError, logged)."""
+    manager = LogManager.open([tmp_path / "d1"], CONFIG)
+    log = manager.get_or_create("t", 0)
+    writers = []
+    for _ in range(200):
+        log.append(make_batch(), leader_epoch=0)
+        log.flush()
+        writers.append(manager.checkpoint_writer())  # each sees a new recovery point, so each writes
+    threads = [
+        threading.Thread(target=lambda part=part: [write() for write in part]) for part in (writers[::2], writers[1::2])
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text
+    assert read_offset_checkpoint(tmp_path / "d1" / "recovery-point-offset-checkpoint")[TopicPartition("t", 0)] > 0
+
+
 def five_batches(log_dir: Path, make_batch) -> tuple[LogManager, Log]:
     """A manager over ``log_dir`` whose partition t-0 holds five batches."""
     manager = LogManager.open([log_dir], CONFIG)
