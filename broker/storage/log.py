@@ -448,8 +448,7 @@ class Log:
         scheduler: a quiet log's last records reach the disk without a later append). Whether it flushed."""
         if self._closed or self.offline_reason is not None or self._log_end_offset <= self._recovery_point:
             return False
-        config = self.config
-        if config.flush_ms is None or self._clock() - self._last_flush_ms < config.flush_ms:
+        if not self._flush_due(self._clock()):
             return False
         self.flush()
         return True
