@@ -151,7 +151,7 @@ class ClusterController:
                     self._report_behind(body.broker_id, body.current_metadata_offset, needed, now)
                 return control.heartbeat(image, body, caught_up, settings)
             case AlterPartitionRequest():
-                return control.alter_partition(image, body)
+                return control.alter_partition(image, body, settings)
             case CreateTopicsRequest():
                 return control.create_topics(image, body, settings, live)
             case DeleteTopicsRequest():
@@ -235,7 +235,7 @@ class ClusterController:
     async def _rebalance_leaders(self) -> None:
         while True:
             await asyncio.sleep(self.config.leader_imbalance_check_interval_seconds)
-            await self._guarded(control.preferred_leader_moves)
+            await self._guarded(partial(control.preferred_leader_moves, settings=self.settings))
 
     async def _guarded(self, decide: Callable[[MetadataImage], list[Message]]) -> None:
         # Leadership moved on: the next active controller does its own checks.

@@ -75,16 +75,21 @@ def register_broker(
     settings: ControllerSettings,
 ) -> tuple[list[Message], BrokerRegistrationResponse]:
     """A fenced RegisterBrokerRecord with ``broker_epoch``; a registration that replaces an unfenced one
-    also takes the broker out of ISRs and leadership, as fencing would (the new process may have lost
-    unflushed data, and the old one must stop acting as leader)."""
+    also takes the broker out of ISRs and leadership, as fencing would (the old process must stop acting as
+    leader).
+
+    A broker that does not name its last epoch as ``previous_broker_epoch`` did not shut down cleanly (KIP-966:
+    it keeps that epoch only in its clean-shutdown marker), so its logs may have lost what its disk had not
+    written yet: it leaves every ELR as well, and is no longer counted on to hold committed records."""
     if request.cluster_id != cluster_id:
         code = ErrorCode.INCONSISTENT_CLUSTER_ID
         return [], BrokerRegistrationResponse(error_code=code, broker_epoch=-1)
     previous = image.brokers.get(request.broker_id)
     records: list[Message] = []
     image = _then(image, records, [_registration_record(request, broker_epoch)])
-    if previous is not None and not previous.fenced:
-        _then(image, records, list(evacuate(image, request.broker_id, settings.unclean_leader_election_enable)))
+    unclean = previous is not None and request.previous_broker_epoch != previous.epoch
+    if previous is not None and (unclean or not previous.fenced):
+        _then(image, records, list(evacuate(image, request.broker_id, settings, unclean_shutdown=unclean)))
     return records, BrokerRegistrationResponse(broker_epoch=broker_epoch)
 
 
@@ -94,7 +99,7 @@ def _fence(image: MetadataImage, broker_id: int, settings: ControllerSettings) -
         return []
     records: list[Message] = []
     image = _then(image, records, [FenceBrokerRecord(id=broker_id, epoch=broker.epoch)])
-    records += evacuate(image, broker_id, settings.unclean_leader_election_enable)
+    records += evacuate(image, broker_id, settings)
     return records
 
 
@@ -113,7 +118,7 @@ def fence_brokers(image: MetadataImage, broker_ids: Iterable[int], settings: Con
 def _unfence(image: MetadataImage, broker_id: int, settings: ControllerSettings) -> list[Message]:
     records: list[Message] = []
     image = _then(image, records, [UnfenceBrokerRecord(id=broker_id, epoch=image.brokers[broker_id].epoch)])
-    records += elect_offline(image, image.partitions_with_replica(broker_id), settings.unclean_leader_election_enable)
+    records += elect_offline(image, image.partitions_with_replica(broker_id), settings)
     return records
 
 
@@ -125,7 +130,7 @@ def _controlled_shutdown(image: MetadataImage, broker_id: int, settings: Control
             broker_id=broker_id, broker_epoch=broker.epoch, in_controlled_shutdown=1
         )
         image = _then(image, records, [change])
-    records += evacuate(image, broker_id, settings.unclean_leader_election_enable)
+    records += evacuate(image, broker_id, settings)
     return records
 
 

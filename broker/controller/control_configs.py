@@ -16,9 +16,10 @@ from enum import IntEnum
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from kafkette.broker.config import DYNAMIC_BROKER_KEYS, ConfigError, validate_dynamic_broker_configs
-from kafkette.broker.controller.election import elect_offline, unclean_enabled
-from kafkette.broker.controller.image import ConfigResourceType, MetadataImage, replay_all
+from kafkette.broker.controller.election import MIN_ISR_KEY, elect_offline, unclean_enabled
+from kafkette.broker.controller.image import ConfigResourceType, MetadataImage, TopicImage, replay_all
 from kafkette.broker.controller.records.config_record import ConfigRecord
+from kafkette.broker.controller.records.partition_change_record import PartitionChangeRecord
 from kafkette.broker.controller.topics import checked_configs
 from kafkette.broker.protocol.errors import ErrorCode, KafkaError
 from kafkette.broker.protocol.messages.alter_configs_request import AlterConfigsRequest
@@ -108,22 +109,36 @@ def _checked(resource_type: int, values: Mapping[str, str | None]) -> dict[str, 
         raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from exc
 
 
+def _topics_of(image: MetadataImage, resource_type: int, name: str) -> list[TopicImage]:
+    """The topics a config change applies to: the topic named, or every topic for a broker config."""
+    if resource_type == ConfigResourceType.TOPIC:
+        return [topic] if (topic := image.topic_by_name(name)) is not None else []
+    return list(image.topics.values())
+
+
+def _elr_cleared(image: MetadataImage, resource_type: int, name: str) -> list[Message]:
+    """With min.insync.replicas changed, the ELRs it applies to are emptied, as Kafka does: they were judged by
+    the old value, and under a lower one the high watermark may have passed them."""
+    return [
+        PartitionChangeRecord(partition_id=index, topic_id=topic.topic_id, eligible_leader_replicas=[])
+        for topic in _topics_of(image, resource_type, name)
+        for index, partition in sorted(topic.partitions.items())
+        if partition.elr
+    ]
+
+
 def _elections_after(
     image: MetadataImage, resource_type: int, name: str, settings: ControllerSettings
 ) -> list[Message]:
     """With unclean election now on for a topic (or for all, through the cluster default), leaders for its
     offline partitions from live replicas."""
-    if resource_type == ConfigResourceType.TOPIC:
-        topics = [topic] if (topic := image.topic_by_name(name)) is not None else []
-    else:
-        topics = list(image.topics.values())
     partitions = [
         (topic.topic_id, index)
-        for topic in topics
+        for topic in _topics_of(image, resource_type, name)
         if unclean_enabled(image, topic.name, settings.unclean_leader_election_enable)
         for index in sorted(topic.partitions)
     ]
-    return list(elect_offline(image, partitions, settings.unclean_leader_election_enable)) if partitions else []
+    return list(elect_offline(image, partitions, settings)) if partitions else []
 
 
 def _alter(
@@ -138,6 +153,10 @@ def _alter(
     after = _checked(kind, new_values(resource, before))
     records: list[Message] = list(config_changes(name, before, after, kind))
     changed = replay_all(image, records)
+    if before.get(MIN_ISR_KEY) != after.get(MIN_ISR_KEY):
+        cleared = _elr_cleared(changed, kind, name)
+        records += cleared
+        changed = replay_all(changed, cleared)
     return records + _elections_after(changed, kind, name, settings)
 
 

@@ -12,6 +12,7 @@ from kafkette.broker.controller.election import (
     all_partitions,
     change_record,
     choose_leader,
+    min_isr,
     preferred_move,
 )
 from kafkette.broker.controller.image import MetadataImage, PartitionImage, TopicImage, replay
@@ -91,7 +92,7 @@ def _check_leader(current: PartitionImage, broker_id: int, data: IsrRequest) -> 
 
 
 def _alter_one(
-    image: MetadataImage, broker_id: int, topic: TopicImage, data: IsrRequest
+    image: MetadataImage, broker_id: int, topic: TopicImage, data: IsrRequest, settings: ControllerSettings
 ) -> tuple[list[PartitionChangeRecord], IsrResult]:
     """The ISR change, and the completion of the partition's reassignment when it brings the last target
     replica in sync (the answer then shows the completed state)."""
@@ -100,7 +101,8 @@ def _alter_one(
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no partition {data.partition_index}")
     _check_leader(current, broker_id, data)
     isr = _requested_isr(image, current, data)
-    record = change_record(topic.topic_id, data.partition_index, current, isr, current.leader)
+    minimum = min_isr(image, topic.name, current, settings.min_insync_replicas)
+    record = change_record(topic.topic_id, data.partition_index, current, isr, current.leader, minimum)
     if record is None:
         return [], _isr_result(data.partition_index, current)
     changed = replay(image, record)
@@ -121,7 +123,11 @@ def _isr_result(index: int, after: PartitionImage) -> IsrResult:
 
 
 def _alter_topic(
-    image: MetadataImage, broker_id: int, request_topic: TopicRequest, records: list[Message]
+    image: MetadataImage,
+    broker_id: int,
+    request_topic: TopicRequest,
+    records: list[Message],
+    settings: ControllerSettings,
 ) -> tuple[MetadataImage, TopicResult]:
     result = TopicResult(topic_name=request_topic.topic_name, topic_id=request_topic.topic_id)
     try:
@@ -134,7 +140,7 @@ def _alter_topic(
         return image, result
     for data in request_topic.partitions:
         try:
-            changes, partition_result = _alter_one(image, broker_id, image.topics[topic.topic_id], data)
+            changes, partition_result = _alter_one(image, broker_id, image.topics[topic.topic_id], data, settings)
         except KafkaError as exc:
             partition_result = IsrResult(partition_index=data.partition_index, error_code=exc.code, leader_id=NO_LEADER)
             changes = []
@@ -146,7 +152,7 @@ def _alter_topic(
 
 
 def alter_partition(
-    image: MetadataImage, request: AlterPartitionRequest
+    image: MetadataImage, request: AlterPartitionRequest, settings: ControllerSettings
 ) -> tuple[list[Message], AlterPartitionResponse]:
     """PartitionChangeRecords for accepted ISR changes; each result carries the partition's state after it."""
     broker = image.brokers.get(request.broker_id)
@@ -155,27 +161,28 @@ def alter_partition(
     records: list[Message] = []
     results = []
     for request_topic in request.topics:
-        image, result = _alter_topic(image, request.broker_id, request_topic, records)
+        image, result = _alter_topic(image, request.broker_id, request_topic, records, settings)
         results.append(result)
     return records, AlterPartitionResponse(topics=results)
 
 
 def _elect_one(
-    image: MetadataImage, topic_id: UUID, index: int, election_type: int
+    image: MetadataImage, topic_id: UUID, index: int, election_type: int, settings: ControllerSettings
 ) -> tuple[PartitionChangeRecord | None, int]:
     """(record, error code) for one partition; ElectLeaders' unclean election ignores the topic config."""
     current = image.topics[topic_id].partitions[index]
     if election_type == PREFERRED:
         if current.replicas and current.leader == current.replicas[0]:
             return None, ErrorCode.ELECTION_NOT_NEEDED
-        record = preferred_move(image, topic_id, index)
+        record = preferred_move(image, topic_id, index, settings)
         return record, ErrorCode.NONE if record else ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
     if image.is_eligible(current.leader):
         return None, ErrorCode.ELECTION_NOT_NEEDED
-    leader, isr = choose_leader(image, current, current.isr, unclean=True)
+    leader, isr = choose_leader(image, current, current.isr, current.elr, unclean=True)
     if leader == NO_LEADER:
         return None, ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
-    return change_record(topic_id, index, current, isr, leader), ErrorCode.NONE
+    minimum = min_isr(image, image.topics[topic_id].name, current, settings.min_insync_replicas)
+    return change_record(topic_id, index, current, isr, leader, minimum), ErrorCode.NONE
 
 
 def _wanted(image: MetadataImage, request: ElectLeadersRequest) -> Iterable[tuple[str, int]]:
@@ -198,7 +205,7 @@ def elect_leaders(
         if topic is None or index not in topic.partitions:
             record, code = None, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         else:
-            record, code = _elect_one(image, topic.topic_id, index, request.election_type)
+            record, code = _elect_one(image, topic.topic_id, index, request.election_type, settings)
         if record is not None:
             records.append(record)
             image = replay(image, record)
@@ -218,8 +225,8 @@ def _message(code: int) -> str:
         return ErrorCode(code).name
 
 
-def preferred_leader_moves(image: MetadataImage) -> list[Message]:
+def preferred_leader_moves(image: MetadataImage, settings: ControllerSettings) -> list[Message]:
     """Leadership back to the preferred replica wherever it is eligible and in the ISR
     (auto.leader.rebalance.enable)."""
-    records = (preferred_move(image, t, i) for t, i in all_partitions(image))
+    records = (preferred_move(image, t, i, settings) for t, i in all_partitions(image))
     return [r for r in records if r is not None]

@@ -46,14 +46,18 @@ def _change(
     removing: Iterable[int],
 ) -> PartitionChangeRecord:
     new_isr = list(isr)
+    new_replicas = list(replicas)
+    # A replica the partition no longer has is no longer eligible to lead it.
+    elr = [r for r in current.elr if r in new_replicas]
     return PartitionChangeRecord(
         partition_id=index,
         topic_id=topic_id,
-        replicas=list(replicas),
+        replicas=new_replicas,
         isr=None if tuple(new_isr) == current.isr else new_isr,
         leader=NO_LEADER_CHANGE if leader == current.leader else leader,
         adding_replicas=list(adding),
         removing_replicas=list(removing),
+        eligible_leader_replicas=None if tuple(elr) == current.elr else elr,
     )
 
 
@@ -68,7 +72,7 @@ def _leader_within(
     """The current leader if it stays among ``replicas``, else the first eligible one of them in the ISR."""
     if current.leader in replicas:
         return current.leader
-    leader, _ = choose_leader(image, PartitionImage(replicas, isr, NO_LEADER, 0, 0), isr, unclean=False)
+    leader, _ = choose_leader(image, PartitionImage(replicas, isr, NO_LEADER, 0, 0), isr, elr=(), unclean=False)
     return leader
 
 

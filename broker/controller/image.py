@@ -96,6 +96,11 @@ class PartitionImage:
     # An in-flight reassignment (KIP-455): replicas being added (catching up) and being removed (once they have).
     adding: tuple[int, ...] = ()
     removing: tuple[int, ...] = ()
+    # KIP-966: replicas out of the ISR that still hold every committed record (they left it while it was below
+    # min.insync.replicas, so the high watermark could not pass them), and the last leader of a partition whose
+    # ISR and ELR both emptied (elected again when nothing better comes back).
+    elr: tuple[int, ...] = ()
+    last_known_elr: tuple[int, ...] = ()
 
     @property
     def reassigning(self) -> bool:
@@ -249,6 +254,8 @@ def _change_partition(image: MetadataImage, record: PartitionChangeRecord, draft
         partition_epoch=current.partition_epoch + 1,
         adding=current.adding if record.adding_replicas is None else _brokers(record.adding_replicas),
         removing=current.removing if record.removing_replicas is None else _brokers(record.removing_replicas),
+        elr=current.elr if record.eligible_leader_replicas is None else _brokers(record.eligible_leader_replicas),
+        last_known_elr=current.last_known_elr if record.last_known_elr is None else _brokers(record.last_known_elr),
     )
     return _set_partition(image, record.topic_id, record.partition_id, changed, draft)
 
@@ -298,6 +305,8 @@ def _replay(image: MetadataImage, record: Message, draft: _Draft) -> MetadataIma
                 record.partition_epoch,
                 _brokers(record.adding_replicas),
                 _brokers(record.removing_replicas),
+                _brokers(record.eligible_leader_replicas or []),
+                _brokers(record.last_known_elr or []),
             )
             return _set_partition(image, record.topic_id, record.partition_id, partition, draft)
         case PartitionChangeRecord():
@@ -395,6 +404,9 @@ def image_records(image: MetadataImage) -> list[Message]:
                     partition_epoch=p.partition_epoch,
                     adding_replicas=list(p.adding),
                     removing_replicas=list(p.removing),
+                    # Tagged fields: left out of the snapshot when empty.
+                    eligible_leader_replicas=list(p.elr) or None,
+                    last_known_elr=list(p.last_known_elr) or None,
                 )
             )
     for (resource_type, resource_name), entries in sorted(image.configs.items()):

@@ -49,11 +49,15 @@ class BrokerLifecycle:
         channel: ControllerChannel,
         applied_offset: Callable[[], int],
         advertised: Callable[[], list[AdvertisedListener]],
+        clean_shutdown_epoch: int = -1,
     ) -> None:
         self.config = config
         self.cluster_id = cluster_id
         self.incarnation_id = uuid.uuid4()
         self.epoch = -1
+        # The epoch this broker's last process shut down cleanly with (-1: it did not), told at the first
+        # registration; later ones in the same process name the epoch it has, its data being all there.
+        self._previous_epoch = clean_shutdown_epoch
         self.fenced = True
         self._channel = channel
         self._applied_offset = applied_offset
@@ -105,7 +109,7 @@ class BrokerLifecycle:
             ],
             features=[],
             rack=self.config.broker_rack,
-            previous_broker_epoch=self.epoch,
+            previous_broker_epoch=self.epoch if self.epoch >= 0 else self._previous_epoch,
         )
         while True:
             response = expect(await self._channel.call(request, timeout_s=3600.0), BrokerRegistrationResponse)

@@ -587,6 +587,10 @@ class Partition:
     def _maybe_advance_high_watermark(self) -> None:
         if not self.is_leader:
             return
+        # Kafka's strict min ISR (KIP-966): while the ISR is below min.insync.replicas the HW stays, so every
+        # replica that left the ISR meanwhile still holds all committed records and may lead (the controller's ELR).
+        if len(self.isr) < min(self.min_insync_replicas, len(self.replicas)):
+            return
         candidate = self.log.log_end_offset
         for replica in self._hw_followers:
             state = self._followers.get(replica)

@@ -239,6 +239,7 @@ class Broker:
             self._channel,
             lambda: _started(self._quorum, "the quorum").applied,
             self.advertised_listeners,
+            self._logs.clean_shutdown_epoch,
         )
         await self._lifecycle.start()
         await self._lifecycle.wait_unfenced()
@@ -313,7 +314,7 @@ class Broker:
             self._loop_watch.stop()
             self._loop_watch = None
         if self._logs is not None:
-            self._logs.close()
+            self._logs.close(self._lifecycle_epoch())
             self._logs = None
 
     def _loop_stalled(self, stall: Stall) -> None:

@@ -8,6 +8,7 @@ log in it refuses reads and writes until a restart, and no new log is placed the
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -92,6 +93,9 @@ class LogManager:
         # Where AlterReplicaLogDirs asked a partition not hosted yet to be created (Kafka's preferred log dir).
         self._preferred: dict[TopicPartition, Path] = {}
         self._clock = clock
+        # The broker epoch every directory's clean-shutdown marker named (KIP-966), else -1: the broker says it to
+        # the controller when it registers, and a controller that finds another epoch counts the shutdown unclean.
+        self.clean_shutdown_epoch = -1
         # Bound once: each log holds this one object (a lambda apiece cost 0.2 KiB per partition).
         self._on_log_offline = self._log_went_offline
         for log in [*logs.values(), *self._futures.values()]:
@@ -168,6 +172,9 @@ class LogManager:
             recovery_threads_per_dir,
             shutdown_sync,
         )
+        epochs = {contents.shutdown_epoch for contents in found.values()}
+        if not offline and len(epochs) == 1 and (epoch := epochs.pop()) is not None:
+            manager.clean_shutdown_epoch = epoch
         manager.checkpoint()
         return manager
 
@@ -409,8 +416,9 @@ class LogManager:
 
         return write
 
-    def close(self) -> None:
-        """Flush every log, checkpoint, then mark each healthy directory as cleanly shut down.
+    def close(self, broker_epoch: int = -1) -> None:
+        """Flush every log, checkpoint, then mark each healthy directory as cleanly shut down by the broker of
+        ``broker_epoch`` (its registration's; -1 when it never registered).
 
         A directory with an offline log gets no marker, so the next start recovers it. The logs close on
         ``recovery_threads_per_dir`` threads per directory, as in Kafka. With ``shutdown_sync`` "fsync" a close
@@ -442,7 +450,7 @@ class LogManager:
                 continue
             try:
                 with disk_errors("closing", log_dir):
-                    atomic_write(log_dir / CLEAN_SHUTDOWN_MARKER, b"")
+                    atomic_write(log_dir / CLEAN_SHUTDOWN_MARKER, _marker(broker_epoch))
             except LogStorageError as exc:
                 logger.error("%s", exc)
 
@@ -454,11 +462,28 @@ def _close(log: Log, durable: bool) -> None:
         logger.error("closing %s: %s", log.directory, exc)
 
 
+def _marker(broker_epoch: int) -> bytes:
+    """The clean-shutdown marker's content, as Kafka 4 writes it."""
+    return json.dumps({"version": 0, "brokerEpoch": broker_epoch}).encode()
+
+
+def _marker_epoch(content: bytes) -> int:
+    """The broker epoch a clean-shutdown marker names; -1 for an empty one (written before epochs were kept) or
+    one that cannot be read."""
+    try:
+        epoch = json.loads(content)["brokerEpoch"]
+    except (ValueError, KeyError, TypeError):
+        return -1
+    return epoch if isinstance(epoch, int) else -1
+
+
 class _DirContents:
     """What one log directory holds at start-up, before any log is opened."""
 
-    def __init__(self, log_dir: Path, clean: bool) -> None:
-        self.clean = clean
+    def __init__(self, log_dir: Path, shutdown_epoch: int | None) -> None:
+        # None: no clean-shutdown marker.
+        self.shutdown_epoch = shutdown_epoch
+        self.clean = shutdown_epoch is not None
         self.recovery_points = _read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
         self.start_offsets = _read_checkpoint(log_dir / LOG_START_CHECKPOINT)
         self.high_watermarks = _read_checkpoint(log_dir / HIGH_WATERMARK_CHECKPOINT)
@@ -474,7 +499,7 @@ def _scan(log_dir: Path) -> _DirContents:
         log_dir.mkdir(parents=True, exist_ok=True)
         marker = log_dir / CLEAN_SHUTDOWN_MARKER
         clean = marker.exists()
-        contents = _DirContents(log_dir, clean)
+        contents = _DirContents(log_dir, _marker_epoch(marker.read_bytes()) if clean else None)
         if clean:
             marker.unlink()
             fsync_dir(log_dir)

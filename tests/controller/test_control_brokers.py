@@ -85,7 +85,9 @@ def test_fencing_the_last_isr_member_takes_the_partition_offline() -> None:
     cluster = Cluster(2)
     cluster.create("t", assignments=[[0, 1]])
     cluster.apply(fence_brokers(cluster.image, [1, 0], SETTINGS))
-    assert cluster.state("t") == (-1, (0,), 1, 2)
+    # The ISR empties; its last member waits in the ELR, the one replica sure to hold every committed record.
+    assert cluster.state("t") == (-1, (), 1, 2)
+    assert (cluster.partition("t").elr, cluster.partition("t").last_known_elr) == ((0,), (0,))
 
 
 def test_fencing_the_last_isr_member_with_unclean_elects_a_live_replica() -> None:
@@ -134,7 +136,8 @@ def test_controlled_shutdown_moves_leadership_then_says_shut_down() -> None:
     assert cluster.image.brokers[0].in_controlled_shutdown
     assert cluster.state("a") == (1, (1,), 1, 1)
     assert cluster.state("b") == (1, (1,), 0, 1)
-    assert cluster.state("solo") == (-1, (0,), 1, 1)  # no other replica: offline, ISR kept
+    assert cluster.state("solo") == (-1, (), 1, 1)  # no other replica: offline, and eligible again once back
+    assert cluster.partition("solo").elr == (0,)
     assert cluster.image.partitions_led_by(0) == []
     response = cluster.run(heartbeat(cluster.image, _beat(0, want_shut_down=True), True, SETTINGS))
     # Free to go, and fenced at once so nobody waits a session timeout to stop counting on it.

@@ -55,17 +55,19 @@ def _result(response: object) -> tuple[int, int, int, list[int], int]:
 def test_leader_shrinks_and_expands_the_isr() -> None:
     cluster = Cluster(3)
     cluster.create("t", assignments=[[0, 1, 2]])
-    response = cluster.run(alter_partition(cluster.image, _alter(0, [0, 1])))
+    response = cluster.run(alter_partition(cluster.image, _alter(0, [0, 1]), SETTINGS))
     assert _result(response) == (0, 0, 0, [0, 1], 1)
     assert cluster.state("t") == (0, (0, 1), 0, 1)
-    response = cluster.run(alter_partition(cluster.image, _alter(0, [0, 1, 2], partition_epoch=1, epochs=True)))
+    response = cluster.run(
+        alter_partition(cluster.image, _alter(0, [0, 1, 2], partition_epoch=1, epochs=True), SETTINGS)
+    )
     assert _result(response) == (0, 0, 0, [0, 1, 2], 2)
 
 
 def test_an_unchanged_isr_writes_nothing() -> None:
     cluster = Cluster(2)
     cluster.create("t", assignments=[[0, 1]])
-    records, response = alter_partition(cluster.image, _alter(0, [0, 1]))
+    records, response = alter_partition(cluster.image, _alter(0, [0, 1]), SETTINGS)
     assert records == [] and _result(response) == (0, 0, 0, [0, 1], 0)
 
 
@@ -74,7 +76,7 @@ def test_by_topic_name_for_old_versions() -> None:
     cluster.create("t", assignments=[[0, 1]])
     request = _alter(0, [0])
     request.topics[0].topic_id, request.topics[0].topic_name = UUID(int=0), "t"
-    assert _result(cluster.run(alter_partition(cluster.image, request)))[0] == 0
+    assert _result(cluster.run(alter_partition(cluster.image, request, SETTINGS)))[0] == 0
     assert cluster.state("t") == (0, (0,), 0, 1)
 
 
@@ -83,10 +85,10 @@ def test_a_member_joining_with_an_earlier_broker_epoch_is_refused() -> None:
     (a restart, perhaps on an empty disk), what its earlier incarnation fetched does not get it into the ISR."""
     cluster = Cluster(3)
     cluster.create("t", assignments=[[0, 1, 2]])
-    cluster.run(alter_partition(cluster.image, _alter(0, [0, 1])))
+    cluster.run(alter_partition(cluster.image, _alter(0, [0, 1]), SETTINGS))
     request = _alter(0, [0, 1, 2], partition_epoch=1, epochs=True)
     request.topics[0].partitions[0].new_isr_with_epochs[2].broker_epoch = epoch_of(2) - 1
-    records, response = alter_partition(cluster.image, request)
+    records, response = alter_partition(cluster.image, request, SETTINGS)
     assert records == [] and _result(response)[0] == ErrorCode.INELIGIBLE_REPLICA
     assert cluster.state("t") == (0, (0, 1), 0, 1)
 
@@ -107,7 +109,7 @@ def test_refused_isr_changes(request_: AlterPartitionRequest, code: int) -> None
     cluster = Cluster(4)
     cluster.create("t", assignments=[[0, 1, 2]])
     cluster.apply(fence_brokers(cluster.image, [0], SETTINGS))  # leader 1, epoch 1, partition epoch 1
-    records, response = alter_partition(cluster.image, request_)
+    records, response = alter_partition(cluster.image, request_, SETTINGS)
     assert records == [] and _result(response)[0] == code
 
 
@@ -116,7 +118,7 @@ def test_a_stale_broker_epoch_is_refused_whole() -> None:
     cluster.create("t", assignments=[[0, 1]])
     request = _alter(0, [0])
     request.broker_epoch = 1
-    records, response = alter_partition(cluster.image, request)
+    records, response = alter_partition(cluster.image, request, SETTINGS)
     assert records == [] and response.error_code == ErrorCode.STALE_BROKER_EPOCH
 
 
@@ -130,7 +132,7 @@ def _failed_over(cluster: Cluster) -> None:
     cluster.create("t", assignments=[[0, 1]])
     cluster.apply(fence_brokers(cluster.image, [0], SETTINGS))
     _back(cluster, 0)
-    cluster.run(alter_partition(cluster.image, _alter(1, [1, 0], leader_epoch=1, partition_epoch=1)))
+    cluster.run(alter_partition(cluster.image, _alter(1, [1, 0], leader_epoch=1, partition_epoch=1), SETTINGS))
 
 
 def _codes(response: object) -> list[tuple[str, int, int]]:
@@ -197,7 +199,7 @@ def test_rebalance_moves_only_partitions_whose_preferred_leader_can_lead() -> No
     cluster.create("u", assignments=[[2, 1]])
     cluster.apply(fence_brokers(cluster.image, [2], SETTINGS))
     _back(cluster, 2)  # 2 is live but outside u's ISR: no move for u
-    records = preferred_leader_moves(cluster.image)
+    records = preferred_leader_moves(cluster.image, SETTINGS)
     cluster.apply(records)
     assert len(records) == 1 and cluster.state("t")[0] == 0 and cluster.state("u")[0] == 1
-    assert preferred_leader_moves(cluster.image) == []
+    assert preferred_leader_moves(cluster.image, SETTINGS) == []

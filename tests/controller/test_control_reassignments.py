@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from test_control_support import Cluster, epoch_of
+from test_control_support import SETTINGS, Cluster, epoch_of
 
 from kafkette.broker.controller.control import (
     alter_partition,
@@ -52,7 +52,7 @@ def _isr(cluster: Cluster, topic_id: UUID, isr: list[int]) -> int:
     request = AlterPartitionRequest(
         broker_id=p.leader, broker_epoch=epoch_of(p.leader), topics=[TopicData(topic_id=topic_id, partitions=[data])]
     )
-    response = cluster.run(alter_partition(cluster.image, request))
+    response = cluster.run(alter_partition(cluster.image, request, SETTINGS))
     return response.topics[0].partitions[0].error_code  # type: ignore[attr-defined,no-any-return]
 
 

@@ -240,6 +240,24 @@ def test_acks_all_is_refused_before_appending_when_the_isr_is_too_small(tmp_path
     assert partition.log_end_offset == 2
 
 
+def test_the_high_watermark_stays_while_the_isr_is_below_min_insync(tmp_path: Path) -> None:
+    """Kafka's strict min ISR: what acks=1 appends meanwhile is not committed, so a replica that left the ISR
+    still holds everything committed (the controller's eligible leader replicas count on it)."""
+    partition, _ = leader(tmp_path, Clock(), isr=(1, 2))
+    partition.min_insync_replicas = 2
+    partition.append_from_producer(batch(2), required_acks=1)
+    partition.follower_fetched(2, 2)
+    assert partition.high_watermark == 2
+    partition.become_leader(leader_epoch=1, partition_epoch=2, replicas=(1, 2, 3), isr=(1,))
+    partition.append_from_producer(batch(3), required_acks=1)
+    assert (partition.high_watermark, partition.log_end_offset) == (2, 5)
+    partition.min_insync_replicas = 5  # more than the replicas: the replication factor is the minimum
+    partition.become_leader(leader_epoch=1, partition_epoch=3, replicas=(1, 2, 3), isr=(1, 2, 3))
+    partition.follower_fetched(2, 5)
+    partition.follower_fetched(3, 5)
+    assert partition.high_watermark == 5
+
+
 def test_acks_all_waits_for_the_isr(tmp_path: Path) -> None:
     async def body() -> None:
         partition, _ = leader(tmp_path, Clock(), isr=(1, 2, 3))
