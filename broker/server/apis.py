@@ -24,6 +24,7 @@ from kafkette.broker.server.handlers.configs import (
 from kafkette.broker.server.handlers.delete_records import handle_delete_records
 from kafkette.broker.server.handlers.describe_producers import handle_describe_producers
 from kafkette.broker.server.handlers.describe_quorum import handle_describe_quorum
+from kafkette.broker.server.handlers.describe_topic_partitions import handle_describe_topic_partitions
 from kafkette.broker.server.handlers.fetch import handle_fetch
 from kafkette.broker.server.handlers.groups import (
     handle_delete_groups,
@@ -164,5 +165,6 @@ APIS: dict[int, Api] = {
         _api(61, 0, handle_describe_producers),
         _api(65, 0, handle_describe_transactions),
         _api(66, 0, handle_list_transactions),
+        _api(75, 0, handle_describe_topic_partitions),
     )
 }

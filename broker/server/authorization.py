@@ -39,6 +39,7 @@ from kafkette.broker.protocol.messages.describe_producers_response import (
 from kafkette.broker.protocol.messages.describe_producers_response import (
     TopicResponse as DescribeProducersTopicResponse,
 )
+from kafkette.broker.protocol.messages.describe_topic_partitions_response import DescribeTopicPartitionsResponseTopic
 from kafkette.broker.protocol.messages.describe_transactions_response import (
     TransactionState as DescribedTransaction,
 )
@@ -306,6 +307,27 @@ def _metadata(check: Check, request: Any) -> Patch | None:
                         topic_id=topic.topic_id,
                         is_internal=topic.is_internal,
                         partitions=[],
+                    )
+                )
+        response.topics = kept
+
+    return patch
+
+
+def _describe_topic_partitions(check: Check, request: Any) -> Patch:
+    """As Metadata's: topics named and refused answer TOPIC_AUTHORIZATION_FAILED (without their id), a list of
+    every topic leaves them out. The page is cut before they are, so it may hold fewer partitions than its limit."""
+    explicit = bool(request.topics)
+
+    def patch(response: Any) -> None:
+        kept = []
+        for topic in response.topics:
+            if check(Op.DESCRIBE, Type.TOPIC, topic.name):
+                kept.append(topic)
+            elif explicit:
+                kept.append(
+                    DescribeTopicPartitionsResponseTopic(
+                        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=topic.name
                     )
                 )
         response.topics = kept
@@ -700,6 +722,7 @@ RULES: dict[int, Rule] = {
     61: _per_partition(Op.READ, _DESCRIBE_PRODUCERS),
     65: _describe_transactions,
     66: _list_transactions,
+    75: _describe_topic_partitions,
 }
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -10,6 +10,7 @@ from group_members import BROKER_CONFIG, Member
 from java_harness import require_java
 
 from kafkette.broker.testing import BrokerProcess
+from kafkette.operator.local import runtime
 
 
 @pytest.fixture
@@ -31,3 +32,17 @@ def group_members() -> Iterator[list[Member]]:
 @pytest.fixture
 def java() -> str:
     return require_java()
+
+
+@pytest.fixture
+def local_cluster(tmp_path: Path) -> Iterator[Callable[[int], Path]]:
+    """Starts a local cluster of n brokers (`kafkette up`'s runtime) in the test's directory; down at the end."""
+    directory = tmp_path / "cluster"
+
+    def up(brokers: int) -> Path:
+        runtime.up(directory, brokers=brokers, first_port=runtime.first_free_port(brokers), timeout=60)
+        return directory
+
+    yield up
+    if runtime.load_state(directory) is not None:
+        runtime.down(directory, timeout=20)

@@ -10,7 +10,7 @@ falls behind, comes back, and the leader dies.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -27,13 +27,8 @@ TOPIC = "tooled"
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Path]:
-    directory = tmp_path / "cluster"
-    runtime.up(directory, brokers=4, first_port=runtime.first_free_port(4), timeout=60)
-    try:
-        yield directory
-    finally:
-        runtime.down(directory, timeout=20)
+def cluster(local_cluster: Callable[[int], Path]) -> Path:
+    return local_cluster(4)
 
 
 def reassign_tool(bootstrap: str, *args: str) -> str:

@@ -4,6 +4,7 @@ the guard around it, not a broker)."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
@@ -13,6 +14,12 @@ from kafkette.broker.protocol.messages.add_partitions_to_txn_request import (
     AddPartitionsToTxnRequest,
     AddPartitionsToTxnTopic,
 )
+from kafkette.broker.protocol.messages.describe_topic_partitions_request import DescribeTopicPartitionsRequest
+from kafkette.broker.protocol.messages.describe_topic_partitions_request import TopicRequest as DescribeTopicRequest
+from kafkette.broker.protocol.messages.describe_topic_partitions_response import (
+    DescribeTopicPartitionsResponse,
+    DescribeTopicPartitionsResponseTopic,
+)
 from kafkette.broker.protocol.messages.produce_request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kafkette.broker.protocol.messages.produce_response import (
     PartitionProduceResponse,
@@ -20,6 +27,7 @@ from kafkette.broker.protocol.messages.produce_response import (
     TopicProduceResponse,
 )
 from kafkette.broker.protocol.messages.request_header import RequestHeader
+from kafkette.broker.protocol.types import ZERO_UUID
 from kafkette.broker.security.acl import (
     AclBinding,
     AclOperation,
@@ -427,3 +435,20 @@ def test_groups_and_transactional_ids_listed_in_a_request_are_refused_one_by_one
     ]
     nothing = REQUESTS[api_key](**{request_field: []})  # nothing to refuse: the handler's answer, untouched
     assert guard(authorizer(), lambda _c, asked: asked, context(api_key, 0), nothing) is nothing
+
+
+@pytest.mark.parametrize("named", [True, False], ids=["topics named", "every topic"])
+def test_describe_topic_partitions_hides_refused_topics(named: bool) -> None:
+    def handler(_ctx: RequestContext, _request: DescribeTopicPartitionsRequest) -> DescribeTopicPartitionsResponse:
+        topics = [
+            DescribeTopicPartitionsResponseTopic(name=name, topic_id=uuid.uuid4(), partitions=[])
+            for name in ("mine", "theirs")
+        ]
+        return DescribeTopicPartitionsResponse(topics=topics)
+
+    asked = [DescribeTopicRequest(name=n) for n in ("mine", "theirs")] if named else []
+    mine = allow(ResourceType.TOPIC, "mine", AclOperation.DESCRIBE)
+    response = guard(authorizer(mine), handler, context(75, 0), DescribeTopicPartitionsRequest(topics=asked))
+    answered = [(t.name, t.error_code, t.topic_id == ZERO_UUID) for t in response.topics]
+    refused = [("theirs", ErrorCode.TOPIC_AUTHORIZATION_FAILED, True)] if named else []
+    assert answered == [("mine", ErrorCode.NONE, False), *refused]

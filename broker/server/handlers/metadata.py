@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from kafkette.broker.controller.image import BrokerImage, MetadataImage, PartitionImage, TopicImage
@@ -37,21 +37,25 @@ TOPIC_IDS_FROM_VERSION = 12
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
 
+def partition_fields(brokers: Mapping[int, BrokerImage], index: int, state: PartitionImage) -> dict[str, Any]:
+    """What Metadata and DescribeTopicPartitions both say of a partition, as their fields."""
+    return {
+        "error_code": ErrorCode.NONE if state.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+        "partition_index": index,
+        "leader_id": state.leader,
+        "leader_epoch": state.leader_epoch,
+        "replica_nodes": list(state.replicas),
+        "isr_nodes": list(state.isr),
+        "offline_replicas": [r for r in state.replicas if r not in brokers or brokers[r].fenced],
+    }
+
+
 def _partition_entry(
     brokers: Mapping[int, BrokerImage], index: int, state: PartitionImage | None
 ) -> MetadataResponsePartition:
     if state is None:
         return MetadataResponsePartition(error_code=ErrorCode.LEADER_NOT_AVAILABLE, partition_index=index, leader_id=-1)
-    offline = [r for r in state.replicas if r not in brokers or brokers[r].fenced]
-    return MetadataResponsePartition(
-        error_code=ErrorCode.NONE if state.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
-        partition_index=index,
-        leader_id=state.leader,
-        leader_epoch=state.leader_epoch,
-        replica_nodes=list(state.replicas),
-        isr_nodes=list(state.isr),
-        offline_replicas=offline,
-    )
+    return MetadataResponsePartition(**partition_fields(brokers, index, state))
 
 
 class _KeptTopic(MetadataResponseTopic):
