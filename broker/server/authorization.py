@@ -293,44 +293,42 @@ def _metadata(check: Check, request: Any) -> Patch | None:
         if not all(check(Op.CREATE, Type.TOPIC, name) for name in names):
             request.allow_auto_topic_creation = False
 
+    def refused(topic: Any) -> MetadataResponseTopic:
+        return MetadataResponseTopic(
+            error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+            name=topic.name,
+            topic_id=topic.topic_id,
+            is_internal=topic.is_internal,
+            partitions=[],
+        )
+
     def patch(response: Any) -> None:
-        explicit = request.topics is not None
-        kept = []
-        for topic in response.topics or []:
-            if topic.name is None or check(Op.DESCRIBE, Type.TOPIC, topic.name):
-                kept.append(topic)
-            elif explicit:
-                kept.append(
-                    MetadataResponseTopic(
-                        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                        name=topic.name,
-                        topic_id=topic.topic_id,
-                        is_internal=topic.is_internal,
-                        partitions=[],
-                    )
-                )
-        response.topics = kept
+        response.topics = _described(check, response.topics or [], request.topics is not None, refused)
 
     return patch
+
+
+def _described(check: Check, topics: list[Any], explicit: bool, refused: Callable[[Any], Any]) -> list[Any]:
+    """The topics of a describing answer the session may DESCRIBE; those it may not are left out, or, when the
+    request named its topics, answered by ``refused``'s TOPIC_AUTHORIZATION_FAILED entry."""
+    kept = []
+    for topic in topics:
+        if topic.name is None or check(Op.DESCRIBE, Type.TOPIC, topic.name):
+            kept.append(topic)
+        elif explicit:
+            kept.append(refused(topic))
+    return kept
 
 
 def _describe_topic_partitions(check: Check, request: Any) -> Patch:
     """As Metadata's: topics named and refused answer TOPIC_AUTHORIZATION_FAILED (without their id), a list of
     every topic leaves them out. The page is cut before they are, so it may hold fewer partitions than its limit."""
-    explicit = bool(request.topics)
+
+    def refused(topic: Any) -> DescribeTopicPartitionsResponseTopic:
+        return DescribeTopicPartitionsResponseTopic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=topic.name)
 
     def patch(response: Any) -> None:
-        kept = []
-        for topic in response.topics:
-            if check(Op.DESCRIBE, Type.TOPIC, topic.name):
-                kept.append(topic)
-            elif explicit:
-                kept.append(
-                    DescribeTopicPartitionsResponseTopic(
-                        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=topic.name
-                    )
-                )
-        response.topics = kept
+        response.topics = _described(check, response.topics, bool(request.topics), refused)
 
     return patch
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 from uuid import UUID
 
 from kafkette.broker.controller.image import BrokerImage, MetadataImage, PartitionImage, TopicImage
@@ -37,7 +37,19 @@ TOPIC_IDS_FROM_VERSION = 12
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
 
-def partition_fields(brokers: Mapping[int, BrokerImage], index: int, state: PartitionImage) -> dict[str, Any]:
+class PartitionFields(TypedDict):
+    """The fields Metadata's and DescribeTopicPartitions' partition entries share."""
+
+    error_code: int
+    partition_index: int
+    leader_id: int
+    leader_epoch: int
+    replica_nodes: list[int]
+    isr_nodes: list[int]
+    offline_replicas: list[int]
+
+
+def partition_fields(brokers: Mapping[int, BrokerImage], index: int, state: PartitionImage) -> PartitionFields:
     """What Metadata and DescribeTopicPartitions both say of a partition, as their fields."""
     return {
         "error_code": ErrorCode.NONE if state.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
