@@ -3,9 +3,12 @@
 Every request waits for the one event loop (design decision 9), so a callback that blocks it, a `pwrite`
 throttled by the kernel's dirty-page writeback, a long computation, holds every client at once. The loop
 beats every `interval_s`; a thread of its own sleeps until a beat would be late by `warn_after_s`, and if it
-is, takes the loop thread's stack then, while it is still blocked; the next beat reports the stall with that
-stack (a log warning by default). A stall's length is the beat's lateness, so it reads short by up to one
-interval (the loop may have been blocked since just after the last beat).
+is, takes the loop thread's stack then, while it is still blocked. The next beat decides from its own lateness
+whether there was a stall and reports it (a log warning by default), with that stack if the thread took one in
+this stall: a stack stamped with an earlier beat is dropped, since the thread may take it just after the loop
+went on (a late wake-up on a loaded machine), and a stall the thread did not see is still reported and counted.
+A stall's length is the beat's lateness, so it reads short by up to one interval (the loop may have been blocked
+since just after the last beat).
 
 Both wake rarely, since an idle broker pays for every wake-up: beating every 20 ms with a thread polling as
 often cost 1.2-1.7 % of a CPU at idle (0.3 % without), beating every 50 ms 0.67 %, every 100 ms 0.37-0.40 %;
@@ -28,6 +31,7 @@ log = logging.getLogger(__name__)
 INTERVAL_S = 0.1
 # The innermost frames of the blocked loop's stack that a report keeps.
 STACK_FRAMES = 8
+NOT_SEEN = "(not seen: the watching thread did not run while the loop was held)"
 
 
 @dataclass(frozen=True)
@@ -54,8 +58,9 @@ class LoopWatch:
         self._report = report
         self._interval_s = interval_s
         self._last_beat = time.monotonic()
-        # Set by the watching thread during a stall, taken by the loop's next beat: one assignment each side.
-        self._where: str | None = None
+        # Set by the watching thread during a stall, stamped with the beat it is late after, and taken by the loop's
+        # next beat: one assignment each side.
+        self._where: tuple[float, str] | None = None
         self._loop_thread = threading.get_ident()
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="kafkette-loop-watch", daemon=True)
@@ -77,21 +82,26 @@ class LoopWatch:
 
     def _beat(self) -> None:
         now = time.monotonic()
-        where, self._where = self._where, None
-        if where is not None:
-            self._report(Stall(now - self._last_beat - self._interval_s, where))
+        seen, self._where = self._where, None
+        late = now - self._last_beat - self._interval_s
+        if late >= self._warn_after_s:
+            self._report(Stall(late, seen[1] if seen is not None and seen[0] == self._last_beat else NOT_SEEN))
         self._last_beat = now
         self._beat_handle = self._loop.call_later(self._interval_s, self._beat)
 
     def _watch(self) -> None:
         sleep_s = self._warn_after_s
         while not self._stopped.wait(sleep_s):
-            late = time.monotonic() - self._last_beat - self._interval_s
+            last_beat = self._last_beat
+            late = time.monotonic() - last_beat - self._interval_s
             if late < self._warn_after_s:
                 sleep_s = self._warn_after_s - late  # until this beat interval would be a stall
                 continue
-            if self._where is None:  # the first look at this stall; the next beat reports it
-                self._where = _innermost_frames(self._loop_thread)
+            seen = self._where
+            if seen is None or seen[0] != last_beat:  # the first look at this stall; the next beat reports it
+                where = _innermost_frames(self._loop_thread)
+                if where is not None:
+                    self._where = (last_beat, where)
             sleep_s = self._interval_s
 
 

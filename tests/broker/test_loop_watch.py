@@ -9,8 +9,11 @@ import time
 import weakref
 from collections.abc import Callable
 
+import pytest
+
 from kafkette.broker.config import BrokerConfig
-from kafkette.broker.server.loop_watch import INTERVAL_S, LoopWatch, Stall
+from kafkette.broker.server import loop_watch
+from kafkette.broker.server.loop_watch import INTERVAL_S, NOT_SEEN, LoopWatch, Stall
 
 
 def hold_the_loop(seconds: float) -> None:
@@ -52,6 +55,24 @@ def test_a_blocked_loop_is_reported_with_where_it_was() -> None:
 def test_a_long_python_callback_is_reported_too() -> None:
     stalls = asyncio.run(watched([(0.05, spin, 0.3)]))
     assert len(stalls) == 1 and "in spin" in stalls[0].where, stalls
+
+
+def test_a_stall_the_watching_thread_looks_at_too_late_is_counted_once_without_a_stale_stack(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The thread is slowed where the OS may deschedule it on a loaded machine: between seeing the stall and
+    # taking the stack, here until the loop has gone on and beaten again. A stall went unreported then, and the
+    # stack, taken afterwards, came with the next beat as a stall of about 0 ms (a CI run's held-loop metric).
+    frames = loop_watch._innermost_frames
+
+    def descheduled(thread_id: int) -> str | None:
+        time.sleep(0.3)
+        return frames(thread_id)
+
+    monkeypatch.setattr(loop_watch, "_innermost_frames", descheduled)
+    stalls = asyncio.run(watched([(0.05, hold_the_loop, 0.35)], then_idle_s=0.5))
+    assert [stall.where for stall in stalls] == [NOT_SEEN], stalls
+    assert 0.3 <= stalls[0].seconds < 0.6, stalls[0]
 
 
 def test_short_callbacks_and_idle_time_are_not_reported() -> None:
