@@ -144,10 +144,14 @@ class KafketteCluster:
             shutil.rmtree(self.directory, ignore_errors=True)
 
 
-def start_kafkette() -> KafketteCluster:
+def start_kafkette(settings: Iterable[tuple[str, str]] = ()) -> KafketteCluster:
+    """The local runtime's cluster, its laptop settings overridden by ``settings``."""
     directory = Path(tempfile.mkdtemp(prefix="bench-cluster-"))
     started = time.monotonic()
-    state = runtime.up(directory, brokers=BROKERS, first_port=runtime.first_free_port(BROKERS), timeout=READY_TIMEOUT_S)
+    first_port = runtime.first_free_port(BROKERS)
+    state = runtime.up(
+        directory, brokers=BROKERS, first_port=first_port, settings=tuple(settings), timeout=READY_TIMEOUT_S
+    )
     return KafketteCluster(directory, state, time.monotonic() - started)
 
 

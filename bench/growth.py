@@ -19,6 +19,11 @@ group.initial.rebalance.delay.ms=0.
 - connections: N connections open (each past ApiVersions), 3 s of the produce load below to warm up; RSS and
   idle CPU with them open, then produce requests (one 100 B record, acks=1) at a fixed rate spread over the N
   in turn: latency p50/p99 and the broker's CPU per request.
+- replicated: a 3-broker cluster (Kafka: three KRaft combined-mode nodes; Kafkette: the local runtime with
+  Kafka's replica.lag.time.max.ms and broker.session.timeout.ms), a topic of N partitions with 3 replicas each:
+  CreateTopics to every partition led in every broker's Metadata (metadata propagation) and to every ISR
+  whole there, then, after 10 s, the idle CPU and RSS of all three brokers while the followers fetch with nothing
+  to fetch (fetch sessions, KIP-227, keep that cheap in Kafka).
 - groups: G consumer groups of one member each, over 10 shared connections: join (JoinGroup + SyncGroup)
   latency, then a steady state of heartbeats every 3 s and commits every 5 s per group (librdkafka's
   defaults): commit latency p50/p99, the coordinator's CPU, RSS. Connections and groups also report this
@@ -49,15 +54,21 @@ from typing import Any
 
 from brokers import (
     BENCH_DIR,
+    KafkaCluster,
     Ready,
     RunningBroker,
+    cpu_seconds,
     cpu_times,
     restart,
     start_kafka,
+    start_kafka_cluster,
     start_kafkette,
+    status_mb,
     voluntary_switches,
     wait_for_port,
 )
+from cluster import KafketteCluster
+from cluster import start_kafkette as start_kafkette_cluster
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from growth_load import client_for, close_clients, open_clients, partitions_led, produce_at_rate, run_groups
@@ -82,6 +93,7 @@ class Plan:
     partitions: Sequence[int]
     connections: Sequence[int]
     groups: Sequence[int]
+    replicated: Sequence[int]
     records: int  # produced per partitions point
     idle_s: float
     request_rate: int
@@ -89,8 +101,16 @@ class Plan:
     steady_s: float
 
 
-FULL = Plan((100, 1_000, 10_000), (1, 100, 1_000), (1, 100, 1_000), 200_000, 5.0, 200, 10.0, 15.0)
-QUICK = Plan((10, 100), (1, 10, 100), (1, 10, 100), 20_000, 2.0, 100, 3.0, 6.0)
+FULL = Plan((100, 1_000, 10_000), (1, 100, 1_000), (1, 100, 1_000), (100, 1_000, 10_000), 200_000, 5.0, 200, 10.0, 15.0)
+QUICK = Plan((10, 100), (1, 10, 100), (1, 10, 100), (10, 100), 20_000, 2.0, 100, 3.0, 6.0)
+REPLICAS = 3
+# Kafka's defaults, where the local runtime's laptop settings fail over faster (lag 5 s, session 3 s).
+CLUSTER_SETTINGS = (
+    ("replica.lag.time.max.ms", "30000"),
+    ("broker.session.timeout.ms", "9000"),
+    ("broker.heartbeat.interval.ms", "2000"),
+)
+SETTLE_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -150,6 +170,13 @@ DIMENSIONS: dict[str, list[Metric]] = {
         Metric("recovery_s", "SIGKILL restart -> every partition written, per partition (ms)", 2, per_unit_ms=True),
     ],
     "connections": [RSS, IDLE_CPU, *latency("produce", "produce request"), CPU_PER_REQUEST, CLIENT_CPU],
+    "replicated": [
+        Metric("led_everywhere_s", "create -> all led in every broker's Metadata (s)", 2),
+        Metric("in_sync_everywhere_s", "create -> every ISR whole in every broker's Metadata (s)", 2),
+        Metric("idle_cpu_pct", "idle CPU, three brokers (%)", 1),
+        Metric("rss_mb", "RSS, three brokers (MB)", 0),
+        Metric("in_sync_everywhere_s", "create -> every ISR whole, per partition (ms)", 2, per_unit_ms=True),
+    ],
     "groups": [
         # Once per broker, whatever the count: the slowest of the connections' first joins (run before the rest).
         Metric("first_join_max_ms", "first join + sync of a connection, max (ms)", 2),
@@ -170,26 +197,37 @@ def start(name: str) -> RunningBroker:
 
 
 def create_topic(broker: RunningBroker, topic: str, partitions: int) -> float:
-    """Seconds from CreateTopics to every partition having a leader in the broker's Metadata. Beyond
-    ``CREATE_STEP`` partitions the topic grows by CreatePartitions in steps of that many."""
-
-    async def led() -> None:
-        client = client_for(broker.bootstrap)
-        try:
-            while not await partitions_led(client, topic, partitions):
-                await asyncio.sleep(0.01)
-        finally:
-            await client.close()
-
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap, "socket.timeout.ms": int(RESTART_TIMEOUT_S * 1000)})
+    """Seconds from CreateTopics to every partition having a leader in the broker's Metadata."""
     started = time.monotonic()
+    send_create(broker.bootstrap, topic, partitions, 1)
+    until_everywhere([broker.bootstrap], topic, partitions, 0)
+    return time.monotonic() - started
+
+
+def send_create(bootstrap: str, topic: str, partitions: int, replicas: int) -> None:
+    """CreateTopics; beyond ``CREATE_STEP`` partitions the topic grows by CreatePartitions in steps of that many."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": int(RESTART_TIMEOUT_S * 1000)})
     first = min(partitions, CREATE_STEP)
-    admin.create_topics([NewTopic(topic, first, 1)], request_timeout=RESTART_TIMEOUT_S)[topic].result()
+    admin.create_topics([NewTopic(topic, first, replicas)], request_timeout=RESTART_TIMEOUT_S)[topic].result()
     for total in range(first + CREATE_STEP, partitions + CREATE_STEP, CREATE_STEP):
         grown = NewPartitions(topic, min(total, partitions))
         admin.create_partitions([grown], request_timeout=RESTART_TIMEOUT_S)[topic].result()
-    asyncio.run(asyncio.wait_for(led(), RESTART_TIMEOUT_S))
-    return time.monotonic() - started
+
+
+def until_everywhere(bootstraps: Sequence[str], topic: str, partitions: int, in_sync: int) -> None:
+    """Until every broker's Metadata has every partition of ``topic`` led, with ``in_sync`` replicas in its ISR."""
+
+    async def everywhere() -> None:
+        clients = [client_for(bootstrap) for bootstrap in bootstraps]
+        try:
+            for client in clients:
+                while not await partitions_led(client, topic, partitions, in_sync):
+                    await asyncio.sleep(0.01)
+        finally:
+            for client in clients:
+                await client.close()
+
+    asyncio.run(asyncio.wait_for(everywhere(), RESTART_TIMEOUT_S))
 
 
 def every_partition_written(topic: str, partitions: int, listened: list[float]) -> Ready:
@@ -356,15 +394,47 @@ def groups_point(name: str, count: int, plan: Plan) -> dict[str, float]:
     return with_connections(name, GROUP_CONNECTIONS, measure)
 
 
+def replicated_point(name: str, count: int, plan: Plan) -> dict[str, float]:
+    cluster: KafkaCluster | KafketteCluster
+    if name == "kafka":
+        cluster = start_kafka_cluster(REPLICAS)
+        bootstraps = [node.bootstrap for node in cluster.nodes]
+    else:
+        cluster = start_kafkette_cluster(CLUSTER_SETTINGS)
+        bootstraps = [f"{host}:{port}" for host, port in map(cluster.address, cluster.ids())]
+    try:
+        started = time.monotonic()
+        send_create(cluster.bootstrap, TOPIC, count, REPLICAS)
+        until_everywhere(bootstraps, TOPIC, count, 0)
+        point = {"led_everywhere_s": time.monotonic() - started}
+        until_everywhere(bootstraps, TOPIC, count, REPLICAS)
+        point["in_sync_everywhere_s"] = time.monotonic() - started
+        time.sleep(SETTLE_S)
+        pids = cluster.pids()
+        before = sum(cpu_seconds(pid) for pid in pids)
+        time.sleep(plan.steady_s)
+        point["idle_cpu_pct"] = (sum(cpu_seconds(pid) for pid in pids) - before) / plan.steady_s * 100
+        point["rss_mb"] = sum(status_mb(pid, "VmRSS") for pid in pids)
+        return point
+    finally:
+        cluster.stop()
+
+
 POINTS: dict[str, Callable[[str, int, Plan], dict[str, float]]] = {
     "partitions": partitions_point,
     "connections": connections_point,
     "groups": groups_point,
+    "replicated": replicated_point,
 }
 
 
 def sizes(plan: Plan, dimension: str) -> Sequence[int]:
-    return {"partitions": plan.partitions, "connections": plan.connections, "groups": plan.groups}[dimension]
+    return {
+        "partitions": plan.partitions,
+        "connections": plan.connections,
+        "groups": plan.groups,
+        "replicated": plan.replicated,
+    }[dimension]
 
 
 def measure(

@@ -84,12 +84,15 @@ async def close_clients(clients: Sequence[BrokerClient]) -> None:
     await asyncio.gather(*(c.close() for c in clients))
 
 
-async def partitions_led(client: BrokerClient, topic: str, partitions: int) -> bool:
-    """Whether the broker's Metadata names ``partitions`` partitions of ``topic``, each with a leader."""
+async def partitions_led(client: BrokerClient, topic: str, partitions: int, in_sync: int = 0) -> bool:
+    """Whether the broker's Metadata names ``partitions`` partitions of ``topic``, each with a leader (and at least
+    ``in_sync`` replicas in its ISR)."""
     request = MetadataRequest(topics=[MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False)
     answer = await client.request(request, 12, TIMEOUT_S, MetadataResponse)
     listed = [p for t in answer.topics if t.name == topic and not t.error_code for p in t.partitions]
-    return len(listed) == partitions and all(p.error_code == 0 and p.leader_id >= 0 for p in listed)
+    return len(listed) == partitions and all(
+        p.error_code == 0 and p.leader_id >= 0 and len(p.isr_nodes) >= in_sync for p in listed
+    )
 
 
 def _percentiles(samples_ms: list[float]) -> tuple[float, float]:

@@ -539,6 +539,11 @@ class BrokerConfig(_PropertiesModel):
     )
     replica_fetch_wait_max_ms: _PositiveInt = Field(500, alias="replica.fetch.wait.max.ms")
     replica_fetch_backoff_ms: _NonNegativeInt = Field(1000, alias="replica.fetch.backoff.ms")
+    # Incremental fetch sessions (KIP-227) the broker keeps for followers and consumers; 0: none, every fetch lists
+    # all its partitions and is answered for all of them.
+    max_incremental_fetch_session_cache_slots: _NonNegativeInt = Field(
+        1000, alias="max.incremental.fetch.session.cache.slots"
+    )
     auto_leader_rebalance_enable: Boolean = Field(True, alias="auto.leader.rebalance.enable")
     # false: a SIGTERM'd broker exits without first asking the controller to move its leaderships away.
     controlled_shutdown_enable: Boolean = Field(True, alias="controlled.shutdown.enable")

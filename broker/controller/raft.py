@@ -135,6 +135,9 @@ class RaftNode:
         self._progress: dict[int, FetchProgress] = {}
         self._epoch_start = 0
         self._parked: dict[int, tuple[m.FetchRequest, int]] = {}
+        # The high watermark each replica was last answered with: a fetch from one that has not heard of the
+        # current one is answered at once (what KIP-1166's high watermark in the fetch says, without it on the wire).
+        self._told_high_watermark: dict[int, int] = {}
         self._begin_pending: dict[int, int] = {}
         self._restore_role(now)
 
@@ -266,6 +269,7 @@ class RaftNode:
         self.role = role
         self._votes = set()
         self._parked.clear()
+        self._told_high_watermark.clear()
         self._begin_pending.clear()
         self._snapshot_fetch = None
         self._fetch_sent = None
@@ -448,10 +452,14 @@ class RaftNode:
             self._replica_end[source] = request.fetch_offset
             self._advance_high_watermark()
         records = self.log.read(request.fetch_offset, self.timing.fetch_max_bytes)
-        if records is None and self.high_watermark == hw_before and request.max_wait_ms > 0:
+        # Told the current high watermark already, with nothing to fetch: wait for news. Without the check, a replica
+        # whose fetch crossed the one that moved the high watermark waited out max_wait_ms to learn of it (half a
+        # second for every new topic to reach every broker).
+        told = self._told_high_watermark.get(source) == self.high_watermark
+        if records is None and told and self.high_watermark == hw_before and request.max_wait_ms > 0:
             self._parked[source] = (request, now + request.max_wait_ms)
             return
-        self._send(source, m.FetchResponse(self.epoch, self.node_id, self.high_watermark, records))
+        self._answer_fetch(source, records)
         if self.high_watermark != hw_before:
             self._answer_parked(now)
 
@@ -491,8 +499,11 @@ class RaftNode:
             if only_expired and now < deadline:
                 continue
             del self._parked[source]
-            records = self.log.read(request.fetch_offset, self.timing.fetch_max_bytes)
-            self._send(source, m.FetchResponse(self.epoch, self.node_id, self.high_watermark, records))
+            self._answer_fetch(source, self.log.read(request.fetch_offset, self.timing.fetch_max_bytes))
+
+    def _answer_fetch(self, source: int, records: object | None) -> None:
+        self._told_high_watermark[source] = self.high_watermark
+        self._send(source, m.FetchResponse(self.epoch, self.node_id, self.high_watermark, records))
 
     def _on_fetch_snapshot(self, now: int, source: int, request: m.FetchSnapshotRequest) -> None:
         if not self.is_leader or request.epoch != self.epoch:

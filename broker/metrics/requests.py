@@ -66,10 +66,12 @@ def batch_totals(records: memoryview | bytes | bytearray) -> tuple[int, int]:
 
 
 def records_size(records: object) -> int:
-    if isinstance(records, FileRegion):
-        return records.size
+    # Bytes first: most partitions of a fetch answer carry b"", and isinstance of a runtime-checkable protocol
+    # looks up every member (a tenth of an idle leader's time with thousands of partitions a fetch).
     if isinstance(records, bytes | bytearray | memoryview):
         return len(records)
+    if isinstance(records, FileRegion):
+        return records.size
     return 0
 
 

@@ -86,6 +86,9 @@ class ErrorCode(IntEnum):
     INVALID_UPDATE_VERSION = 95
     UNKNOWN_TOPIC_ID = 100
     INCONSISTENT_TOPIC_ID = 103
+    # Incremental fetch sessions (KIP-227).
+    FETCH_SESSION_ID_NOT_FOUND = 70
+    INVALID_FETCH_SESSION_EPOCH = 71
     FETCH_SESSION_TOPIC_ID_ERROR = 106
     # The controller's RPCs.
     STALE_BROKER_EPOCH = 77

@@ -1,4 +1,5 @@
-"""Followers: one fetcher per leader broker, fetching every partition it leads for us in one request.
+"""Followers: one fetcher per leader broker, fetching every partition it leads for us in one request, in a fetch
+session (KIP-227) once the leader opened one: then a request lists only what changed (fetch_session.py).
 
 Before a partition is fetched after a leader change (or after the leader said
 its log diverges from ours), the fetcher asks the leader with
@@ -16,7 +17,6 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TypeVar
-from uuid import UUID
 
 from kafkette.broker.config import BrokerConfig
 from kafkette.broker.net.client import BrokerClient
@@ -24,7 +24,7 @@ from kafkette.broker.protocol.batch import CorruptBatchError
 from kafkette.broker.protocol.errors import ErrorCode
 from kafkette.broker.protocol.messages.api_versions_request import ApiVersionsRequest
 from kafkette.broker.protocol.messages.api_versions_response import ApiVersionsResponse
-from kafkette.broker.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic, ReplicaState
+from kafkette.broker.protocol.messages.fetch_request import FetchPartition, FetchRequest, ReplicaState
 from kafkette.broker.protocol.messages.fetch_response import FetchResponse, PartitionData
 from kafkette.broker.protocol.messages.offset_for_leader_epoch_request import (
     OffsetForLeaderEpochRequest,
@@ -36,6 +36,7 @@ from kafkette.broker.protocol.messages.offset_for_leader_epoch_response import (
     OffsetForLeaderEpochResponse,
 )
 from kafkette.broker.protocol.types import Message
+from kafkette.broker.replication.fetch_session import FollowerFetchSession, SessionFetch
 from kafkette.broker.replication.partition import Partition
 from kafkette.broker.replication.throttle import ReplicationQuota
 from kafkette.broker.security.tls import inter_broker_tls
@@ -55,6 +56,14 @@ FETCH_RESPONSE_MAX_BYTES = 10 * 1024 * 1024
 # Kafka's replica.socket.timeout.ms default: how long an answer may take beyond the long-poll.
 SOCKET_TIMEOUT_S = 30.0
 CONNECT_TIMEOUT_S = 5.0
+# The leader no longer knows our session as we do: start over with a full fetch, no back-off.
+SESSION_ERRORS = frozenset(
+    {
+        ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+        ErrorCode.INVALID_FETCH_SESSION_EPOCH,
+        ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR,
+    }
+)
 _M = TypeVar("_M", bound=Message)
 
 AddressOf = Callable[[int], "tuple[str, int] | None"]
@@ -166,6 +175,7 @@ class ReplicaFetcher:
         self._states: dict[PartitionKey, FollowState] = {}
         self._changed = asyncio.Event()
         self._channel: _Channel | None = None
+        self._session = FollowerFetchSession()  # with the leader, over the channel
         self._task: asyncio.Task[None] | None = None
         # Checked by the loop: on Python 3.11 asyncio.wait_for may swallow a cancellation that arrives as
         # its inner future completes, and a fetcher that missed its cancel must still end.
@@ -249,6 +259,7 @@ class ReplicaFetcher:
         return self._channel
 
     def _disconnect(self) -> None:
+        self._session.reset()
         if self._channel is not None:
             self._channel.close()
             self._channel = None
@@ -332,13 +343,17 @@ class ReplicaFetcher:
         states = self._unthrottled(states)
         if not states:
             return
-        request = self._fetch_request(states)
+        request, fetch = self._fetch_request(states)
         response = await channel.request(request, FETCH_VERSION, FetchResponse, self._wait_ms / 1000)
         sent = {(state.partition.topic_id, state.partition.index): state for state in states}
         if response.error_code != ErrorCode.NONE:
+            self._session.reset()
+            if response.error_code in SESSION_ERRORS:
+                return  # the next turn fetches every partition in full, at once
             for state in states:
                 self._back_off(state, f"fetch: {ErrorCode(response.error_code).name}")
             return
+        self._session.answered(fetch, response.session_id)
         for topic in response.responses:
             for data in topic.partitions:
                 asked = sent.get((topic.topic_id, data.partition_index))
@@ -358,27 +373,33 @@ class ReplicaFetcher:
                 kept.append(state)
         return kept
 
-    def _fetch_request(self, states: Iterable[FollowState]) -> FetchRequest:
-        by_topic: dict[UUID, list[FetchPartition]] = {}
-        for state in states:
-            partition = state.partition
-            by_topic.setdefault(partition.topic_id, []).append(
+    def _fetch_request(self, states: Iterable[FollowState]) -> tuple[FetchRequest, SessionFetch]:
+        wanted = [
+            (
+                state.partition.topic_id,
                 FetchPartition(
-                    partition=partition.index,
+                    partition=state.partition.index,
                     current_leader_epoch=state.leader_epoch,
                     fetch_offset=state.fetch_offset,
-                    last_fetched_epoch=_latest_epoch(partition),
-                    log_start_offset=partition.log_start_offset,
+                    last_fetched_epoch=_latest_epoch(state.partition),
+                    log_start_offset=state.partition.log_start_offset,
                     partition_max_bytes=self._max_bytes,
-                )
+                ),
             )
-        return FetchRequest(
+            for state in states
+        ]
+        fetch = self._session.next_fetch(wanted)
+        request = FetchRequest(
             replica_state=ReplicaState(replica_id=self.node_id, replica_epoch=self._broker_epoch()),
             max_wait_ms=self._wait_ms,
             min_bytes=1,
             max_bytes=FETCH_RESPONSE_MAX_BYTES,
-            topics=[FetchTopic(topic_id=topic_id, partitions=parts) for topic_id, parts in by_topic.items()],
+            session_id=fetch.session_id,
+            session_epoch=fetch.epoch,
+            topics=fetch.topics,
+            forgotten_topics_data=fetch.forgotten,
         )
+        return request, fetch
 
     def _apply_fetched(self, state: FollowState, data: PartitionData) -> None:
         code = data.error_code

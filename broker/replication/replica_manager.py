@@ -113,17 +113,24 @@ class ReplicaManager:
         """Bring the replicas in line with ``image`` (called on the event loop for every new image)."""
         if self._stopped:
             return  # images still arriving during shutdown must not restart fetchers
-        self._image = image
+        previous, self._image = self._image, image
         self._configure_throttles(image)
         assigned: set[PartitionKey] = set()
         roles = RoleChanges()
         for topic in image.topics.values():
             settings: _TopicSettings | None = None
+            before = previous.topics.get(topic.topic_id)
+            states_before = before.partitions if before is not None else {}
             for index, state in topic.partitions.items():
                 if self.node_id not in state.replicas:
                     continue
                 settings = settings or self._settings_of(image, topic.name)
                 assigned.add((topic.name, index))
+                # An image shares the states of the partitions it did not change with the one before: one ISR
+                # change among 10,000 partitions must not walk all of them through the replicas (an ISR storm
+                # after a broker was fenced took minutes of event loop with every image applied in full).
+                if state is states_before.get(index) and self._settled(topic.name, index, settings):
+                    continue
                 self._apply_partition(topic, index, state, settings, roles)
         for line in roles.lines():
             logger.info("%s", line)
@@ -206,11 +213,20 @@ class ReplicaManager:
         else:
             partition.update_assignment(state.partition_epoch, state.replicas, state.isr)
 
+    def _settled(self, topic: str, index: int, settings: _TopicSettings) -> bool:
+        """Whether the partition was applied with ``settings`` already (its state unchanged since)."""
+        partition = self._partitions.get((topic, index))
+        return (
+            partition is not None
+            and partition.settings is settings.settings
+            and partition.log.config is settings.log_config
+            and partition.min_insync_replicas == settings.min_insync_replicas
+        )
+
     @staticmethod
     def _configure(partition: Partition, settings: _TopicSettings) -> None:
         partition.settings = settings.settings
-        if partition.log.config != settings.log_config:
-            partition.log.config = settings.log_config
+        partition.log.config = settings.log_config  # the very object: `_settled` compares by identity
         partition.min_insync_replicas = settings.min_insync_replicas
 
     def _change_leadership(self, partition: Partition, state: PartitionImage, roles: RoleChanges) -> None:

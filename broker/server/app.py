@@ -41,6 +41,7 @@ from kafkette.broker.security.tls import controller_tls, server_context
 from kafkette.broker.server.apis import APIS, PRE_AUTHENTICATION_APIS, api_versions_response
 from kafkette.broker.server.authorization import guard
 from kafkette.broker.server.context import RequestContext
+from kafkette.broker.server.fetch_sessions import FetchSessionCache
 from kafkette.broker.server.handlers.metadata import MetadataEntries
 from kafkette.broker.server.handlers.transactions import write_txn_markers
 from kafkette.broker.server.loop_watch import LoopWatch, Stall, log_stall
@@ -94,6 +95,7 @@ class Broker:
         self._metrics: BrokerMetrics | None = None
         self.metrics_port: int | None = None  # bound once serving, None when metrics.port is 0
         self.metadata_entries = MetadataEntries()
+        self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
 
     # -- services handlers use ------------------------------------------------
 
@@ -117,6 +119,11 @@ class Broker:
     @property
     def producer_ids(self) -> ProducerIdBlocks:
         return _started(self._producer_ids, "the producer id blocks")
+
+    @property
+    def authorizes(self) -> bool:
+        """Whether requests are checked against ACLs (an authorizer is configured)."""
+        return self._authorizer is not None
 
     @property
     def controller_id(self) -> int:
@@ -228,6 +235,7 @@ class Broker:
             self._metrics = BrokerMetrics(
                 self.node_id, self._topics, self._replicas, self._groups.offsets, lambda: self.controller_id
             )
+            self._metrics.registry.register(self.fetch_sessions)
         self._quorum.on_image = self._on_image
         await self._quorum.start()
         if self._controller is not None:

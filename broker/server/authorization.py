@@ -72,7 +72,7 @@ from kafkette.broker.protocol.types import Message
 from kafkette.broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from kafkette.broker.security.authorizer import Authorizer
 from kafkette.broker.server.context import RequestContext
-from kafkette.broker.server.handlers.fetch import REPLICA_STATE_FROM_VERSION
+from kafkette.broker.server.handlers.fetch import replica_id
 from kafkette.broker.server.handlers.log_dirs import refuse_alter_replica_log_dirs
 
 Op = AclOperation
@@ -334,10 +334,7 @@ def _describe_topic_partitions(check: Check, request: Any) -> Patch:
 
 
 def _fetch(check: Check, request: Any) -> Refused | Patch | None:
-    # As the Fetch handler reads it: v15+ carries the follower's id in replica_state.
-    in_state = check.ctx.api_version >= REPLICA_STATE_FROM_VERSION
-    replica = request.replica_state.replica_id if in_state else request.replica_id
-    if replica >= 0:  # a follower: brokers need CLUSTER_ACTION
+    if replica_id(check.ctx, request) >= 0:  # a follower: brokers need CLUSTER_ACTION
         if check.cluster(Op.CLUSTER_ACTION):
             return None
         return Refused(_error_response(1, ErrorCode.CLUSTER_AUTHORIZATION_FAILED))

@@ -14,6 +14,8 @@ def buffer_sizes(broker: object) -> list[tuple[int, int]]:
     """(SO_SNDBUF, SO_RCVBUF) of each accepted client socket, as the kernel reports them."""
     sizes = []
     for connection in list(broker._connections):  # type: ignore[attr-defined]
+        if connection._transport is None:  # not made yet, or lost already
+            continue
         sock = connection._transport.get_extra_info("socket")
         sizes.append(
             (sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF), sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF))

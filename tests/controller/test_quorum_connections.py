@@ -72,7 +72,11 @@ async def _resend_then_reconnect(directory: Path) -> None:
 async def _exchange(leader: QuorumController) -> None:
     me = leader.voters[0]
     reader, writer = await asyncio.open_connection(me.host, me.port)
-    # Nothing new at the log end: the first fetch is parked for a long time, the resend replaces it.
+    # Told the high watermark first: a fetch from a replica that was not is answered at once.
+    writer.write(_fetch_frame(leader, 0, max_wait_ms=0))
+    await writer.drain()
+    await asyncio.wait_for(_answer(reader, 1), 5)
+    # Nothing new at the log end: the next fetch is parked for a long time, the resend replaces it.
     writer.write(_fetch_frame(leader, 1, max_wait_ms=60_000))
     await writer.drain()
     await asyncio.sleep(0.1)  # the leader reads and parks the first fetch before the resend arrives

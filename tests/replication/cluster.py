@@ -36,6 +36,7 @@ from kafkette.broker.protocol.types import Message
 from kafkette.broker.replication.replica_manager import ReplicaManager
 from kafkette.broker.server.apis import APIS
 from kafkette.broker.server.context import RequestContext
+from kafkette.broker.server.fetch_sessions import FetchSessionCache
 from kafkette.broker.storage import LogConfig, LogManager
 
 TOPIC = "t"
@@ -77,6 +78,8 @@ class Node:
         self.broker_epoch = 100 + node_id  # as registered; sent with its fetches (KIP-903)
         self.replicas = ReplicaManager(node_id, self.config, self.logs, alter_partition, lambda: self.broker_epoch)
         self.topics = Topics(self.replicas, self.logs)
+        self.fetch_sessions = FetchSessionCache(self.config.max_incremental_fetch_session_cache_slots)
+        self.authorizes = False
         self.server: asyncio.Server | None = None
         self.port = 0
 

@@ -1,7 +1,7 @@
 """Fetch: file regions of whole batches per partition, long-polling until min_bytes or max_wait.
 
-Sessions (KIP-227) are not kept: every response carries session id 0, which
-tells clients to send full fetch requests, as a broker with no session slots does.
+Fetch sessions (KIP-227, broker/server/fetch_sessions.py): a fetch in a session reads every partition of
+the session and is answered only for those with news.
 
 Only the leader answers. Consumers read below the high watermark (read_committed ones below the last
 stable offset, and are told which aborted transactions the data overlaps, to skip them); followers
@@ -16,6 +16,7 @@ import time
 from collections.abc import Awaitable
 
 from kafkette.broker.protocol.errors import ErrorCode
+from kafkette.broker.protocol.fetch_metadata import NO_SESSION
 from kafkette.broker.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from kafkette.broker.protocol.messages.fetch_response import (
     AbortedTransaction,
@@ -28,6 +29,7 @@ from kafkette.broker.protocol.messages.fetch_response import (
 )
 from kafkette.broker.replication.partition import Partition
 from kafkette.broker.server.context import RequestContext
+from kafkette.broker.server.fetch_sessions import FetchContext
 from kafkette.broker.server.handlers.leader_hints import known_leader, leader_endpoints
 from kafkette.broker.storage.errors import LogStorageError, OffsetOutOfRangeError
 
@@ -41,17 +43,18 @@ LEADERSHIP_REFUSALS = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FEN
 class _FetchPass:
     """One read of every requested partition, within the response's byte budget."""
 
-    def __init__(self, ctx: RequestContext, request: FetchRequest) -> None:
+    def __init__(self, ctx: RequestContext, request: FetchRequest, topics: list[FetchTopic]) -> None:
         self.ctx = ctx
         self.request = request
+        self.topics = topics  # the request's, or its session's
         self.bytes_read = 0
         self.partitions: list[Partition] = []
         self.has_error = False
         self.leaders: set[int] = set()  # named in refusals for leadership (KIP-951)
-        state_in_struct = ctx.api_version >= REPLICA_STATE_FROM_VERSION
-        self.replica_id = request.replica_state.replica_id if state_in_struct else request.replica_id
+        self.replica_id = replica_id(ctx, request)
         # The follower's broker epoch (KIP-903): goes with its ISR expansion to the controller.
-        self.replica_epoch = request.replica_state.replica_epoch if state_in_struct else -1
+        in_state = ctx.api_version >= REPLICA_STATE_FROM_VERSION
+        self.replica_epoch = request.replica_state.replica_epoch if in_state else -1
         self.from_follower = self.replica_id >= 0
         self.read_committed = request.isolation_level == READ_COMMITTED and not self.from_follower
 
@@ -64,7 +67,7 @@ class _FetchPass:
         response = FetchResponse(
             error_code=ErrorCode.NONE,
             session_id=0,
-            responses=[self._topic(topic, by_id) for topic in self.request.topics],
+            responses=[self._topic(topic, by_id) for topic in self.topics],
         )
         if self.leaders:
             self._leader_endpoints(response)
@@ -173,19 +176,40 @@ def _diverging_epoch(partition: Partition, wanted: FetchPartition) -> EpochEndOf
     return None
 
 
+def replica_id(ctx: RequestContext, request: FetchRequest) -> int:
+    """The fetching follower's broker id; -1 for a consumer."""
+    if ctx.api_version >= REPLICA_STATE_FROM_VERSION:
+        return request.replica_state.replica_id
+    return request.replica_id
+
+
 def handle_fetch(ctx: RequestContext, request: FetchRequest) -> FetchResponse | Awaitable[FetchResponse]:
-    fetch = _FetchPass(ctx, request)
+    by_id = ctx.api_version >= TOPIC_IDS_FROM_VERSION
+    from_follower = replica_id(ctx, request) >= 0
+    # A consumer's session would keep reading partitions whose READ was checked when they joined it: with ACLs,
+    # consumers fetch sessionless and every fetch is checked whole. Followers need CLUSTER_ACTION on each fetch.
+    may_open = from_follower or not ctx.broker.authorizes
+    context = ctx.broker.fetch_sessions.context(request, by_id, from_follower, may_open)
+    if isinstance(context, ErrorCode):
+        return FetchResponse(error_code=context, session_id=NO_SESSION, responses=[])
+    fetch = _FetchPass(ctx, request, context.topics)
     response = fetch.run()
     if request.max_wait_ms <= 0 or fetch.bytes_read >= request.min_bytes or fetch.has_error or not fetch.partitions:
-        return response
-    return _long_poll(fetch, time.monotonic() + request.max_wait_ms / 1000)
+        return _answered(context, response)
+    return _long_poll(fetch, context, time.monotonic() + request.max_wait_ms / 1000)
 
 
-async def _long_poll(fetch: _FetchPass, deadline: float) -> FetchResponse:
+def _answered(context: FetchContext, response: FetchResponse) -> FetchResponse:
+    # Only the response sent tells the session what the fetcher knows; the passes of a long-poll before it don't.
+    response.session_id, response.responses = context.answer(response.responses)
+    return response
+
+
+async def _long_poll(fetch: _FetchPass, context: FetchContext, deadline: float) -> FetchResponse:
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            return fetch.run()
+            return _answered(context, fetch.run())
         waiters = [partition.data_arrived(fetch.from_follower) for partition in fetch.partitions]
         try:
             await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
@@ -194,4 +218,4 @@ async def _long_poll(fetch: _FetchPass, deadline: float) -> FetchResponse:
                 waiter.cancel()
         response = fetch.run()
         if fetch.bytes_read >= fetch.request.min_bytes or fetch.has_error:
-            return response
+            return _answered(context, response)

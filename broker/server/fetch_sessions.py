@@ -1,0 +1,234 @@
+"""Incremental fetch sessions (KIP-227): the partitions a fetcher reads, kept by the broker between its fetches.
+
+A fetch with session epoch 0 lists every partition, and the broker may open a session for them; later fetches
+(epoch 1, 2, ...) list only the partitions added or changed (a new fetch offset, leader epoch, ...) and those to
+forget, and are answered only for the partitions with something to say: records, a new high watermark, log
+start or last stable offset, an error or a diverging epoch. An idle follower of 10,000 partitions thus sends
+and receives a few bytes a fetch instead of every partition twice a second. Epoch -1 fetches sessionless, as
+every fetch did before sessions.
+
+The cache holds up to ``max.incremental.fetch.session.cache.slots`` sessions. When full, a new one takes the
+place of the least recently used session idle for longer than Kafka's eviction time (120 s), or, for a follower,
+of the least recently used consumer session; otherwise the fetch is answered without a session (id 0) and the
+client goes on with full fetches. Kafka also ranks sessions by size; here recency alone decides.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from uuid import UUID
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from kafkette.broker.protocol.errors import ErrorCode
+from kafkette.broker.protocol.fetch_metadata import FINAL_EPOCH, INITIAL_EPOCH, NO_SESSION, next_epoch
+from kafkette.broker.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
+from kafkette.broker.protocol.messages.fetch_response import FetchableTopicResponse, PartitionData
+
+# Kafka's min.incremental.fetch.session.eviction.ms (internal, not configurable there either).
+EVICTION_AFTER_S = 120.0
+
+# A topic as a session knows it: its id from Fetch v13 on, its name before.
+TopicKey = UUID | str
+
+
+@dataclass(slots=True)
+class CachedPartition:
+    """What the fetcher last asked of one partition, and what it was last told."""
+
+    wanted: FetchPartition
+    # -1: not told yet (or told an error), so the next answer includes the partition.
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+
+    def must_answer(self, data: PartitionData) -> bool:
+        """Whether an incremental response includes ``data``; remembers what it tells."""
+        news = (
+            data.error_code != ErrorCode.NONE
+            or _has_records(data.records)
+            or data.diverging_epoch.end_offset >= 0
+            or data.diverging_epoch.epoch >= 0
+            or data.high_watermark != self.high_watermark
+            or data.last_stable_offset != self.last_stable_offset
+            or data.log_start_offset != self.log_start_offset
+        )
+        if data.error_code != ErrorCode.NONE:
+            self.high_watermark = -1  # once the error clears, the partition is answered again
+        else:
+            self.high_watermark = data.high_watermark
+            self.last_stable_offset = data.last_stable_offset
+            self.log_start_offset = data.log_start_offset
+        return news
+
+
+def _has_records(records: object) -> bool:
+    # The fetch pass leaves b"" where it read nothing and a file region, never empty, where it read.
+    return records is not None and (not isinstance(records, bytes) or len(records) > 0)
+
+
+@dataclass(slots=True)
+class FetchSession:
+    id: int
+    by_id: bool  # topics named by id (Fetch v13+); a session's fetches may not switch
+    privileged: bool  # a follower's: may take the slot of a consumer's session
+    epoch: int = 1  # the epoch its next fetch must carry
+    last_used: float = 0.0
+    # In fetch order; a partition answered with records moves to the end, so that under a byte limit every
+    # partition gets its turn.
+    partitions: dict[tuple[TopicKey, int], CachedPartition] = field(default_factory=dict)
+
+    def update(self, topics: Iterable[FetchTopic], forgotten: Iterable[tuple[TopicKey, Iterable[int]]]) -> None:
+        for topic in topics:
+            key = topic.topic_id if self.by_id else topic.topic
+            for wanted in topic.partitions:
+                # Told again from scratch: a partition the fetcher sends has changed on its side (a new leader
+                # epoch, a truncation), and what it was told before may not hold for it any more.
+                self.partitions[(key, wanted.partition)] = CachedPartition(wanted)
+        for key, indexes in forgotten:
+            for index in indexes:
+                self.partitions.pop((key, index), None)
+
+    def topics(self) -> list[FetchTopic]:
+        """The session's partitions as the fetch request a full fetch would have sent (consecutive runs of a
+        topic make one entry)."""
+        topics: list[FetchTopic] = []
+        last: TopicKey | None = None
+        for (key, _), cached in self.partitions.items():
+            if key != last:
+                topic = FetchTopic(topic_id=key) if isinstance(key, UUID) else FetchTopic(topic=key)
+                topics.append(topic)
+                last = key
+            topics[-1].partitions.append(cached.wanted)
+        return topics
+
+    def answer(self, responses: list[FetchableTopicResponse], incremental: bool) -> list[FetchableTopicResponse]:
+        """Remember what ``responses`` tell; incrementally, keep only the partitions with news."""
+        kept_topics = []
+        answered_with_records = []
+        for topic in responses:
+            key: TopicKey = topic.topic_id if self.by_id else topic.topic
+            kept = []
+            for data in topic.partitions:
+                cached = self.partitions.get((key, data.partition_index))
+                if cached is None:
+                    continue
+                if cached.must_answer(data) or not incremental:
+                    kept.append(data)
+                if _has_records(data.records):
+                    answered_with_records.append((key, data.partition_index))
+            if kept:
+                topic.partitions = kept
+                kept_topics.append(topic)
+        for position in answered_with_records:
+            self.partitions[position] = self.partitions.pop(position)
+        return kept_topics
+
+
+@dataclass(frozen=True, slots=True)
+class FetchContext:
+    """How one fetch request is served: the partitions to read and the session (if any) answering them."""
+
+    topics: list[FetchTopic]
+    session: FetchSession | None
+    incremental: bool
+
+    def answer(self, responses: list[FetchableTopicResponse]) -> tuple[int, list[FetchableTopicResponse]]:
+        """The response's session id and partitions."""
+        if self.session is None:
+            return NO_SESSION, responses
+        return self.session.id, self.session.answer(responses, self.incremental)
+
+
+class FetchSessionCache(Collector):
+    def __init__(self, slots: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self._slots = slots
+        self._clock = clock
+        self._sessions: dict[int, FetchSession] = {}  # least recently used first
+        self.evictions = 0
+        self.opened = 0
+        self.incremental_fetches = 0
+
+    def collect(self) -> Iterator[Metric]:
+        """Kafka's FetchSessionCache MBeans, as its Prometheus JMX exporter names them."""
+        yield GaugeMetricFamily(
+            "kafka_server_fetchsessioncache_numincrementalfetchsessions", "Fetch sessions held", len(self._sessions)
+        )
+        yield GaugeMetricFamily(
+            "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached",
+            "Partitions in the fetch sessions held",
+            sum(len(session.partitions) for session in self._sessions.values()),
+        )
+        yield CounterMetricFamily(
+            "kafka_server_fetchsessioncache_incrementalfetchsessionevictions",
+            "Fetch sessions evicted to make room for new ones",
+            self.evictions,
+        )
+        # No Kafka MBean says these: whether the clients use sessions at all.
+        yield CounterMetricFamily("kafkette_fetch_sessions_opened", "Fetch sessions opened", self.opened)
+        yield CounterMetricFamily(
+            "kafkette_fetch_session_incremental_fetches", "Fetches served in a session", self.incremental_fetches
+        )
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def sessions(self) -> list[FetchSession]:
+        """The sessions held, least recently used first."""
+        return list(self._sessions.values())
+
+    def context(
+        self, request: FetchRequest, by_id: bool, from_follower: bool, may_open: bool = True
+    ) -> FetchContext | ErrorCode:
+        """How to serve ``request``, or the error that refuses it as a whole; ``may_open`` False answers a fetch
+        that asks for a new session without one."""
+        session_id, epoch = request.session_id, request.session_epoch
+        if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
+            self._sessions.pop(session_id, None)  # a full fetch closes the session it names
+            opens = epoch == INITIAL_EPOCH and may_open
+            session = self._open(by_id, from_follower) if opens else None
+            if session is not None:
+                session.update(request.topics, ())
+            return FetchContext(request.topics, session, incremental=False)
+        session = self._sessions.get(session_id)
+        if session is None:
+            return ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+        if epoch != session.epoch:
+            return ErrorCode.INVALID_FETCH_SESSION_EPOCH
+        if session.by_id != by_id:
+            return ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR
+        forgotten = ((t.topic_id if by_id else t.topic, t.partitions) for t in request.forgotten_topics_data)
+        session.update(request.topics, forgotten)
+        session.epoch = next_epoch(epoch)
+        self.incremental_fetches += 1
+        self._touch(session)
+        return FetchContext(session.topics(), session, incremental=True)
+
+    def _open(self, by_id: bool, privileged: bool) -> FetchSession | None:
+        if self._slots <= 0 or (len(self._sessions) >= self._slots and not self._evict(privileged)):
+            return None
+        session_id = random.randrange(1, 2**31)
+        while session_id in self._sessions:
+            session_id = random.randrange(1, 2**31)
+        session = FetchSession(session_id, by_id, privileged)
+        self._touch(session)
+        self.opened += 1
+        return session
+
+    def _evict(self, privileged: bool) -> bool:
+        now = self._clock()
+        for session in self._sessions.values():  # least recently used first
+            if now - session.last_used >= EVICTION_AFTER_S or (privileged and not session.privileged):
+                del self._sessions[session.id]
+                self.evictions += 1
+                return True
+        return False
+
+    def _touch(self, session: FetchSession) -> None:
+        session.last_used = self._clock()
+        self._sessions.pop(session.id, None)
+        self._sessions[session.id] = session

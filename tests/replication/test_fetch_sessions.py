@@ -1,0 +1,165 @@
+"""Incremental fetch sessions (KIP-227) through the real Fetch handler and the real follower fetcher over sockets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from waiting import wait_for_async
+
+from kafkette.broker.metrics.requests import records_size
+from kafkette.broker.protocol.errors import ErrorCode
+from kafkette.broker.protocol.fetch_metadata import FINAL_EPOCH, INITIAL_EPOCH, NO_SESSION
+from kafkette.broker.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic, ForgottenTopic
+from kafkette.broker.protocol.messages.fetch_response import FetchResponse
+from kafkette.broker.server.fetch_sessions import FetchSessionCache
+from kafkette.broker.server.handlers.fetch import handle_fetch
+
+from .cluster import TOPIC, TOPIC_ID, Cluster, Node
+from .test_two_replicas import partition_of, produce, with_cluster
+
+VERSION = 13  # topics by id
+
+
+def wanted(offset: int) -> FetchPartition:
+    return FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)
+
+
+async def fetch(
+    node: Node,
+    session_id: int,
+    epoch: int,
+    topics: list[FetchTopic] | None = None,
+    forgotten: list[ForgottenTopic] | None = None,
+    version: int = VERSION,
+) -> FetchResponse:
+    """A consumer's fetch of version ``version``, answered."""
+    request = FetchRequest(
+        replica_id=-1,
+        max_wait_ms=0,
+        session_id=session_id,
+        session_epoch=epoch,
+        topics=topics or [],
+        forgotten_topics_data=forgotten or [],
+    )
+    answer = handle_fetch(node.context(1, version), request)
+    return answer if isinstance(answer, FetchResponse) else await answer  # type: ignore[misc]
+
+
+def partitions(response: FetchResponse) -> list[tuple[int, int, int]]:
+    """(partition, high watermark, record bytes) of each partition answered."""
+    return [
+        (p.partition_index, p.high_watermark, records_size(p.records))
+        for topic in response.responses
+        for p in topic.partitions
+    ]
+
+
+def by_id(offset: int) -> list[FetchTopic]:
+    return [FetchTopic(topic_id=TOPIC_ID, partitions=[wanted(offset)])]
+
+
+def test_a_consumer_session_answers_only_partitions_with_news(tmp_path: Path) -> None:
+    async def body(cluster: Cluster) -> None:
+        await cluster.start(leader=1, isr=(1,))
+        leader = cluster.nodes[1]
+        first = await fetch(leader, NO_SESSION, INITIAL_EPOCH, by_id(0))
+        assert first.error_code == ErrorCode.NONE and first.session_id != NO_SESSION
+        assert partitions(first) == [(0, 0, 0)]  # a full answer names every partition
+        session = first.session_id
+        # Nothing changed: the incremental answer is empty, though the session reads the partition.
+        assert partitions(await fetch(leader, session, 1)) == []
+        await produce(leader, acks=1)
+        # Records and a new high watermark, for a partition the request did not name.
+        [(index, high_watermark, size)] = partitions(await fetch(leader, session, 2))
+        assert (index, high_watermark) == (0, 3) and size > 0
+        # The consumer moves its fetch offset: told once (a changed partition starts over), then nothing.
+        assert partitions(await fetch(leader, session, 3, by_id(3))) == [(0, 3, 0)]
+        assert partitions(await fetch(leader, session, 4)) == []
+        # Forgotten: no longer read.
+        await fetch(leader, session, 5, forgotten=[ForgottenTopic(topic_id=TOPIC_ID, partitions=[0])])
+        await produce(leader, acks=1)
+        assert partitions(await fetch(leader, session, 6)) == []
+
+    with_cluster(tmp_path, body, node_ids=(1,))
+
+
+def test_a_session_refuses_an_unknown_id_a_wrong_epoch_and_a_switch_to_names(tmp_path: Path) -> None:
+    async def body(cluster: Cluster) -> None:
+        await cluster.start(leader=1, isr=(1,))
+        leader = cluster.nodes[1]
+        session = (await fetch(leader, NO_SESSION, INITIAL_EPOCH, by_id(0))).session_id
+        unknown = await fetch(leader, session + 1, 1)
+        assert (unknown.error_code, unknown.session_id, unknown.responses) == (
+            ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+            NO_SESSION,
+            [],
+        )
+        assert (await fetch(leader, session, 7)).error_code == ErrorCode.INVALID_FETCH_SESSION_EPOCH
+        named = await fetch(leader, session, 1, version=12)
+        assert named.error_code == ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR
+        assert (await fetch(leader, session, 1)).error_code == ErrorCode.NONE  # the refusals used no epoch
+        # Epoch -1: a sessionless fetch, which closes the session it names.
+        closing = await fetch(leader, session, FINAL_EPOCH, by_id(0))
+        assert closing.session_id == NO_SESSION and partitions(closing) == [(0, 0, 0)]
+        assert (await fetch(leader, session, 2)).error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+
+    with_cluster(tmp_path, body, node_ids=(1,))
+
+
+def test_a_partition_with_an_error_is_answered_and_again_once_it_clears(tmp_path: Path) -> None:
+    async def body(cluster: Cluster) -> None:
+        await cluster.start(leader=1, isr=(1, 2))
+        leader = cluster.nodes[1]
+        session = (await fetch(leader, NO_SESSION, INITIAL_EPOCH, by_id(0))).session_id
+        cluster.elect(2)  # node 1 no longer leads
+        [refused] = (await fetch(leader, session, 1)).responses[0].partitions
+        assert refused.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        cluster.elect(1)
+        [(index, _, _)] = partitions(await fetch(leader, session, 2))  # cleared: told again, same watermark
+        assert index == 0
+        assert partitions(await fetch(leader, session, 3)) == []
+
+    with_cluster(tmp_path, body)
+
+
+def test_a_follower_replicates_in_a_session_and_starts_over_when_the_leader_forgets_it(tmp_path: Path) -> None:
+    async def body(cluster: Cluster) -> None:
+        await cluster.start(leader=1, isr=(1, 2))
+        leader, follower = cluster.nodes[1], cluster.nodes[2]
+        assert (await produce(leader)).error_code == ErrorCode.NONE  # acks=all: the follower has it
+        [session] = leader.fetch_sessions.sessions()
+        assert session.privileged and list(session.partitions) == [(TOPIC_ID, 0)]
+        await wait_for_async(lambda: session.epoch > 5 or None, "incremental fetches")
+        # The leader loses its sessions (as after a restart): the follower's next fetch is refused, and it
+        # starts over with a full fetch and a new session, without falling behind.
+        leader.fetch_sessions = FetchSessionCache(10)
+        assert (await produce(leader)).error_code == ErrorCode.NONE
+        await wait_for_async(lambda: len(leader.fetch_sessions) == 1 or None, "a new session")
+        assert partition_of(follower).log_end_offset == 6
+
+    with_cluster(tmp_path, body)
+
+
+def test_with_no_slots_every_fetch_is_full(tmp_path: Path) -> None:
+    async def body(cluster: Cluster) -> None:
+        await cluster.start(leader=1, isr=(1, 2))
+        leader = cluster.nodes[1]
+        leader.fetch_sessions = FetchSessionCache(0)
+        assert (await fetch(leader, NO_SESSION, INITIAL_EPOCH, by_id(0))).session_id == NO_SESSION
+        assert (await produce(leader)).error_code == ErrorCode.NONE  # the follower replicates without one
+        assert len(leader.fetch_sessions) == 0
+
+    with_cluster(tmp_path, body)
+
+
+def test_topic_name_is_kept_for_sessions_by_name(tmp_path: Path) -> None:
+    async def body(cluster: Cluster) -> None:
+        await cluster.start(leader=1, isr=(1,))
+        leader = cluster.nodes[1]
+        named = [FetchTopic(topic=TOPIC, partitions=[wanted(0)])]
+        session = (await fetch(leader, NO_SESSION, INITIAL_EPOCH, named, version=12)).session_id
+        await produce(leader, acks=1)
+        answer = await fetch(leader, session, 1, version=12)
+        assert [t.topic for t in answer.responses] == [TOPIC] and partitions(answer)[0][:2] == (0, 3)
+
+    with_cluster(tmp_path, body, node_ids=(1,))
