@@ -292,9 +292,10 @@ net-tools:
 	@command -v ip >/dev/null && command -v iptables >/dev/null && command -v tc >/dev/null || \
 		apt-get install -y -qq --no-install-recommends iproute2 iptables
 
-# How costs grow with partitions (100/1,000/10,000), connections and consumer groups (1/100/1,000), beside Apache
-# Kafka, one fresh broker per point (about an hour: 10,000 partitions take each broker 10 minutes) ->
-# bench/results/growth.md. The quick one: smaller points, a few minutes.
+# How costs grow with partitions (100/1,000/10,000), connections and consumer groups (1/100/1,000), and with
+# partitions replicated over three brokers, beside Apache Kafka, one fresh broker (or cluster) per point (about an
+# hour and a quarter: 10,000 partitions take each broker 10 minutes) -> bench/results/growth.md. The quick one:
+# smaller points, a few minutes.
 .PHONY: bench-growth bench-growth-quick
 bench-growth: bytecode bench-tools
 	$(BIN)/python bench/growth.py

@@ -480,12 +480,13 @@ def growth(values: Sequence[float | None]) -> float | None:
 
 
 def report(raw: dict[str, Any]) -> str:
-    brokers = [name for name in BROKERS if name in raw["plan"]["brokers"]]
+    # Every broker with points: a run of one broker keeps the other's points from before.
+    brokers = [name for name in BROKERS if any(name in by_broker for by_broker in raw["points"].values())]
     lines = [
         "# How costs grow: partitions, connections, consumer groups",
         "",
-        f"{raw['finished']}; `make bench-growth` (bench/growth.py). One fresh single broker per point; the brokers "
-        "take turns at each size. Growth: the largest point's value over the smallest's (the goal: within 1.5x "
+        f"{raw['finished']}; `make bench-growth` (bench/growth.py). One fresh single broker per point (replicated: "
+        "a fresh cluster of three); the brokers take turns at each size. Growth: the largest point's value over the smallest's (the goal: within 1.5x "
         "for a cost); ratio: Kafkette over Kafka at the largest point. Load: the machine's 1-minute load "
         "average when the point started (2 cores, shared).",
     ]

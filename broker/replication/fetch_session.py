@@ -9,26 +9,35 @@ fetch; a leader with no slot free answers without a session, and each fetch then
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 from uuid import UUID
 
 from kafkette.broker.protocol.fetch_metadata import INITIAL_EPOCH, NO_SESSION, next_epoch
 from kafkette.broker.protocol.messages.fetch_request import FetchPartition, FetchTopic, ForgottenTopic
 
 SessionPartition = tuple[UUID, int]
-# What the leader's session holds for a partition: the fields of the fetch that change between fetches.
-Parameters = tuple[int, int, int, int, int]
 
 
-def _parameters(wanted: FetchPartition) -> Parameters:
-    return (
-        wanted.current_leader_epoch,
-        wanted.fetch_offset,
-        wanted.last_fetched_epoch,
-        wanted.log_start_offset,
-        wanted.partition_max_bytes,
-    )
+class Parameters(NamedTuple):
+    """What a fetch asks of one partition, and the leader's session holds for it (a tuple: compared for every
+    partition of every fetch)."""
+
+    current_leader_epoch: int
+    fetch_offset: int
+    last_fetched_epoch: int
+    log_start_offset: int
+    partition_max_bytes: int
+
+    def fetch_partition(self, index: int) -> FetchPartition:
+        return FetchPartition(
+            partition=index,
+            current_leader_epoch=self.current_leader_epoch,
+            fetch_offset=self.fetch_offset,
+            last_fetched_epoch=self.last_fetched_epoch,
+            log_start_offset=self.log_start_offset,
+            partition_max_bytes=self.partition_max_bytes,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,21 +58,20 @@ class FollowerFetchSession:
     # What the leader's session holds, as of the last fetch it answered.
     held: dict[SessionPartition, Parameters] = field(default_factory=dict)
 
-    def next_fetch(self, wanted: Iterable[tuple[UUID, FetchPartition]]) -> SessionFetch:
+    def next_fetch(self, wanted: dict[SessionPartition, Parameters]) -> SessionFetch:
         """The partitions to list for ``wanted`` (all those fetched now), and those to forget."""
-        holds = {(topic_id, p.partition): _parameters(p) for topic_id, p in wanted}
         by_topic: dict[UUID, list[FetchPartition]] = {}
-        for topic_id, p in wanted:
-            key = (topic_id, p.partition)
-            if self.id == NO_SESSION or self.held.get(key) != holds[key]:
-                by_topic.setdefault(topic_id, []).append(p)
+        for key, parameters in wanted.items():
+            # Built only for the partitions listed: an idle follower of thousands lists none.
+            if self.id == NO_SESSION or self.held.get(key) != parameters:
+                by_topic.setdefault(key[0], []).append(parameters.fetch_partition(key[1]))
         topics = [FetchTopic(topic_id=topic_id, partitions=parts) for topic_id, parts in by_topic.items()]
         forgotten_by_topic: dict[UUID, list[int]] = {}
         if self.id != NO_SESSION:
-            for topic_id, index in self.held.keys() - holds.keys():
+            for topic_id, index in self.held.keys() - wanted.keys():
                 forgotten_by_topic.setdefault(topic_id, []).append(index)
         forgotten = [ForgottenTopic(topic_id=t, partitions=sorted(parts)) for t, parts in forgotten_by_topic.items()]
-        return SessionFetch(self.id, self.epoch, topics, forgotten, holds)
+        return SessionFetch(self.id, self.epoch, topics, forgotten, wanted)
 
     def answered(self, fetch: SessionFetch, session_id: int) -> None:
         """The leader answered ``fetch`` without an error, naming ``session_id``."""

@@ -24,7 +24,7 @@ from kafkette.broker.protocol.batch import CorruptBatchError
 from kafkette.broker.protocol.errors import ErrorCode
 from kafkette.broker.protocol.messages.api_versions_request import ApiVersionsRequest
 from kafkette.broker.protocol.messages.api_versions_response import ApiVersionsResponse
-from kafkette.broker.protocol.messages.fetch_request import FetchPartition, FetchRequest, ReplicaState
+from kafkette.broker.protocol.messages.fetch_request import FetchRequest, ReplicaState
 from kafkette.broker.protocol.messages.fetch_response import FetchResponse, PartitionData
 from kafkette.broker.protocol.messages.offset_for_leader_epoch_request import (
     OffsetForLeaderEpochRequest,
@@ -36,7 +36,7 @@ from kafkette.broker.protocol.messages.offset_for_leader_epoch_response import (
     OffsetForLeaderEpochResponse,
 )
 from kafkette.broker.protocol.types import Message
-from kafkette.broker.replication.fetch_session import FollowerFetchSession, SessionFetch
+from kafkette.broker.replication.fetch_session import FollowerFetchSession, Parameters, SessionFetch
 from kafkette.broker.replication.partition import Partition
 from kafkette.broker.replication.throttle import ReplicationQuota
 from kafkette.broker.security.tls import inter_broker_tls
@@ -374,20 +374,16 @@ class ReplicaFetcher:
         return kept
 
     def _fetch_request(self, states: Iterable[FollowState]) -> tuple[FetchRequest, SessionFetch]:
-        wanted = [
-            (
-                state.partition.topic_id,
-                FetchPartition(
-                    partition=state.partition.index,
-                    current_leader_epoch=state.leader_epoch,
-                    fetch_offset=state.fetch_offset,
-                    last_fetched_epoch=_latest_epoch(state.partition),
-                    log_start_offset=state.partition.log_start_offset,
-                    partition_max_bytes=self._max_bytes,
-                ),
+        wanted = {
+            (state.partition.topic_id, state.partition.index): Parameters(
+                state.leader_epoch,
+                state.fetch_offset,
+                _latest_epoch(state.partition),
+                state.partition.log_start_offset,
+                self._max_bytes,
             )
             for state in states
-        ]
+        }
         fetch = self._session.next_fetch(wanted)
         request = FetchRequest(
             replica_state=ReplicaState(replica_id=self.node_id, replica_epoch=self._broker_epoch()),

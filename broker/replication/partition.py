@@ -467,6 +467,13 @@ class Partition:
         self._maybe_advance_high_watermark()
         return ErrorCode.NONE
 
+    def follower_fetched_quietly(self, replica_id: int, fetch_offset: int) -> None:
+        """A fetch of an ISR member at our log end that changes nothing else (an idle partition of its fetch
+        session): what `follower_fetched` would record, without its checks."""
+        state = self._followers.get(replica_id)
+        if state is not None:
+            state.record_fetch(fetch_offset, self.log.log_end_offset, self._clock())
+
     def _may_join_isr(self, state: FollowerState) -> bool:
         # At the HW, and past this epoch's start: a follower still holding an older epoch's
         # tail may yet truncate, so it cannot count towards the HW.

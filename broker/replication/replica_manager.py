@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from kafkette.broker.config import BrokerConfig, DynamicBrokerConfigs, effective_topic_config
@@ -83,6 +83,8 @@ class ReplicaManager:
         self._broker_epoch = broker_epoch
         self._clock = clock
         self._image = MetadataImage()
+        self._applied = self._image  # the last image every partition took, with each topic's settings
+        self._applied_settings: dict[str, _TopicSettings] = {}
         self._partitions: dict[PartitionKey, Partition] = {}
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._topic_settings: dict[str, _TopicSettings] = {}
@@ -113,23 +115,25 @@ class ReplicaManager:
         """Bring the replicas in line with ``image`` (called on the event loop for every new image)."""
         if self._stopped:
             return  # images still arriving during shutdown must not restart fetchers
-        previous, self._image = self._image, image
+        self._image = image
         self._configure_throttles(image)
         assigned: set[PartitionKey] = set()
         roles = RoleChanges()
+        used: dict[str, _TopicSettings] = {}
         for topic in image.topics.values():
             settings: _TopicSettings | None = None
-            before = previous.topics.get(topic.topic_id)
-            states_before = before.partitions if before is not None else {}
+            unchanged: Mapping[int, PartitionImage] = {}
             for index, state in topic.partitions.items():
                 if self.node_id not in state.replicas:
                     continue
-                settings = settings or self._settings_of(image, topic.name)
+                if settings is None:
+                    settings = used[topic.name] = self._settings_of(image, topic.name)
+                    unchanged = self._unchanged_since_applied(topic, settings)
                 assigned.add((topic.name, index))
                 # An image shares the states of the partitions it did not change with the one before: one ISR
                 # change among 10,000 partitions must not walk all of them through the replicas (an ISR storm
                 # after a broker was fenced took minutes of event loop with every image applied in full).
-                if state is states_before.get(index) and self._settled(topic.name, index, settings):
+                if state is unchanged.get(index):
                     continue
                 self._apply_partition(topic, index, state, settings, roles)
         for line in roles.lines():
@@ -138,7 +142,17 @@ class ReplicaManager:
             self._remove(key)
         for name in [name for name in self._topic_settings if image.topic_by_name(name) is None]:
             del self._topic_settings[name]
+        # Only once every partition took the image: after one that raised, the next walks all it changed again.
+        self._applied, self._applied_settings = image, used
         self._start_isr_checker()
+
+    def _unchanged_since_applied(self, topic: TopicImage, settings: _TopicSettings) -> Mapping[int, PartitionImage]:
+        """The states of the topic's partitions as the last image applied in full had them, and so gave them;
+        none when the topic's settings changed since (`_settings_of` keeps the very object while they stand)."""
+        applied = self._applied.topics.get(topic.topic_id)
+        if applied is None or self._applied_settings.get(topic.name) is not settings:
+            return {}
+        return applied.partitions
 
     def _configure_throttles(self, image: MetadataImage) -> None:
         """The throttle rates (this broker's dynamic config, else the cluster default, else server.properties)
@@ -213,20 +227,11 @@ class ReplicaManager:
         else:
             partition.update_assignment(state.partition_epoch, state.replicas, state.isr)
 
-    def _settled(self, topic: str, index: int, settings: _TopicSettings) -> bool:
-        """Whether the partition was applied with ``settings`` already (its state unchanged since)."""
-        partition = self._partitions.get((topic, index))
-        return (
-            partition is not None
-            and partition.settings is settings.settings
-            and partition.log.config is settings.log_config
-            and partition.min_insync_replicas == settings.min_insync_replicas
-        )
-
     @staticmethod
     def _configure(partition: Partition, settings: _TopicSettings) -> None:
         partition.settings = settings.settings
-        partition.log.config = settings.log_config  # the very object: `_settled` compares by identity
+        if partition.log.config != settings.log_config:
+            partition.log.config = settings.log_config
         partition.min_insync_replicas = settings.min_insync_replicas
 
     def _change_leadership(self, partition: Partition, state: PartitionImage, roles: RoleChanges) -> None:

@@ -93,18 +93,21 @@ class FetchSession:
             for index in indexes:
                 self.partitions.pop((key, index), None)
 
-    def topics(self) -> list[FetchTopic]:
+    def topics(self) -> tuple[list[FetchTopic], list[list[CachedPartition]]]:
         """The session's partitions as the fetch request a full fetch would have sent (consecutive runs of a
-        topic make one entry)."""
+        topic make one entry), and beside each topic what the session holds of its partitions."""
         topics: list[FetchTopic] = []
+        held: list[list[CachedPartition]] = []
         last: TopicKey | None = None
         for (key, _), cached in self.partitions.items():
             if key != last:
                 topic = FetchTopic(topic_id=key) if isinstance(key, UUID) else FetchTopic(topic=key)
                 topics.append(topic)
+                held.append([])
                 last = key
             topics[-1].partitions.append(cached.wanted)
-        return topics
+            held[-1].append(cached)
+        return topics, held
 
     def answer(self, responses: list[FetchableTopicResponse], incremental: bool) -> list[FetchableTopicResponse]:
         """Remember what ``responses`` tell; incrementally, keep only the partitions with news."""
@@ -136,6 +139,9 @@ class FetchContext:
     topics: list[FetchTopic]
     session: FetchSession | None
     incremental: bool
+    # Incrementally: beside each topic, what the session holds of its partitions (a partition with no news need
+    # not be read at all).
+    held: list[list[CachedPartition]] | None = None
 
     def answer(self, responses: list[FetchableTopicResponse]) -> tuple[int, list[FetchableTopicResponse]]:
         """The response's session id and partitions."""
@@ -206,7 +212,8 @@ class FetchSessionCache(Collector):
         session.epoch = next_epoch(epoch)
         self.incremental_fetches += 1
         self._touch(session)
-        return FetchContext(session.topics(), session, incremental=True)
+        topics, held = session.topics()
+        return FetchContext(topics, session, incremental=True, held=held)
 
     def _open(self, by_id: bool, privileged: bool) -> FetchSession | None:
         if self._slots <= 0 or (len(self._sessions) >= self._slots and not self._evict(privileged)):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from waiting import wait_for_async
@@ -163,3 +164,21 @@ def test_topic_name_is_kept_for_sessions_by_name(tmp_path: Path) -> None:
         assert [t.topic for t in answer.responses] == [TOPIC] and partitions(answer)[0][:2] == (0, 3)
 
     with_cluster(tmp_path, body, node_ids=(1,))
+
+
+def test_a_follower_idle_in_its_session_stays_caught_up(tmp_path: Path) -> None:
+    async def body(cluster: Cluster) -> None:
+        await cluster.start(leader=1, isr=(1, 2))
+        leader = cluster.nodes[1]
+        assert (await produce(leader)).error_code == ErrorCode.NONE
+        # Idle for three times replica.lag.time.max.ms (400 ms here): the follower's fetches skip the partition,
+        # and must still count as caught up, then and once records come again.
+        await asyncio.sleep(1.2)
+        # An append the follower has not fetched yet, and the leader's ISR check at once: the follower was caught
+        # up a moment ago, as its last fetch showed.
+        assert (await produce(leader, acks=1)).error_code == ErrorCode.NONE
+        partition_of(leader).maybe_shrink_isr(400)
+        await asyncio.sleep(0.3)
+        assert cluster.alter_requests == [] and partition_of(leader).isr == (1, 2)
+
+    with_cluster(tmp_path, body)

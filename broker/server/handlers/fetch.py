@@ -29,7 +29,7 @@ from kafkette.broker.protocol.messages.fetch_response import (
 )
 from kafkette.broker.replication.partition import Partition
 from kafkette.broker.server.context import RequestContext
-from kafkette.broker.server.fetch_sessions import FetchContext
+from kafkette.broker.server.fetch_sessions import CachedPartition, FetchContext
 from kafkette.broker.server.handlers.leader_hints import known_leader, leader_endpoints
 from kafkette.broker.storage.errors import LogStorageError, OffsetOutOfRangeError
 
@@ -43,10 +43,11 @@ LEADERSHIP_REFUSALS = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FEN
 class _FetchPass:
     """One read of every requested partition, within the response's byte budget."""
 
-    def __init__(self, ctx: RequestContext, request: FetchRequest, topics: list[FetchTopic]) -> None:
+    def __init__(self, ctx: RequestContext, request: FetchRequest, context: FetchContext) -> None:
         self.ctx = ctx
         self.request = request
-        self.topics = topics  # the request's, or its session's
+        self.topics = context.topics  # the request's, or its session's
+        self.held = context.held  # beside each topic, what an incremental fetch's session holds of it
         self.bytes_read = 0
         self.partitions: list[Partition] = []
         self.has_error = False
@@ -67,7 +68,10 @@ class _FetchPass:
         response = FetchResponse(
             error_code=ErrorCode.NONE,
             session_id=0,
-            responses=[self._topic(topic, by_id) for topic in self.topics],
+            responses=[
+                self._topic(topic, by_id, self.held[i] if self.held is not None else None)
+                for i, topic in enumerate(self.topics)
+            ],
         )
         if self.leaders:
             self._leader_endpoints(response)
@@ -77,16 +81,40 @@ class _FetchPass:
         answers = (partition for topic in response.responses for partition in topic.partitions)
         response.node_endpoints = leader_endpoints(self.ctx, self.leaders, answers, NodeEndpoint, LeaderIdAndEpoch)
 
-    def _topic(self, topic: FetchTopic, by_id: bool) -> FetchableTopicResponse:
+    def _topic(self, topic: FetchTopic, by_id: bool, held: list[CachedPartition] | None) -> FetchableTopicResponse:
         topics = self.ctx.broker.topics
         record = topics.topic_by_id(topic.topic_id) if by_id else topics.topic(topic.topic)
         missing = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         name = record.name if record is not None else topic.topic
         partitions = []
-        for wanted in topic.partitions:
+        for i, wanted in enumerate(topic.partitions):
             partition = topics.partition(name, wanted.partition) if record is not None else None
+            if partition is not None and held is not None and self._quiet(partition, wanted, held[i]):
+                # Nothing to read and nothing the fetcher was not told: no answer, only a wait for its next append.
+                self.partitions.append(partition)
+                if self.from_follower:
+                    partition.follower_fetched_quietly(self.replica_id, wanted.fetch_offset)
+                continue
             partitions.append(self._partition(partition, wanted, missing))
         return FetchableTopicResponse(topic=topic.topic, topic_id=topic.topic_id, partitions=partitions)
+
+    def _quiet(self, partition: Partition, wanted: FetchPartition, held: CachedPartition) -> bool:
+        """Whether reading ``partition`` for an incremental fetch could give neither records nor news: what the
+        full read gives of an idle partition, at a tenth of its cost, for each of thousands on every fetch."""
+        if not partition.is_leader or partition.check_leader_epoch(wanted.current_leader_epoch) != ErrorCode.NONE:
+            return False
+        high_watermark, last_stable_offset = partition.high_watermark, partition.last_stable_offset
+        if (high_watermark, last_stable_offset, partition.log_start_offset) != (
+            held.high_watermark,
+            held.last_stable_offset,
+            held.log_start_offset,
+        ):
+            return False
+        if self.from_follower:
+            # In the ISR and at our log end: its fetch would change nothing but the time it was last caught up. A
+            # follower outside the ISR is read in full, since its fetch is what proposes it back.
+            return wanted.fetch_offset == partition.log_end_offset and self.replica_id in partition.isr
+        return wanted.fetch_offset == (last_stable_offset if self.read_committed else high_watermark)
 
     def _partition(self, partition: Partition | None, wanted: FetchPartition, missing: ErrorCode) -> PartitionData:
         if partition is None:
@@ -192,7 +220,7 @@ def handle_fetch(ctx: RequestContext, request: FetchRequest) -> FetchResponse | 
     context = ctx.broker.fetch_sessions.context(request, by_id, from_follower, may_open)
     if isinstance(context, ErrorCode):
         return FetchResponse(error_code=context, session_id=NO_SESSION, responses=[])
-    fetch = _FetchPass(ctx, request, context.topics)
+    fetch = _FetchPass(ctx, request, context)
     response = fetch.run()
     if request.max_wait_ms <= 0 or fetch.bytes_read >= request.min_bytes or fetch.has_error or not fetch.partitions:
         return _answered(context, response)
