@@ -486,9 +486,9 @@ def report(raw: dict[str, Any]) -> str:
         "# How costs grow: partitions, connections, consumer groups",
         "",
         f"{raw['finished']}; `make bench-growth` (bench/growth.py). One fresh single broker per point (replicated: "
-        "a fresh cluster of three); the brokers take turns at each size. Growth: the largest point's value over the smallest's (the goal: within 1.5x "
-        "for a cost); ratio: Kafkette over Kafka at the largest point. Load: the machine's 1-minute load "
-        "average when the point started (2 cores, shared).",
+        "a fresh cluster of three); the brokers take turns at each size. Growth: the largest point's value over "
+        "the smallest's (the goal: within 1.5x for a cost); ratio: Kafkette over Kafka at the largest point. Load: "
+        "the machine's 1-minute load average when the point started (2 cores, shared).",
     ]
     for dimension, metrics in DIMENSIONS.items():
         by_broker = raw["points"].get(dimension)
