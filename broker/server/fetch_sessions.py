@@ -24,6 +24,7 @@ from uuid import UUID
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from kafkette.broker.metrics.requests import records_size
 from kafkette.broker.protocol.errors import ErrorCode
 from kafkette.broker.protocol.fetch_metadata import FINAL_EPOCH, INITIAL_EPOCH, NO_SESSION, next_epoch
 from kafkette.broker.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
@@ -46,11 +47,11 @@ class CachedPartition:
     last_stable_offset: int = -1
     log_start_offset: int = -1
 
-    def must_answer(self, data: PartitionData) -> bool:
+    def must_answer(self, data: PartitionData, has_records: bool) -> bool:
         """Whether an incremental response includes ``data``; remembers what it tells."""
         news = (
             data.error_code != ErrorCode.NONE
-            or _has_records(data.records)
+            or has_records
             or data.diverging_epoch.end_offset >= 0
             or data.diverging_epoch.epoch >= 0
             or data.high_watermark != self.high_watermark
@@ -64,11 +65,6 @@ class CachedPartition:
             self.last_stable_offset = data.last_stable_offset
             self.log_start_offset = data.log_start_offset
         return news
-
-
-def _has_records(records: object) -> bool:
-    # The fetch pass leaves b"" where it read nothing and a file region, never empty, where it read.
-    return records is not None and (not isinstance(records, bytes) or len(records) > 0)
 
 
 @dataclass(slots=True)
@@ -120,9 +116,10 @@ class FetchSession:
                 cached = self.partitions.get((key, data.partition_index))
                 if cached is None:
                     continue
-                if cached.must_answer(data) or not incremental:
+                has_records = records_size(data.records) > 0
+                if cached.must_answer(data, has_records) or not incremental:
                     kept.append(data)
-                if _has_records(data.records):
+                if has_records:
                     answered_with_records.append((key, data.partition_index))
             if kept:
                 topic.partitions = kept
