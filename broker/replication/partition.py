@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 from uuid import UUID
 
 from kafkette.broker.protocol.batch import (
@@ -49,6 +49,29 @@ NO_FOLLOWERS: Mapping[int, FollowerState] = MappingProxyType({})
 _ACK_SEQUENCE = itertools.count()
 
 IsrProposal = Callable[["Partition", tuple[int, ...], int], None]
+
+
+class Parked(Protocol):
+    """A fetch session's hold on a partition its last fetch found quiet (no records, nothing new to tell): the
+    session reads it again only once told that the partition changed, so that a fetch of thousands of idle
+    partitions costs nothing per partition."""
+
+    @property
+    def parked(self) -> bool:
+        """False once the session let go of it (the partition was listed again, forgotten, the session closed)."""
+        ...
+
+    @property
+    def replica_id(self) -> int:
+        """The fetching follower; -1 for a consumer."""
+        ...
+
+    @property
+    def last_fetch_ms(self) -> int:
+        """When the session last fetched, on the `monotonic_ms` clock."""
+        ...
+
+    def partition_changed(self) -> None: ...
 
 
 def monotonic_ms() -> int:
@@ -159,6 +182,13 @@ class FollowerState:
         self.last_fetch_leader_end_offset = leader_end_offset
         self.last_fetch_ms = now
 
+    def fetched_quietly(self, now: int) -> None:
+        """`record_fetch` of a fetch at the leader's log end, unchanged since the last one recorded; an older
+        ``now`` (a session the follower left) changes nothing."""
+        if now > self.last_fetch_ms:
+            self.last_caught_up_ms = max(self.last_caught_up_ms, now)
+            self.last_fetch_ms = now
+
 
 class Partition:
     # Slots: one per partition (0.05 KB less apiece than an instance dict's values).
@@ -171,6 +201,7 @@ class Partition:
         "_followers",
         "_hw_followers",
         "_next_proposal_ms",
+        "_parked",
         "_pending_isr",
         "_pending_token",
         "_producers",
@@ -233,6 +264,7 @@ class Partition:
         self._data_waiters: list[asyncio.Future[None]] | tuple[()] = NO_WAITERS
         self._append_waiters: list[asyncio.Future[None]] | tuple[()] = NO_WAITERS
         self._ack_waiters: list[tuple[int, int, asyncio.Future[ErrorCode]]] | tuple[()] = NO_WAITERS
+        self._parked: list[Parked] | tuple[()] = NO_WAITERS
 
     # -- offsets ------------------------------------------------------------
 
@@ -282,6 +314,7 @@ class Partition:
         self, leader_epoch: int, partition_epoch: int, replicas: Sequence[int], isr: Sequence[int]
     ) -> None:
         """Lead from ``leader_epoch`` on; follower states restart (unknown offsets, ISR members caught up now)."""
+        self._unpark()
         was_leader = self.is_leader
         self.is_leader = True
         self.leader_id = self.node_id
@@ -310,6 +343,7 @@ class Partition:
         self, leader_id: int, leader_epoch: int, partition_epoch: int, replicas: Sequence[int], isr: Sequence[int]
     ) -> None:
         """Follow ``leader_id`` (-1: the partition is offline and nobody serves it here)."""
+        self._unpark()
         self.is_leader = False
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
@@ -467,12 +501,25 @@ class Partition:
         self._maybe_advance_high_watermark()
         return ErrorCode.NONE
 
-    def follower_fetched_quietly(self, replica_id: int, fetch_offset: int) -> None:
-        """A fetch of an ISR member at our log end that changes nothing else (an idle partition of its fetch
-        session): what `follower_fetched` would record, without its checks."""
-        state = self._followers.get(replica_id)
+    def park(self, parked: Parked, fetch_offset: int) -> None:
+        """A fetch session found the partition quiet: tell ``parked`` of its next change. A follower's quiet fetch
+        (an ISR member at our log end) is recorded as `follower_fetched` would, without its checks; while it stays
+        parked its fetches are not seen here, and its state is brought up to its session's last fetch when the
+        partition changes."""
+        if not self._parked:
+            self._parked = []
+            # Retention and DeleteRecords move the log start in the log itself.
+            self.log.on_start_moved = self._unpark
+        self._parked = [other for other in self._parked if other.parked]
+        self._parked.append(parked)
+        state = self._followers.get(parked.replica_id)
         if state is not None:
             state.record_fetch(fetch_offset, self.log.log_end_offset, self._clock())
+
+    def swap_log(self, log: Log) -> None:
+        """Serve from ``log`` (a replica moved to another log dir)."""
+        self._unpark()
+        self.log = log
 
     def _may_join_isr(self, state: FollowerState) -> bool:
         # At the HW, and past this epoch's start: a follower still holding an older epoch's
@@ -554,17 +601,17 @@ class Partition:
             return ErrorCode.NONE
         return ErrorCode.FENCED_LEADER_EPOCH if requested < self.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
 
-    def data_arrived(self, up_to_log_end: bool = False) -> asyncio.Future[None]:
-        """Resolved when the HW advances (``up_to_log_end``: at the next append); fetches long-poll on it."""
-        future = asyncio.get_running_loop().create_future()
-        # Long-polls cancel their futures on timeout; drop those so idle partitions do not collect them.
+    def wake_on_data(self, waiter: asyncio.Future[None], up_to_log_end: bool = False) -> None:
+        """Resolve ``waiter`` when the HW advances (``up_to_log_end``: at the next append); fetches long-poll on
+        it. One long-poll shares a waiter among all its partitions: a future apiece, each awaited, cost a follower
+        fetch of thousands of idle partitions more than reading them."""
+        # Long-polls cancel their waiters on timeout; drop those so idle partitions do not collect them.
         if up_to_log_end:
-            self._append_waiters = [waiter for waiter in self._append_waiters if not waiter.done()]
-            self._append_waiters.append(future)
+            self._append_waiters = [other for other in self._append_waiters if not other.done()]
+            self._append_waiters.append(waiter)
         else:
-            self._data_waiters = [waiter for waiter in self._data_waiters if not waiter.done()]
-            self._data_waiters.append(future)
-        return future
+            self._data_waiters = [other for other in self._data_waiters if not other.done()]
+            self._data_waiters.append(waiter)
 
     def close(self) -> None:
         """The partition stops being served here: nobody may wait on it any more."""
@@ -576,11 +623,13 @@ class Partition:
     # -- internals ----------------------------------------------------------
 
     def _appended(self) -> None:
+        self._unpark()
         self._wake(self._append_waiters)
         self._append_waiters = NO_WAITERS
         self._maybe_advance_high_watermark()
 
     def _isr_updated(self) -> None:
+        self._unpark()  # a follower that left the ISR is read in full again: its fetches propose it back
         self._recompute_hw_followers()
         self._maybe_advance_high_watermark()
         # The HW may not move while the ISR fell below min.insync.replicas: answer those waiters now.
@@ -603,10 +652,27 @@ class Partition:
             state = self._followers.get(replica)
             candidate = min(candidate, state.log_end_offset if state is not None else -1)
         if candidate > self.log.high_watermark:
+            self._unpark()
             self.log.high_watermark = candidate
             self._wake(self._data_waiters)
             self._data_waiters = NO_WAITERS
             self._complete_ack_waiters(candidate)
+
+    def _unpark(self) -> None:
+        """The partition changes: its parked sessions read it again. A parked follower fetched at our log end all
+        along, so its state is caught up as of its session's last fetch (what its quiet fetches would have made
+        it), not as of when it parked: a follower whose broker stopped still drops out of the ISR in time."""
+        parked, self._parked = self._parked, NO_WAITERS
+        if not parked:
+            return
+        self.log.on_start_moved = None
+        for entry in parked:
+            if not entry.parked:
+                continue
+            state = self._followers.get(entry.replica_id)
+            if state is not None:
+                state.fetched_quietly(entry.last_fetch_ms)
+            entry.partition_changed()
 
     def _complete_ack_waiters(self, high_watermark: int) -> None:
         waiters = self._ack_waiters

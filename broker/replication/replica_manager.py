@@ -294,7 +294,7 @@ class ReplicaManager:
     def _log_swapped(self, tp: TopicPartition, log: Log) -> None:
         partition = self._partitions.get((tp.topic, tp.partition))
         if partition is not None:
-            partition.log = log
+            partition.swap_log(log)
 
     def _address_of(self, broker_id: int) -> tuple[str, int] | None:
         """The leader's address in the newest image: a broker that re-registered is found at its new one."""

@@ -15,6 +15,7 @@ client goes on with full fetches. Kafka also ranks sessions by size; here recenc
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -29,6 +30,7 @@ from kafkette.broker.protocol.errors import ErrorCode
 from kafkette.broker.protocol.fetch_metadata import FINAL_EPOCH, INITIAL_EPOCH, NO_SESSION, next_epoch
 from kafkette.broker.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from kafkette.broker.protocol.messages.fetch_response import FetchableTopicResponse, PartitionData
+from kafkette.broker.replication.partition import monotonic_ms
 
 # Kafka's min.incremental.fetch.session.eviction.ms (internal, not configurable there either).
 EVICTION_AFTER_S = 120.0
@@ -37,15 +39,30 @@ EVICTION_AFTER_S = 120.0
 TopicKey = UUID | str
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class CachedPartition:
-    """What the fetcher last asked of one partition, and what it was last told."""
+    """What the fetcher last asked of one partition, and what it was last told; `Parked` on the partition while
+    an incremental fetch found nothing to read in it and nothing new to tell."""
 
     wanted: FetchPartition
+    session: FetchSession
     # -1: not told yet (or told an error), so the next answer includes the partition.
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
+    parked: bool = False
+
+    @property
+    def replica_id(self) -> int:
+        return self.session.replica_id
+
+    @property
+    def last_fetch_ms(self) -> int:
+        return self.session.last_fetch_ms
+
+    def partition_changed(self) -> None:
+        self.parked = False
+        self.session.news()
 
     def must_answer(self, data: PartitionData, has_records: bool) -> bool:
         """Whether an incremental response includes ``data``; remembers what it tells."""
@@ -67,16 +84,26 @@ class CachedPartition:
         return news
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class FetchSession:
     id: int
     by_id: bool  # topics named by id (Fetch v13+); a session's fetches may not switch
-    privileged: bool  # a follower's: may take the slot of a consumer's session
+    replica_id: int  # the fetching follower; -1 for a consumer
     epoch: int = 1  # the epoch its next fetch must carry
     last_used: float = 0.0
+    last_fetch_ms: int = 0  # on the partitions' clock, for its parked followers' states
     # In fetch order; a partition answered with records moves to the end, so that under a byte limit every
     # partition gets its turn.
     partitions: dict[tuple[TopicKey, int], CachedPartition] = field(default_factory=dict)
+    # Resolved when a parked partition changes: the long-poll of the fetch in progress.
+    waiter: asyncio.Future[None] | None = None
+    # A parked partition changed since the partitions to read were last listed.
+    has_news: bool = False
+
+    @property
+    def privileged(self) -> bool:
+        """A follower's session may take the slot of a consumer's."""
+        return self.replica_id >= 0
 
     def update(self, topics: Iterable[FetchTopic], forgotten: Iterable[tuple[TopicKey, Iterable[int]]]) -> None:
         for topic in topics:
@@ -84,18 +111,42 @@ class FetchSession:
             for wanted in topic.partitions:
                 # Told again from scratch: a partition the fetcher sends has changed on its side (a new leader
                 # epoch, a truncation), and what it was told before may not hold for it any more.
-                self.partitions[(key, wanted.partition)] = CachedPartition(wanted)
+                replaced = self.partitions.get((key, wanted.partition))
+                if replaced is not None:
+                    replaced.parked = False
+                self.partitions[(key, wanted.partition)] = CachedPartition(wanted, self)
         for key, indexes in forgotten:
             for index in indexes:
-                self.partitions.pop((key, index), None)
+                dropped = self.partitions.pop((key, index), None)
+                if dropped is not None:
+                    dropped.parked = False
+
+    def close(self) -> None:
+        """Out of the cache: its parked partitions no longer tell it anything."""
+        for cached in self.partitions.values():
+            cached.parked = False
+
+    def news(self) -> None:
+        self.has_news = True
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
+    def wake_on_news(self, waiter: asyncio.Future[None]) -> None:
+        """Resolve ``waiter`` when a parked partition changes (at once if one did since the last listing)."""
+        self.waiter = waiter
+        if self.has_news:
+            self.news()
 
     def topics(self) -> tuple[list[FetchTopic], list[list[CachedPartition]]]:
-        """The session's partitions as the fetch request a full fetch would have sent (consecutive runs of a
-        topic make one entry), and beside each topic what the session holds of its partitions."""
+        """The session's partitions not parked, as the fetch request a full fetch would have sent (consecutive
+        runs of a topic make one entry), and beside each topic what the session holds of its partitions."""
+        self.has_news = False
         topics: list[FetchTopic] = []
         held: list[list[CachedPartition]] = []
         last: TopicKey | None = None
         for (key, _), cached in self.partitions.items():
+            if cached.parked:
+                continue
             if key != last:
                 topic = FetchTopic(topic_id=key) if isinstance(key, UUID) else FetchTopic(topic=key)
                 topics.append(topic)
@@ -133,12 +184,24 @@ class FetchSession:
 class FetchContext:
     """How one fetch request is served: the partitions to read and the session (if any) answering them."""
 
-    topics: list[FetchTopic]
+    request_topics: list[FetchTopic]
     session: FetchSession | None
     incremental: bool
-    # Incrementally: beside each topic, what the session holds of its partitions (a partition with no news need
-    # not be read at all).
-    held: list[list[CachedPartition]] | None = None
+
+    def listing(self) -> tuple[list[FetchTopic], list[list[CachedPartition]] | None]:
+        """The partitions to read now and, incrementally, beside each topic what the session holds of its
+        partitions (those it holds parked are left out: nothing changed in them since they were found quiet)."""
+        if self.incremental and self.session is not None:
+            return self.session.topics()
+        return self.request_topics, None
+
+    @property
+    def has_parked(self) -> bool:
+        return self.incremental and self.session is not None and any(c.parked for c in self.session.partitions.values())
+
+    def wake_on_news(self, waiter: asyncio.Future[None]) -> None:
+        if self.incremental and self.session is not None:
+            self.session.wake_on_news(waiter)
 
     def answer(self, responses: list[FetchableTopicResponse]) -> tuple[int, list[FetchableTopicResponse]]:
         """The response's session id and partitions."""
@@ -185,15 +248,17 @@ class FetchSessionCache(Collector):
         return list(self._sessions.values())
 
     def context(
-        self, request: FetchRequest, by_id: bool, from_follower: bool, may_open: bool = True
+        self, request: FetchRequest, by_id: bool, replica_id: int, may_open: bool = True
     ) -> FetchContext | ErrorCode:
         """How to serve ``request``, or the error that refuses it as a whole; ``may_open`` False answers a fetch
         that asks for a new session without one."""
         session_id, epoch = request.session_id, request.session_epoch
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
-            self._sessions.pop(session_id, None)  # a full fetch closes the session it names
+            closed = self._sessions.pop(session_id, None)  # a full fetch closes the session it names
+            if closed is not None:
+                closed.close()
             opens = epoch == INITIAL_EPOCH and may_open
-            session = self._open(by_id, from_follower) if opens else None
+            session = self._open(by_id, replica_id) if opens else None
             if session is not None:
                 session.update(request.topics, ())
             return FetchContext(request.topics, session, incremental=False)
@@ -207,18 +272,18 @@ class FetchSessionCache(Collector):
         forgotten = ((t.topic_id if by_id else t.topic, t.partitions) for t in request.forgotten_topics_data)
         session.update(request.topics, forgotten)
         session.epoch = next_epoch(epoch)
+        session.last_fetch_ms = monotonic_ms()
         self.incremental_fetches += 1
         self._touch(session)
-        topics, held = session.topics()
-        return FetchContext(topics, session, incremental=True, held=held)
+        return FetchContext(request.topics, session, incremental=True)
 
-    def _open(self, by_id: bool, privileged: bool) -> FetchSession | None:
-        if self._slots <= 0 or (len(self._sessions) >= self._slots and not self._evict(privileged)):
+    def _open(self, by_id: bool, replica_id: int) -> FetchSession | None:
+        if self._slots <= 0 or (len(self._sessions) >= self._slots and not self._evict(replica_id >= 0)):
             return None
         session_id = random.randrange(1, 2**31)
         while session_id in self._sessions:
             session_id = random.randrange(1, 2**31)
-        session = FetchSession(session_id, by_id, privileged)
+        session = FetchSession(session_id, by_id, replica_id)
         self._touch(session)
         self.opened += 1
         return session
@@ -228,6 +293,7 @@ class FetchSessionCache(Collector):
         for session in self._sessions.values():  # least recently used first
             if now - session.last_used >= EVICTION_AFTER_S or (privileged and not session.privileged):
                 del self._sessions[session.id]
+                session.close()
                 self.evictions += 1
                 return True
         return False

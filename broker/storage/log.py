@@ -104,6 +104,7 @@ class Log:
         "high_watermark",
         "offline_reason",
         "on_offline",
+        "on_start_moved",
         "on_truncate",
         "topic_id",
     )
@@ -153,6 +154,9 @@ class Log:
         # Told this log and the reason when the disk fails under it: the log manager takes the whole log dir
         # offline (one callback shared by every log, rather than a closure apiece).
         self.on_offline: Callable[[Log, str], None] | None = None
+        # Told when retention or DeleteRecords moves the log start offset: fetch sessions that found the partition
+        # quiet read it again, to tell their fetchers.
+        self.on_start_moved: Callable[[], None] | None = None
 
     @property
     def directory(self) -> Path:
@@ -678,6 +682,7 @@ class Log:
             self._transactions.drop_segments(seg.base_offset for seg in doomed)
             self._leader_epochs.truncate_from_start(self._log_start_offset)
         logger.info("%s: deleted %d segments; log start offset now %d", self.directory, count, self._log_start_offset)
+        self._start_moved()
         return renamed
 
     def delete_records_before(self, offset: int) -> int:
@@ -688,10 +693,17 @@ class Log:
         self._check_open()
         if not 0 <= offset <= self._log_end_offset:
             raise OffsetOutOfRangeError(offset, self._log_start_offset, self._log_end_offset)
+        moved = offset > self._log_start_offset
         self._log_start_offset = max(self._log_start_offset, offset)
         with self._going_offline_on_disk_error(), disk_errors("moving the log start of", self._path):
             self._leader_epochs.truncate_from_start(self._log_start_offset)
+        if moved:
+            self._start_moved()
         return self._log_start_offset
+
+    def _start_moved(self) -> None:
+        if self.on_start_moved is not None:
+            self.on_start_moved()
 
     def closed_segments(self) -> list[LogSegment]:
         """Every segment but the active one, oldest first: what the cleaner may rewrite."""

@@ -16,7 +16,7 @@ class Clock:
 
 
 def open_session(cache: FetchSessionCache, follower: bool = False) -> int:
-    context = cache.context(FetchRequest(session_epoch=INITIAL_EPOCH), True, follower)
+    context = cache.context(FetchRequest(session_epoch=INITIAL_EPOCH), True, 2 if follower else -1)
     assert isinstance(context, FetchContext)
     return NO_SESSION if context.session is None else context.session.id
 
@@ -41,7 +41,7 @@ def test_the_least_recently_used_session_gives_way_first() -> None:
     cache = FetchSessionCache(2, clock)
     first, second = open_session(cache), open_session(cache)
     clock.now += EVICTION_AFTER_S
-    assert isinstance(cache.context(FetchRequest(session_id=first, session_epoch=1), True, False), FetchContext)
+    assert isinstance(cache.context(FetchRequest(session_id=first, session_epoch=1), True, -1), FetchContext)
     third = open_session(cache)
     assert {s.id for s in cache.sessions()} == {first, third} and second not in {first, third}
 

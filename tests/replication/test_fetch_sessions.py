@@ -32,11 +32,13 @@ async def fetch(
     topics: list[FetchTopic] | None = None,
     forgotten: list[ForgottenTopic] | None = None,
     version: int = VERSION,
+    max_wait_ms: int = 0,
 ) -> FetchResponse:
     """A consumer's fetch of version ``version``, answered."""
     request = FetchRequest(
         replica_id=-1,
-        max_wait_ms=0,
+        max_wait_ms=max_wait_ms,
+        min_bytes=1,
         session_id=session_id,
         session_epoch=epoch,
         topics=topics or [],
@@ -182,3 +184,37 @@ def test_a_follower_idle_in_its_session_stays_caught_up(tmp_path: Path) -> None:
         assert cluster.alter_requests == [] and partition_of(leader).isr == (1, 2)
 
     with_cluster(tmp_path, body)
+
+
+def test_a_quiet_partition_is_parked_and_a_change_wakes_the_sessions_long_poll(tmp_path: Path) -> None:
+    async def body(cluster: Cluster) -> None:
+        await cluster.start(leader=1, isr=(1,))
+        leader = cluster.nodes[1]
+        session = (await fetch(leader, NO_SESSION, INITIAL_EPOCH, by_id(0))).session_id
+        assert partitions(await fetch(leader, session, 1)) == []
+        [held] = leader.fetch_sessions.sessions()[0].partitions.values()
+        assert held.parked  # quiet: its session's fetches pass it by until it changes
+
+        async def long_poll(epoch: int) -> asyncio.Task[FetchResponse]:
+            # Far longer than the test waits for it: only the partition's change can answer it in time.
+            task = asyncio.ensure_future(fetch(leader, session, epoch, max_wait_ms=60_000))
+            await asyncio.sleep(0.2)
+            assert not task.done()
+            return task
+
+        waiting = await long_poll(2)
+        await produce(leader, acks=1)
+        [(index, high_watermark, size)] = partitions(await asyncio.wait_for(waiting, 10))
+        assert (index, high_watermark) == (0, 3) and size > 0
+        assert partitions(await fetch(leader, session, 3, by_id(3))) == [(0, 3, 0)]
+        assert partitions(await fetch(leader, session, 4)) == [] and held.parked is False  # replaced
+        # A new log start is news too, though no reason to answer a long-poll early (nor is it in Kafka).
+        partition_of(leader).log.delete_records_before(2)  # as DeleteRecords does
+        [answer] = (await fetch(leader, session, 5)).responses[0].partitions
+        assert (answer.log_start_offset, records_size(answer.records)) == (2, 0)
+        assert partitions(await fetch(leader, session, 6)) == []
+        # Forgotten while parked: let go of, and a change no longer wakes the session.
+        await fetch(leader, session, 7, forgotten=[ForgottenTopic(topic_id=TOPIC_ID, partitions=[0])])
+        assert not any(cached.parked for cached in leader.fetch_sessions.sessions()[0].partitions.values())
+
+    with_cluster(tmp_path, body, node_ids=(1,))

@@ -21,6 +21,12 @@ def run(coroutine: Coroutine[Any, Any, None]) -> None:
     asyncio.run(coroutine)
 
 
+def waiter(partition: Partition, up_to_log_end: bool = False) -> asyncio.Future[None]:
+    future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    partition.wake_on_data(future, up_to_log_end)
+    return future
+
+
 def leader(tmp_path: Path, clock: Clock, isr: tuple[int, ...] = (1, 2, 3)) -> tuple[Partition, Proposals]:
     partition = new_partition(tmp_path, clock)
     proposals = Proposals()
@@ -88,8 +94,7 @@ def test_followers_fetching_unknown_or_past_the_log_end_are_refused(tmp_path: Pa
 def test_consumers_wake_when_the_high_watermark_moves_and_followers_on_appends(tmp_path: Path) -> None:
     async def body() -> None:
         partition, _ = leader(tmp_path, Clock(), isr=(1, 2))
-        committed = partition.data_arrived()
-        appended = partition.data_arrived(up_to_log_end=True)
+        committed, appended = waiter(partition), waiter(partition, up_to_log_end=True)
         partition.append_from_producer(batch(2))
         assert appended.done() and not committed.done()
         partition.follower_fetched(2, 2)
@@ -126,6 +131,70 @@ def test_a_follower_at_the_log_end_is_never_lagging(tmp_path: Path) -> None:
     clock.now += 10 * LAG_MS
     partition.maybe_shrink_isr(LAG_MS)
     assert proposals.sent == []
+
+
+class Session:
+    """A fetch session's hold on a parked partition, as the Fetch handler's sessions keep it."""
+
+    def __init__(self, replica_id: int, last_fetch_ms: int) -> None:
+        self.parked = True
+        self.replica_id = replica_id
+        self.last_fetch_ms = last_fetch_ms
+        self.changes = 0
+
+    def partition_changed(self) -> None:
+        self.changes += 1
+        self.parked = False
+
+
+@pytest.mark.parametrize("still_fetching", [True, False])
+def test_a_parked_follower_is_caught_up_as_of_its_sessions_last_fetch(tmp_path: Path, still_fetching: bool) -> None:
+    clock = Clock()
+    start = clock.now
+    partition, proposals = leader(tmp_path, clock, isr=(1, 2))
+    partition.append_from_producer(batch(3))
+    partition.follower_fetched(2, 3)
+    session = Session(2, start)
+    partition.park(session, 3)
+    clock.now = start + 3 * LAG_MS
+    if still_fetching:
+        session.last_fetch_ms = clock.now - 1  # its fetches pass the partition by, unseen by it
+    partition.append_from_producer(batch(1))  # the partition changes: the session is told, once
+    assert (session.changes, session.parked) == (1, False)
+    partition.append_from_producer(batch(1))
+    assert session.changes == 1
+    partition.maybe_shrink_isr(LAG_MS)
+    # A follower still fetching was caught up a moment ago; one whose session stopped fetching when it parked
+    # (its broker stopped) lags, as without parking.
+    assert [isr for isr, _ in proposals.sent] == ([] if still_fetching else [(1,)])
+
+
+def test_a_parked_session_is_told_of_every_change_that_is_news(tmp_path: Path) -> None:
+    clock = Clock()
+    partition, _ = leader(tmp_path, clock, isr=(1, 2))
+    partition.append_from_producer(batch(3))
+
+    def parked(replica_id: int = -1) -> Session:
+        session = Session(replica_id, clock.now)
+        partition.park(session, partition.log_end_offset)
+        return session
+
+    consumer = parked()
+    partition.follower_fetched(2, 3)  # the high watermark moves
+    assert consumer.changes == 1
+    follower = parked(2)
+    partition.update_assignment(2, (1, 2, 3), (1,))  # out of the ISR: its fetches must propose it back
+    assert follower.changes == 1
+    log_start = parked()
+    partition.log.delete_records_before(1)
+    assert log_start.changes == 1
+    let_go = parked()
+    let_go.parked = False  # its session forgot the partition: not told, and not kept
+    leadership = parked()
+    partition.become_follower(2, 2, 3, (1, 2, 3), (1, 2))
+    assert (let_go.changes, leadership.changes) == (0, 1)
+    partition.log.delete_records_before(2)  # no longer parked anywhere: nobody told twice
+    assert (log_start.changes, leadership.changes) == (1, 1)
 
 
 def test_caught_up_counts_from_the_previous_fetch_when_the_follower_reaches_its_log_end(tmp_path: Path) -> None:
@@ -364,8 +433,7 @@ def test_an_idle_partition_holds_no_waiter_lists_and_waiters_are_still_answered(
         outcome = partition.append_from_producer(batch(2), required_acks=-1)
         first = partition.wait_for_acks(outcome.last_offset)
         second = partition.wait_for_acks(outcome.last_offset)
-        fetch = partition.data_arrived()
-        follower_append = partition.data_arrived(up_to_log_end=True)
+        fetch, follower_append = waiter(partition), waiter(partition, up_to_log_end=True)
         assert first is not None and second is not None
         assert len(lists_held(partition)) == 3
         partition.follower_fetched(2, 2)

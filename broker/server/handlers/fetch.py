@@ -1,7 +1,9 @@
 """Fetch: file regions of whole batches per partition, long-polling until min_bytes or max_wait.
 
-Fetch sessions (KIP-227, broker/server/fetch_sessions.py): a fetch in a session reads every partition of
-the session and is answered only for those with news.
+Fetch sessions (KIP-227, broker/server/fetch_sessions.py): a fetch in a session reads the partitions of the
+session and is answered only for those with news. A partition found quiet (nothing to read, nothing new to tell)
+is parked on the partition, which tells the session when it changes: until then the session's fetches pass it
+by, and an idle follower of thousands of partitions costs its leader next to nothing per fetch.
 
 Only the leader answers. Consumers read below the high watermark (read_committed ones below the last
 stable offset, and are told which aborted transactions the data overlaps, to skip them); followers
@@ -46,8 +48,7 @@ class _FetchPass:
     def __init__(self, ctx: RequestContext, request: FetchRequest, context: FetchContext) -> None:
         self.ctx = ctx
         self.request = request
-        self.topics = context.topics  # the request's, or its session's
-        self.held = context.held  # beside each topic, what an incremental fetch's session holds of it
+        self.context = context
         self.bytes_read = 0
         self.partitions: list[Partition] = []
         self.has_error = False
@@ -65,12 +66,13 @@ class _FetchPass:
         self.has_error = False
         self.leaders.clear()
         by_id = self.ctx.api_version >= TOPIC_IDS_FROM_VERSION
+        # The request's partitions, or its session's not parked: listed again each pass, as one may have changed.
+        topics, held = self.context.listing()
         response = FetchResponse(
             error_code=ErrorCode.NONE,
             session_id=0,
             responses=[
-                self._topic(topic, by_id, self.held[i] if self.held is not None else None)
-                for i, topic in enumerate(self.topics)
+                self._topic(topic, by_id, held[i] if held is not None else None) for i, topic in enumerate(topics)
             ],
         )
         if self.leaders:
@@ -90,10 +92,10 @@ class _FetchPass:
         for i, wanted in enumerate(topic.partitions):
             partition = topics.partition(name, wanted.partition) if record is not None else None
             if partition is not None and held is not None and self._quiet(partition, wanted, held[i]):
-                # Nothing to read and nothing the fetcher was not told: no answer, only a wait for its next append.
-                self.partitions.append(partition)
-                if self.from_follower:
-                    partition.follower_fetched_quietly(self.replica_id, wanted.fetch_offset)
+                # Nothing to read and nothing the fetcher was not told: no answer, and not read again until the
+                # partition changes.
+                held[i].parked = True
+                partition.park(held[i], wanted.fetch_offset)
                 continue
             partitions.append(self._partition(partition, wanted, missing))
         return FetchableTopicResponse(topic=topic.topic, topic_id=topic.topic_id, partitions=partitions)
@@ -213,16 +215,17 @@ def replica_id(ctx: RequestContext, request: FetchRequest) -> int:
 
 def handle_fetch(ctx: RequestContext, request: FetchRequest) -> FetchResponse | Awaitable[FetchResponse]:
     by_id = ctx.api_version >= TOPIC_IDS_FROM_VERSION
-    from_follower = replica_id(ctx, request) >= 0
+    fetcher = replica_id(ctx, request)
     # A consumer's session would keep reading partitions whose READ was checked when they joined it: with ACLs,
     # consumers fetch sessionless and every fetch is checked whole. Followers need CLUSTER_ACTION on each fetch.
-    may_open = from_follower or not ctx.broker.authorizes
-    context = ctx.broker.fetch_sessions.context(request, by_id, from_follower, may_open)
+    may_open = fetcher >= 0 or not ctx.broker.authorizes
+    context = ctx.broker.fetch_sessions.context(request, by_id, fetcher, may_open)
     if isinstance(context, ErrorCode):
         return FetchResponse(error_code=context, session_id=NO_SESSION, responses=[])
     fetch = _FetchPass(ctx, request, context)
     response = fetch.run()
-    if request.max_wait_ms <= 0 or fetch.bytes_read >= request.min_bytes or fetch.has_error or not fetch.partitions:
+    done = fetch.bytes_read >= request.min_bytes or fetch.has_error
+    if request.max_wait_ms <= 0 or done or not (fetch.partitions or context.has_parked):
         return _answered(context, response)
     return _long_poll(fetch, context, time.monotonic() + request.max_wait_ms / 1000)
 
@@ -234,16 +237,26 @@ def _answered(context: FetchContext, response: FetchResponse) -> FetchResponse:
 
 
 async def _long_poll(fetch: _FetchPass, context: FetchContext, deadline: float) -> FetchResponse:
+    loop = asyncio.get_running_loop()
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return _answered(context, fetch.run())
-        waiters = [partition.data_arrived(fetch.from_follower) for partition in fetch.partitions]
+        waiter: asyncio.Future[None] = loop.create_future()
+        for partition in fetch.partitions:
+            partition.wake_on_data(waiter, fetch.from_follower)
+        context.wake_on_news(waiter)
+        timer = loop.call_later(remaining, _resolve, waiter)
         try:
-            await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+            await waiter
         finally:
-            for waiter in waiters:
-                waiter.cancel()
+            timer.cancel()
+            waiter.cancel()  # done, for the partitions that still hold it
         response = fetch.run()
         if fetch.bytes_read >= fetch.request.min_bytes or fetch.has_error:
             return _answered(context, response)
+
+
+def _resolve(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
