@@ -3,8 +3,11 @@
 The first fetch lists every partition and asks for a session (epoch 0). Once the leader opened one, a fetch lists
 only the partitions whose fetch parameters changed since the leader last heard them (a fetch offset moved by an
 append or a truncation, a new leader epoch, ...) and names the partitions no longer fetched, and the answer holds
-only partitions with news. Any error of the session, a failed fetch or a new connection starts over with a full
-fetch; a leader with no slot free answers without a session, and each fetch then lists every partition.
+only partitions with news. The fetcher tells the session of each change as it makes it, so an idle follower's
+fetch costs nothing per partition. A log start moved by the follower's own retention is told with the
+partition's next change: the leader has no use for it before (Kafka's uses it for DeleteRecords, which here
+answers with the leader's log start). Any error of the session, a failed fetch or a new connection starts over
+with a full fetch; a leader with no slot free answers without a session, and each fetch then lists every partition.
 """
 
 from __future__ import annotations
@@ -42,47 +45,81 @@ class Parameters(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class SessionFetch:
-    """The session's part of one fetch request, and what the leader's session holds once it is answered."""
+    """The session's part of one fetch request."""
 
     session_id: int
     epoch: int
     topics: list[FetchTopic]
     forgotten: list[ForgottenTopic]
-    holds: dict[SessionPartition, Parameters]
+    listed: dict[SessionPartition, Parameters]
+    forgotten_keys: list[SessionPartition]
 
 
 @dataclass(slots=True)
 class FollowerFetchSession:
+    """What the next fetch asks of each partition, and what the leader's session holds: a fetch lists only the
+    partitions marked changed since the leader last heard them, so that its cost follows what changed, not how
+    many partitions are followed."""
+
     id: int = NO_SESSION
     epoch: int = INITIAL_EPOCH
+    # What the next fetch asks: every partition fetched now.
+    wanted: dict[SessionPartition, Parameters] = field(default_factory=dict)
     # What the leader's session holds, as of the last fetch it answered.
     held: dict[SessionPartition, Parameters] = field(default_factory=dict)
+    # Where ``wanted`` and ``held`` may differ: to list, or to forget.
+    changed: set[SessionPartition] = field(default_factory=set)
 
-    def next_fetch(self, wanted: dict[SessionPartition, Parameters]) -> SessionFetch:
-        """The partitions to list for ``wanted`` (all those fetched now), and those to forget."""
+    def want(self, key: SessionPartition, parameters: Parameters) -> None:
+        """Fetch ``key`` with ``parameters`` from the next fetch on."""
+        self.wanted[key] = parameters
+        if self.held.get(key) != parameters:
+            self.changed.add(key)
+
+    def drop(self, key: SessionPartition) -> None:
+        """Fetch ``key`` no longer (for now)."""
+        if self.wanted.pop(key, None) is not None or key in self.held:
+            self.changed.add(key)
+
+    def next_fetch(self) -> SessionFetch:
+        """The partitions to list, and those to forget."""
+        if self.id == NO_SESSION:
+            listed, forgotten_keys = dict(self.wanted), []
+        else:
+            listed = {key: self.wanted[key] for key in self.changed if key in self.wanted}
+            forgotten_keys = [key for key in self.changed if key not in self.wanted and key in self.held]
         by_topic: dict[UUID, list[FetchPartition]] = {}
-        for key, parameters in wanted.items():
-            # Built only for the partitions listed: an idle follower of thousands lists none.
-            if self.id == NO_SESSION or self.held.get(key) != parameters:
-                by_topic.setdefault(key[0], []).append(parameters.fetch_partition(key[1]))
+        for key, parameters in listed.items():
+            by_topic.setdefault(key[0], []).append(parameters.fetch_partition(key[1]))
         topics = [FetchTopic(topic_id=topic_id, partitions=parts) for topic_id, parts in by_topic.items()]
         forgotten_by_topic: dict[UUID, list[int]] = {}
-        if self.id != NO_SESSION:
-            for topic_id, index in self.held.keys() - wanted.keys():
-                forgotten_by_topic.setdefault(topic_id, []).append(index)
+        for topic_id, index in forgotten_keys:
+            forgotten_by_topic.setdefault(topic_id, []).append(index)
         forgotten = [ForgottenTopic(topic_id=t, partitions=sorted(parts)) for t, parts in forgotten_by_topic.items()]
-        return SessionFetch(self.id, self.epoch, topics, forgotten, wanted)
+        return SessionFetch(self.id, self.epoch, topics, forgotten, listed, forgotten_keys)
 
     def answered(self, fetch: SessionFetch, session_id: int) -> None:
-        """The leader answered ``fetch`` without an error, naming ``session_id``."""
+        """The leader answered ``fetch`` without an error, naming ``session_id``. What changed while it was in
+        flight stays marked."""
         if fetch.session_id == NO_SESSION:
             # A full fetch: the leader opened a session, or had no slot (then every fetch stays full).
             self.id = session_id
             self.epoch = next_epoch(INITIAL_EPOCH) if session_id != NO_SESSION else INITIAL_EPOCH
-        else:
-            self.epoch = next_epoch(self.epoch)
-        self.held = fetch.holds if self.id != NO_SESSION else {}
+            self.held = dict(fetch.listed) if session_id != NO_SESSION else {}
+            self.changed = {key for key, parameters in self.wanted.items() if self.held.get(key) != parameters}
+            self.changed.update(key for key in self.held if key not in self.wanted)
+            return
+        self.epoch = next_epoch(self.epoch)
+        for key, parameters in fetch.listed.items():
+            self.held[key] = parameters
+            if self.wanted.get(key) == parameters:
+                self.changed.discard(key)
+        for key in fetch.forgotten_keys:
+            self.held.pop(key, None)
+            if key not in self.wanted:
+                self.changed.discard(key)
 
     def reset(self) -> None:
         """Start over with a full fetch (a session error, a failed fetch, a new connection)."""
         self.id, self.epoch, self.held = NO_SESSION, INITIAL_EPOCH, {}
+        self.changed = set(self.wanted)

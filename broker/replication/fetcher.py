@@ -14,7 +14,7 @@ import contextlib
 import logging
 import ssl
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -36,7 +36,7 @@ from kafkette.broker.protocol.messages.offset_for_leader_epoch_response import (
     OffsetForLeaderEpochResponse,
 )
 from kafkette.broker.protocol.types import Message
-from kafkette.broker.replication.fetch_session import FollowerFetchSession, Parameters, SessionFetch
+from kafkette.broker.replication.fetch_session import FollowerFetchSession, Parameters, SessionPartition
 from kafkette.broker.replication.partition import Partition
 from kafkette.broker.replication.throttle import ReplicationQuota
 from kafkette.broker.security.tls import inter_broker_tls
@@ -120,6 +120,10 @@ class FollowState:
     def key(self) -> PartitionKey:
         return (self.partition.topic, self.partition.index)
 
+    @property
+    def session_key(self) -> SessionPartition:
+        return (self.partition.topic_id, self.partition.index)
+
 
 def _latest_epoch(partition: Partition) -> int:
     return partition.log.latest_leader_epoch
@@ -173,6 +177,11 @@ class ReplicaFetcher:
         self._backoff_s = config.replica_fetch_backoff_ms / 1000
         self._tls = inter_broker_tls(config)  # None: the inter-broker listener is PLAINTEXT
         self._states: dict[PartitionKey, FollowState] = {}
+        # Each state is in one place: backing off after an error, waiting to truncate, or fetched (its parameters
+        # in the session, and here by the session's key, to apply the leader's answers).
+        self._backing_off: dict[PartitionKey, FollowState] = {}
+        self._truncating: dict[PartitionKey, FollowState] = {}
+        self._fetching: dict[SessionPartition, FollowState] = {}
         self._changed = asyncio.Event()
         self._channel: _Channel | None = None
         self._session = FollowerFetchSession()  # with the leader, over the channel
@@ -186,7 +195,11 @@ class ReplicaFetcher:
     def add(self, partition: Partition) -> None:
         """Follow ``partition`` from its current leader epoch; it is truncated before its first fetch."""
         state = FollowState(partition, partition.leader_epoch, partition.log_end_offset)
+        replaced = self._states.get(state.key)
+        if replaced is not None:
+            self._unplace(replaced)
         self._states[state.key] = state
+        self._place(state)
         self._changed.set()
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run(), name=f"replica-fetcher-{self.leader_id}")
@@ -196,6 +209,7 @@ class ReplicaFetcher:
         state = self._states.get(key)
         if state is not None and state.partition is partition:
             del self._states[key]
+            self._unplace(state)
             self._changed.set()
 
     def follows(self, partition: Partition) -> bool:
@@ -230,21 +244,53 @@ class ReplicaFetcher:
 
     async def _turn(self) -> None:
         now = time.monotonic()
-        ready = [state for state in self._states.values() if state.retry_at <= now]
-        if not ready:
+        for state in [state for state in self._backing_off.values() if state.retry_at <= now]:
+            self._place(state)
+        if not self._truncating and not self._fetching:
             await self._wait_for_work(now)
             return
         channel = await self._connect()
-        truncating = [state for state in ready if state.needs_truncation]
-        if truncating:
-            await self._truncate(channel, truncating)
+        if self._truncating:
+            await self._truncate(channel, list(self._truncating.values()))
         else:
-            await self._fetch(channel, ready)
+            await self._fetch(channel)
+
+    def _place(self, state: FollowState) -> None:
+        """Put ``state`` where its flags say, after any change to it; the session learns its new parameters."""
+        due = state.retry_at <= time.monotonic()
+        fetched = self._current(state) and due and not state.needs_truncation
+        self._unplace(state, still_fetched=fetched)
+        if not self._current(state):
+            return
+        if not fetched:
+            place = self._truncating if due else self._backing_off
+            place[state.key] = state
+            return
+        self._fetching[state.session_key] = state
+        partition = state.partition
+        self._session.want(
+            state.session_key,
+            Parameters(
+                state.leader_epoch,
+                state.fetch_offset,
+                _latest_epoch(partition),
+                partition.log_start_offset,
+                self._max_bytes,
+            ),
+        )
+
+    def _unplace(self, state: FollowState, still_fetched: bool = False) -> None:
+        for place in (self._backing_off, self._truncating):
+            if place.get(state.key) is state:
+                del place[state.key]
+        if not still_fetched and self._fetching.get(state.session_key) is state:
+            del self._fetching[state.session_key]
+            self._session.drop(state.session_key)  # its leader's session forgets it
 
     async def _wait_for_work(self, now: float) -> None:
         if not self._states:
             self._disconnect()  # nothing to follow here: do not hold the leader's connection
-        retries = [state.retry_at for state in self._states.values()]
+        retries = [state.retry_at for state in self._backing_off.values()]
         timeout = max(0.0, min(retries) - now) if retries else None
         self._changed.clear()
         with contextlib.suppress(TimeoutError):
@@ -271,6 +317,7 @@ class ReplicaFetcher:
     def _back_off(self, state: FollowState, reason: str) -> None:
         logger.info("%s from broker %d: %s; retrying later", state.partition, self.leader_id, reason)
         state.retry_at = time.monotonic() + self._backoff_s
+        self._place(state)
 
     # -- truncation -------------------------------------------------------------------------------
 
@@ -280,6 +327,7 @@ class ReplicaFetcher:
             if state not in asking:
                 # No epochs to compare: Kafka's rule before KIP-101, keep only what was committed.
                 self._truncate_to(state, min(state.partition.high_watermark, state.partition.log_end_offset))
+                self._place(state)
         if not asking:
             return
         response = await channel.request(
@@ -295,6 +343,7 @@ class ReplicaFetcher:
                 self._back_off(state, f"OffsetForLeaderEpoch: {code}")
                 continue
             self._apply_epoch_answer(state, answer)
+            self._place(state)
 
     def _epoch_request(self, states: list[FollowState]) -> OffsetForLeaderEpochRequest:
         by_topic: dict[str, list[OffsetForLeaderPartition]] = {}
@@ -339,52 +388,11 @@ class ReplicaFetcher:
 
     # -- fetching ---------------------------------------------------------------------------------
 
-    async def _fetch(self, channel: _Channel, states: list[FollowState]) -> None:
-        states = self._unthrottled(states)
-        if not states:
+    async def _fetch(self, channel: _Channel) -> None:
+        self._hold_back_throttled()
+        if not self._fetching:
             return
-        request, fetch = self._fetch_request(states)
-        response = await channel.request(request, FETCH_VERSION, FetchResponse, self._wait_ms / 1000)
-        sent = {(state.partition.topic_id, state.partition.index): state for state in states}
-        if response.error_code != ErrorCode.NONE:
-            self._session.reset()
-            if response.error_code in SESSION_ERRORS:
-                return  # the next turn fetches every partition in full, at once
-            for state in states:
-                self._back_off(state, f"fetch: {ErrorCode(response.error_code).name}")
-            return
-        self._session.answered(fetch, response.session_id)
-        for topic in response.responses:
-            for data in topic.partitions:
-                asked = sent.get((topic.topic_id, data.partition_index))
-                if asked is not None and self._current(asked):
-                    self._apply_fetched(asked, data)
-
-    def _unthrottled(self, states: list[FollowState]) -> list[FollowState]:
-        """Leave out throttled replicas not in the ISR while the follower rate is exceeded (Kafka's
-        shouldFollowerThrottle); they are asked again after the fetch back-off."""
-        now = time.monotonic()
-        kept = []
-        for state in states:
-            partition = state.partition
-            if self._throttle.holds_back(partition.topic, partition.index, self.node_id in partition.isr, now):
-                state.retry_at = now + self._backoff_s
-            else:
-                kept.append(state)
-        return kept
-
-    def _fetch_request(self, states: Iterable[FollowState]) -> tuple[FetchRequest, SessionFetch]:
-        wanted = {
-            (state.partition.topic_id, state.partition.index): Parameters(
-                state.leader_epoch,
-                state.fetch_offset,
-                _latest_epoch(state.partition),
-                state.partition.log_start_offset,
-                self._max_bytes,
-            )
-            for state in states
-        }
-        fetch = self._session.next_fetch(wanted)
+        fetch = self._session.next_fetch()
         request = FetchRequest(
             replica_state=ReplicaState(replica_id=self.node_id, replica_epoch=self._broker_epoch()),
             max_wait_ms=self._wait_ms,
@@ -395,7 +403,33 @@ class ReplicaFetcher:
             topics=fetch.topics,
             forgotten_topics_data=fetch.forgotten,
         )
-        return request, fetch
+        response = await channel.request(request, FETCH_VERSION, FetchResponse, self._wait_ms / 1000)
+        if response.error_code != ErrorCode.NONE:
+            self._session.reset()
+            if response.error_code in SESSION_ERRORS:
+                return  # the next turn fetches every partition in full, at once
+            for refused in list(self._fetching.values()):
+                self._back_off(refused, f"fetch: {ErrorCode(response.error_code).name}")
+            return
+        self._session.answered(fetch, response.session_id)
+        for topic in response.responses:
+            for data in topic.partitions:
+                answered = self._fetching.get((topic.topic_id, data.partition_index))
+                if answered is not None:
+                    self._apply_fetched(answered, data)
+                    self._place(answered)
+
+    def _hold_back_throttled(self) -> None:
+        """Leave out throttled replicas not in the ISR while the follower rate is exceeded (Kafka's
+        shouldFollowerThrottle); they are asked again after the fetch back-off."""
+        now = time.monotonic()
+        if not self._throttle.may_hold_back(now):
+            return
+        for state in list(self._fetching.values()):
+            partition = state.partition
+            if self._throttle.holds_back(partition.topic, partition.index, self.node_id in partition.isr, now):
+                state.retry_at = now + self._backoff_s
+                self._place(state)
 
     def _apply_fetched(self, state: FollowState, data: PartitionData) -> None:
         code = data.error_code

@@ -92,6 +92,10 @@ class ReplicationQuota:
         """Whether this partition's bytes count against the rate."""
         return not self.quota.unlimited and self._topics.get(topic, NONE).covers(partition)
 
+    def may_hold_back(self, now: float) -> bool:
+        """Whether `holds_back` may hold any replica back now (most of the time none is throttled)."""
+        return bool(self._topics) and self.quota.exceeded(now)
+
     def holds_back(self, topic: str, partition: int, in_sync: bool, now: float) -> bool:
         """Kafka's shouldThrottle: a throttled replica that is not in the ISR waits while the rate is exceeded."""
         return not in_sync and self.throttled(topic, partition) and self.quota.exceeded(now)

@@ -133,6 +133,8 @@ def test_a_follower_replicates_in_a_session_and_starts_over_when_the_leader_forg
         [session] = leader.fetch_sessions.sessions()
         assert session.privileged and list(session.partitions) == [(TOPIC_ID, 0)]
         await wait_for_async(lambda: session.epoch > 5 or None, "incremental fetches")
+        # Idle: the follower's fetches list nothing, and the leader's pass the quiet partition by.
+        assert all(cached.parked for cached in session.partitions.values())
         # The leader loses its sessions (as after a restart): the follower's next fetch is refused, and it
         # starts over with a full fetch and a new session, without falling behind.
         leader.fetch_sessions = FetchSessionCache(10)

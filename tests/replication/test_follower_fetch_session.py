@@ -15,33 +15,63 @@ def at(offset: int, epoch: int = 1) -> Parameters:
 
 
 def listed(fetch: SessionFetch) -> list[tuple[int, int]]:
-    return [(p.partition, p.fetch_offset) for topic in fetch.topics for p in topic.partitions]
+    return sorted((p.partition, p.fetch_offset) for topic in fetch.topics for p in topic.partitions)
 
 
 def test_only_partitions_whose_fetch_changed_are_listed_and_dropped_ones_forgotten() -> None:
     session = FollowerFetchSession()
-    first = session.next_fetch({(TOPIC, 0): at(5), (TOPIC, 1): at(7)})
+    session.want((TOPIC, 0), at(5))
+    session.want((TOPIC, 1), at(7))
+    first = session.next_fetch()
     assert (first.session_id, first.epoch, listed(first)) == (NO_SESSION, INITIAL_EPOCH, [(0, 5), (1, 7)])
     session.answered(first, 42)
-    unchanged = session.next_fetch({(TOPIC, 0): at(5), (TOPIC, 1): at(7)})
+    session.want((TOPIC, 0), at(5))  # told again, unchanged: not a change
+    unchanged = session.next_fetch()
     assert (unchanged.session_id, unchanged.epoch, listed(unchanged), unchanged.forgotten) == (42, 1, [], [])
     session.answered(unchanged, 42)
     # Partition 0 appended (a new fetch offset), partition 1 is no longer fetched, partition 2 is new.
-    moved = session.next_fetch({(TOPIC, 0): at(9), (TOPIC, 2): at(0)})
+    session.want((TOPIC, 0), at(9))
+    session.drop((TOPIC, 1))
+    session.want((TOPIC, 2), at(0))
+    moved = session.next_fetch()
     assert (moved.epoch, listed(moved)) == (2, [(0, 9), (2, 0)])
     assert [(t.topic_id, t.partitions) for t in moved.forgotten] == [(TOPIC, [1])]
     session.answered(moved, 42)
     # A new leader epoch is a change too.
-    assert listed(session.next_fetch({(TOPIC, 0): at(9, epoch=2), (TOPIC, 2): at(0)})) == [(0, 9)]
+    session.want((TOPIC, 0), at(9, epoch=2))
+    assert listed(session.next_fetch()) == [(0, 9)]
+
+
+def test_a_change_made_while_a_fetch_is_in_flight_is_listed_next() -> None:
+    session = FollowerFetchSession()
+    session.want((TOPIC, 0), at(5))
+    session.answered(session.next_fetch(), 42)
+    session.want((TOPIC, 0), at(6))
+    in_flight = session.next_fetch()
+    session.want((TOPIC, 0), at(8))  # appended again before the answer came
+    session.drop((TOPIC, 3))  # never held: nothing to forget
+    session.answered(in_flight, 42)
+    following = session.next_fetch()
+    assert (listed(following), following.forgotten) == ([(0, 8)], [])
+    session.answered(following, 42)
+    assert listed(session.next_fetch()) == []
+    # Dropped and wanted again within one fetch: listed, not forgotten.
+    session.drop((TOPIC, 0))
+    session.want((TOPIC, 0), at(9))
+    again = session.next_fetch()
+    assert (listed(again), again.forgotten) == ([(0, 9)], [])
 
 
 def test_without_a_session_every_fetch_lists_everything() -> None:
     session = FollowerFetchSession()
-    first = session.next_fetch({(TOPIC, 0): at(5)})
+    session.want((TOPIC, 0), at(5))
+    first = session.next_fetch()
     session.answered(first, NO_SESSION)  # the leader had no slot
-    again = session.next_fetch({(TOPIC, 0): at(5)})
+    again = session.next_fetch()
     assert (again.session_id, again.epoch, listed(again)) == (NO_SESSION, INITIAL_EPOCH, [(0, 5)])
     session.answered(again, 8)
     session.reset()  # a session error or a new connection
-    restart = session.next_fetch({(TOPIC, 0): at(5)})
+    restart = session.next_fetch()
     assert (restart.session_id, restart.epoch, listed(restart)) == (NO_SESSION, INITIAL_EPOCH, [(0, 5)])
+    session.answered(restart, 9)
+    assert listed(session.next_fetch()) == []
