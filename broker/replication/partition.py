@@ -183,11 +183,10 @@ class FollowerState:
         self.last_fetch_ms = now
 
     def fetched_quietly(self, now: int) -> None:
-        """`record_fetch` of a fetch at the leader's log end, unchanged since the last one recorded; an older
-        ``now`` (a session the follower left) changes nothing."""
+        """`record_fetch` of a fetch at ``now`` like the last one recorded (its offset, our log end then); an
+        older ``now`` (a session the follower left) changes nothing."""
         if now > self.last_fetch_ms:
-            self.last_caught_up_ms = max(self.last_caught_up_ms, now)
-            self.last_fetch_ms = now
+            self.record_fetch(self.log_end_offset, self.last_fetch_leader_end_offset, now)
 
 
 class Partition:
