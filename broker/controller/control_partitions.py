@@ -15,9 +15,9 @@ from kafkette.broker.controller.election import (
     min_isr,
     preferred_move,
 )
-from kafkette.broker.controller.image import MetadataImage, PartitionImage, TopicImage, replay
+from kafkette.broker.controller.image import MetadataImage, PartitionImage, Replayer, TopicImage
 from kafkette.broker.controller.records.partition_change_record import PartitionChangeRecord
-from kafkette.broker.protocol.errors import ErrorCode, KafkaError
+from kafkette.broker.protocol.errors import ErrorCode, KafkaError, error_name
 from kafkette.broker.protocol.messages.alter_partition_request import AlterPartitionRequest
 from kafkette.broker.protocol.messages.alter_partition_request import PartitionData as IsrRequest
 from kafkette.broker.protocol.messages.alter_partition_request import TopicData as TopicRequest
@@ -92,10 +92,11 @@ def _check_leader(current: PartitionImage, broker_id: int, data: IsrRequest) -> 
 
 
 def _alter_one(
-    image: MetadataImage, broker_id: int, topic: TopicImage, data: IsrRequest, settings: ControllerSettings
+    replayer: Replayer, broker_id: int, topic: TopicImage, data: IsrRequest, settings: ControllerSettings
 ) -> tuple[list[PartitionChangeRecord], IsrResult]:
     """The ISR change, and the completion of the partition's reassignment when it brings the last target
-    replica in sync (the answer then shows the completed state)."""
+    replica in sync (the answer then shows the completed state), both replayed."""
+    image = replayer.image
     current = topic.partitions.get(data.partition_index)
     if current is None:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no partition {data.partition_index}")
@@ -105,10 +106,10 @@ def _alter_one(
     record = change_record(topic.topic_id, data.partition_index, current, isr, current.leader, minimum)
     if record is None:
         return [], _isr_result(data.partition_index, current)
-    changed = replay(image, record)
+    changed = replayer.replay(record)
     records = [record, *completed_reassignments(changed, [(topic.topic_id, data.partition_index)])]
     for done in records[1:]:
-        changed = replay(changed, done)
+        changed = replayer.replay(done)
     return records, _isr_result(data.partition_index, changed.topics[topic.topic_id].partitions[data.partition_index])
 
 
@@ -123,32 +124,32 @@ def _isr_result(index: int, after: PartitionImage) -> IsrResult:
 
 
 def _alter_topic(
-    image: MetadataImage,
+    replayer: Replayer,
     broker_id: int,
     request_topic: TopicRequest,
     records: list[Message],
     settings: ControllerSettings,
-) -> tuple[MetadataImage, TopicResult]:
+) -> TopicResult:
     result = TopicResult(topic_name=request_topic.topic_name, topic_id=request_topic.topic_id)
     try:
-        topic = _topic_of(image, request_topic)
+        topic = _topic_of(replayer.image, request_topic)
     except KafkaError as exc:
         result.partitions = [
             IsrResult(partition_index=p.partition_index, error_code=exc.code, leader_id=NO_LEADER)
             for p in request_topic.partitions
         ]
-        return image, result
+        return result
     for data in request_topic.partitions:
         try:
-            changes, partition_result = _alter_one(image, broker_id, image.topics[topic.topic_id], data, settings)
+            changes, partition_result = _alter_one(
+                replayer, broker_id, replayer.image.topics[topic.topic_id], data, settings
+            )
         except KafkaError as exc:
             partition_result = IsrResult(partition_index=data.partition_index, error_code=exc.code, leader_id=NO_LEADER)
             changes = []
-        for record in changes:
-            records.append(record)
-            image = replay(image, record)
+        records += changes
         result.partitions.append(partition_result)
-    return image, result
+    return result
 
 
 def alter_partition(
@@ -159,10 +160,8 @@ def alter_partition(
     if broker is None or request.broker_epoch not in (-1, broker.epoch):
         return [], AlterPartitionResponse(error_code=ErrorCode.STALE_BROKER_EPOCH)
     records: list[Message] = []
-    results = []
-    for request_topic in request.topics:
-        image, result = _alter_topic(image, request.broker_id, request_topic, records, settings)
-        results.append(result)
+    replayer = Replayer(image)
+    results = [_alter_topic(replayer, request.broker_id, t, records, settings) for t in request.topics]
     return records, AlterPartitionResponse(topics=results)
 
 
@@ -200,7 +199,9 @@ def elect_leaders(
         return [], ElectLeadersResponse(error_code=ErrorCode.INVALID_REQUEST)
     records: list[Message] = []
     by_topic: dict[str, list[PartitionResult]] = {}
+    replayer = Replayer(image)
     for name, index in _wanted(image, request):
+        image = replayer.image
         topic = image.topic_by_name(name)
         if topic is None or index not in topic.partitions:
             record, code = None, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -208,21 +209,14 @@ def elect_leaders(
             record, code = _elect_one(image, topic.topic_id, index, request.election_type, settings)
         if record is not None:
             records.append(record)
-            image = replay(image, record)
+            replayer.replay(record)
         if request.topic_partitions is None and code == ErrorCode.ELECTION_NOT_NEEDED:
             continue
         by_topic.setdefault(name, []).append(
-            PartitionResult(partition_id=index, error_code=code, error_message=None if code == 0 else _message(code))
+            PartitionResult(partition_id=index, error_code=code, error_message=None if code == 0 else error_name(code))
         )
     results = [ReplicaElectionResult(topic=name, partition_result=parts) for name, parts in by_topic.items()]
     return records, ElectLeadersResponse(replica_election_results=results)
-
-
-def _message(code: int) -> str:
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return ErrorCode(code).name
 
 
 def preferred_leader_moves(image: MetadataImage, settings: ControllerSettings) -> list[Message]:

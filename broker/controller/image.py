@@ -267,10 +267,24 @@ def replay(image: MetadataImage, record: Message) -> MetadataImage:
 
 def replay_all(image: MetadataImage, records: Iterable[Message]) -> MetadataImage:
     """The image after each of ``records`` in turn, each mapping copied once for them all."""
-    draft = _Draft()
+    replayer = Replayer(image)
     for record in records:
-        image = _replay(image, record, draft)
-    return image
+        replayer.replay(record)
+    return replayer.image
+
+
+class Replayer:
+    """Records replayed one at a time for a decision that reads the image after each, every mapping copied
+    once for the run as in ``replay_all``: an image it gave is changed in place by the next record, so read
+    it before replaying another."""
+
+    def __init__(self, image: MetadataImage) -> None:
+        self.image = image
+        self._draft = _Draft()
+
+    def replay(self, record: Message) -> MetadataImage:
+        self.image = _replay(self.image, record, self._draft)
+        return self.image
 
 
 def _replay(image: MetadataImage, record: Message, draft: _Draft) -> MetadataImage:

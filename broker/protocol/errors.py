@@ -100,6 +100,14 @@ class ErrorCode(IntEnum):
     INELIGIBLE_REPLICA = 107
 
 
+def error_name(code: int) -> str:
+    """The code's name, or the number for a code this broker does not know."""
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)
+
+
 class KafkaError(Exception):
     """An error a handler turns into an error code in its response."""
 

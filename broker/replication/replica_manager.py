@@ -3,31 +3,23 @@
 Each new image opens the logs of partitions assigned here, deletes those of
 partitions no longer assigned, and on a leader epoch change makes the
 partition leader, follower (handed to the fetcher of its leader's broker) or
-offline. Leaders' ISR changes go to the controller as AlterPartition requests.
+offline. Leaders' ISR changes go to the controller through the IsrSender.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from kafkette.broker.config import BrokerConfig, DynamicBrokerConfigs, effective_topic_config
 from kafkette.broker.controller.image import MetadataImage, PartitionImage, TopicImage
 from kafkette.broker.protocol.errors import ErrorCode
-from kafkette.broker.protocol.messages.alter_partition_request import (
-    AlterPartitionRequest,
-    BrokerState,
-    TopicData,
-)
-from kafkette.broker.protocol.messages.alter_partition_request import (
-    PartitionData as AlterPartitionData,
-)
-from kafkette.broker.protocol.messages.alter_partition_response import AlterPartitionResponse
 from kafkette.broker.replication.fetcher import ReplicaFetcher
+from kafkette.broker.replication.isr_sender import AlterPartition, IsrSender
 from kafkette.broker.replication.log_dir_mover import LogDirMover
-from kafkette.broker.replication.partition import ISR_RETRY_BACKOFF_MS, Partition, PartitionSettings, monotonic_ms
+from kafkette.broker.replication.partition import Partition, PartitionSettings, monotonic_ms
 from kafkette.broker.replication.role_changes import RoleChanges
 from kafkette.broker.replication.throttle import ReplicationQuota, ThrottledReplicas, throttled_on
 from kafkette.broker.replication.topic_settings import log_config_of, partition_settings_of
@@ -38,21 +30,6 @@ logger = logging.getLogger(__name__)
 
 NO_LEADER = -1
 
-AlterPartition = Callable[[AlterPartitionRequest], Awaitable[AlterPartitionResponse]]
-# AlterPartition errors after which the controller has certainly not applied the change: back to the committed ISR.
-ISR_RESET = frozenset({ErrorCode.INELIGIBLE_REPLICA, ErrorCode.OPERATION_NOT_ATTEMPTED})
-# Errors saying this leader's state is stale (another leader or partition epoch, the topic gone): the change may
-# have been committed by an earlier attempt, so it stays pending until the image replaces it (Kafka's partition).
-ISR_AWAITS_IMAGE = frozenset(
-    {
-        ErrorCode.FENCED_LEADER_EPOCH,
-        ErrorCode.INVALID_UPDATE_VERSION,
-        ErrorCode.NOT_LEADER_OR_FOLLOWER,
-        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-        ErrorCode.UNKNOWN_TOPIC_ID,
-        ErrorCode.INVALID_REQUEST,
-    }
-)
 PartitionKey = tuple[str, int]
 
 
@@ -79,7 +56,6 @@ class ReplicaManager:
         self.node_id = node_id
         self.config = config
         self._logs = logs
-        self._alter_partition = alter_partition
         self._broker_epoch = broker_epoch
         self._clock = clock
         self._image = MetadataImage()
@@ -93,10 +69,10 @@ class ReplicaManager:
         self.follower_throttle = ReplicationQuota()
         self.log_dir_mover = LogDirMover(logs, self._log_swapped)
         self._isr_checker: asyncio.Task[None] | None = None
-        self._requests: set[asyncio.Task[None]] = set()
+        self._isr_sender = IsrSender(node_id, alter_partition, broker_epoch)
         self._stopped = False
         # Bound once and shared by every partition (a bound method apiece cost 64 B per partition).
-        self._on_isr_proposal = self._propose_isr
+        self._on_isr_proposal = self._isr_sender.submit
 
     # -- what the broker reads ---------------------------------------------------------------------
 
@@ -346,100 +322,13 @@ class ReplicaManager:
             if partition.is_leader:
                 partition.maybe_shrink_isr(lag_ms)
 
-    def _propose_isr(self, partition: Partition, isr: tuple[int, ...], token: int) -> None:
-        task = asyncio.get_running_loop().create_task(self._send_isr(partition, isr, token))
-        self._requests.add(task)
-        task.add_done_callback(self._requests.discard)
-
-    async def _send_isr(self, partition: Partition, isr: tuple[int, ...], token: int) -> None:
-        """Send proposal ``token`` until an answer settles it or a newer image or leadership replaces it, as
-        Kafka's AlterPartitionManager resends: a request that failed or timed out may have been committed."""
-        leader_epoch, partition_epoch = partition.leader_epoch, partition.partition_epoch
-        while True:
-            try:
-                response = await self._alter_partition(self._isr_request(partition, isr, leader_epoch, partition_epoch))
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                logger.warning("%s: AlterPartition to ISR %s failed, sending it again: %s", partition, list(isr), exc)
-            else:
-                if self._isr_answered(partition, isr, token, response):
-                    return
-            await asyncio.sleep(ISR_RETRY_BACKOFF_MS / 1000)
-            if not partition.awaits_isr_answer(token):
-                return
-
-    def _isr_request(
-        self, partition: Partition, isr: tuple[int, ...], leader_epoch: int, partition_epoch: int
-    ) -> AlterPartitionRequest:
-        return AlterPartitionRequest(
-            broker_id=self.node_id,
-            broker_epoch=self._broker_epoch(),
-            topics=[
-                TopicData(
-                    topic_name=partition.topic,
-                    topic_id=partition.topic_id,
-                    partitions=[
-                        AlterPartitionData(
-                            partition_index=partition.index,
-                            leader_epoch=leader_epoch,
-                            new_isr=list(isr),
-                            new_isr_with_epochs=[
-                                BrokerState(broker_id=replica, broker_epoch=self._member_epoch(partition, replica))
-                                for replica in isr
-                            ],
-                            partition_epoch=partition_epoch,
-                        )
-                    ],
-                )
-            ],
-        )
-
-    def _member_epoch(self, partition: Partition, replica: int) -> int:
-        """An ISR member's broker epoch for AlterPartition (KIP-903): ours, or the one a follower last fetched with."""
-        return self._broker_epoch() if replica == self.node_id else partition.follower_broker_epoch(replica)
-
-    @staticmethod
-    def _isr_answered(partition: Partition, isr: tuple[int, ...], token: int, response: AlterPartitionResponse) -> bool:
-        """Apply the controller's answer; False when the proposal is to be sent again."""
-        answer = next(
-            (p for topic in response.topics for p in topic.partitions if p.partition_index == partition.index), None
-        )
-        code = response.error_code or (answer.error_code if answer is not None else ErrorCode.UNKNOWN_SERVER_ERROR)
-        if code in ISR_RESET:
-            logger.warning("%s: AlterPartition to ISR %s refused: %s", partition, list(isr), ErrorCode(code).name)
-            partition.isr_change_done(token, partition.leader_epoch, None, -1)
-            return True
-        if code in ISR_AWAITS_IMAGE:
-            logger.info(
-                "%s: AlterPartition to ISR %s refused: %s; pending until the metadata shows why",
-                partition,
-                list(isr),
-                ErrorCode(code).name,
-            )
-            return True
-        if code != ErrorCode.NONE or answer is None:
-            logger.warning("%s: AlterPartition to ISR %s failed: %s; sending it again", partition, list(isr), code)
-            return False
-        if answer.leader_id != partition.node_id:
-            logger.info(
-                "%s: ISR %s committed with broker %d leading at epoch %d; awaiting the image",
-                partition,
-                list(isr),
-                answer.leader_id,
-                answer.leader_epoch,
-            )
-        else:
-            logger.info("%s: ISR now %s (partition epoch %d)", partition, answer.isr, answer.partition_epoch)
-        partition.isr_change_done(token, answer.leader_epoch, answer.isr, answer.partition_epoch)
-        return True
-
     # -- shutdown ----------------------------------------------------------------------------------
 
     async def stop(self) -> None:
         """Stop fetching and ISR upkeep; produces still waiting get NOT_LEADER_OR_FOLLOWER."""
         self._stopped = True
-        await cancel_and_wait(self._isr_checker, *self._requests)
+        await cancel_and_wait(self._isr_checker)
+        await self._isr_sender.stop()
         await self.log_dir_mover.stop()
         self._isr_checker = None
         for fetcher in self._fetchers.values():
