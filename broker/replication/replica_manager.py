@@ -96,21 +96,10 @@ class ReplicaManager:
         assigned: set[PartitionKey] = set()
         roles = RoleChanges()
         used: dict[str, _TopicSettings] = {}
-        for topic in image.topics.values():
-            settings: _TopicSettings | None = None
-            unchanged: Mapping[int, PartitionImage] = {}
-            for index, state in topic.partitions.items():
-                if self.node_id not in state.replicas:
-                    continue
-                if settings is None:
-                    settings = used[topic.name] = self._settings_of(image, topic.name)
-                    unchanged = self._unchanged_since_applied(topic, settings)
-                assigned.add((topic.name, index))
-                # An image shares the states of the partitions it did not change with the one before: one ISR
-                # change among 10,000 partitions must not walk all of them through the replicas (an ISR storm
-                # after a broker was fenced took minutes of event loop with every image applied in full).
-                if state is unchanged.get(index):
-                    continue
+        for topic, index, state, settings, unchanged in self._assigned(image):
+            used[topic.name] = settings
+            assigned.add((topic.name, index))
+            if not unchanged:
                 self._apply_partition(topic, index, state, settings, roles)
         for line in roles.lines():
             logger.info("%s", line)
@@ -121,6 +110,35 @@ class ReplicaManager:
         # Only once every partition took the image: after one that raised, the next walks all it changed again.
         self._applied, self._applied_settings = image, used
         self._start_isr_checker()
+
+    def missing_logs(self, image: MetadataImage) -> list[tuple[TopicPartition, LogConfig]]:
+        """The partitions ``image`` assigns here that have no log yet, with their log configs: their logs may be
+        created (`LogManager.create_in_thread`) before the image is applied."""
+        return [
+            (TopicPartition(topic.name, index), settings.log_config)
+            for topic, index, _, settings, unchanged in self._assigned(image)
+            if not unchanged
+            and (topic.name, index) not in self._partitions
+            and self._logs.get(topic.name, index) is None
+        ]
+
+    def _assigned(self, image: MetadataImage) -> Iterator[tuple[TopicImage, int, PartitionImage, _TopicSettings, bool]]:
+        """Each partition ``image`` assigns here, with its topic's settings and whether the last image applied
+        in full gave it this very state.
+
+        An image shares the states of the partitions it did not change with the one before: one ISR change among
+        10,000 partitions must not walk all of them through the replicas (an ISR storm after a broker was fenced
+        took minutes of event loop with every image applied in full)."""
+        for topic in image.topics.values():
+            settings: _TopicSettings | None = None
+            unchanged: Mapping[int, PartitionImage] = {}
+            for index, state in topic.partitions.items():
+                if self.node_id not in state.replicas:
+                    continue
+                if settings is None:
+                    settings = self._settings_of(image, topic.name)
+                    unchanged = self._unchanged_since_applied(topic, settings)
+                yield topic, index, state, settings, state is unchanged.get(index)
 
     def _unchanged_since_applied(self, topic: TopicImage, settings: _TopicSettings) -> Mapping[int, PartitionImage]:
         """The states of the topic's partitions as the last image applied in full had them, and so gave them;

@@ -45,13 +45,19 @@ from kafkette.broker.server.fetch_sessions import FetchSessionCache
 from kafkette.broker.server.handlers.metadata import MetadataEntries
 from kafkette.broker.server.handlers.transactions import write_txn_markers
 from kafkette.broker.server.loop_watch import LoopWatch, Stall, log_stall
-from kafkette.broker.storage import LogConfig, LogManager
+from kafkette.broker.storage import LogConfig, LogManager, TopicPartition
 from kafkette.broker.storage.housekeeping import LogHousekeeper
 from kafkette.broker.storage.naming import METADATA_TOPIC
+from kafkette.broker.tasks import cancel_and_wait
 from kafkette.broker.txn.coordinator import TransactionCoordinator
 from kafkette.broker.txn.markers import MarkerSender
 
 log = logging.getLogger(__name__)
+
+# An image that assigns this broker at least this many partitions without logs has their logs created in a
+# worker thread before it is applied (`LogManager.create_in_thread`); fewer are created as it is applied, on the
+# event loop (under 0.1 s).
+CREATE_LOGS_IN_THREAD_AT = 200
 
 # How often recovery points are written, as Kafka's log.flush.offset.checkpoint.interval.ms.
 # How long a SIGTERM'd broker waits for the controller to move its leaderships away before it exits anyway.
@@ -93,6 +99,8 @@ class Broker:
         self._loop_watch: LoopWatch | None = None
         self._bound: dict[str, tuple[str, int]] = {}  # client listener name -> address bound
         self._metrics: BrokerMetrics | None = None
+        self._latest_image = MetadataImage()
+        self._creating_logs: asyncio.Task[None] | None = None
         self.metrics_port: int | None = None  # bound once serving, None when metrics.port is 0
         self.metadata_entries = MetadataEntries()
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
@@ -305,6 +313,7 @@ class Broker:
             await self._transactions.stop()
         if self._groups is not None:
             await self._groups.stop()
+        await cancel_and_wait(self._creating_logs)
         if self._replicas is not None:
             await self._replicas.stop()
         if self._controller is not None:
@@ -337,6 +346,28 @@ class Broker:
         return self._lifecycle.epoch if self._lifecycle is not None else -1
 
     def _on_image(self, image: MetadataImage) -> None:
+        """Apply ``image``, or, when it brings many new partitions here, create their logs off the event loop
+        first: the controller quorum's timers run on this loop too. Images arriving meanwhile wait, and the
+        latest is applied once the logs exist (as Kafka's brokers answer before their logs exist, clients retry)."""
+        self._latest_image = image
+        if self._creating_logs is not None:
+            return
+        missing = _started(self._replicas, "the replica manager").missing_logs(image)
+        if len(missing) < CREATE_LOGS_IN_THREAD_AT:
+            self._apply_image(image)
+            return
+        creating = self._create_logs_then_apply(missing)
+        self._creating_logs = asyncio.get_running_loop().create_task(creating, name="create-logs")
+
+    async def _create_logs_then_apply(self, missing: list[tuple[TopicPartition, LogConfig]]) -> None:
+        try:
+            await _started(self._logs, "the log manager").create_in_thread(missing)
+        except Exception:
+            log.exception("creating %d logs in a worker thread failed; the image creates them", len(missing))
+        self._creating_logs = None
+        self._apply_image(self._latest_image)
+
+    def _apply_image(self, image: MetadataImage) -> None:
         self.topics.update(image)
         _started(self._replicas, "the replica manager").apply(image)
         self.groups.on_image(image)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 import uuid
@@ -362,3 +363,21 @@ def test_a_disk_full_at_close_leaves_its_directory_to_recovery_and_closes_the_re
         assert {tp: log.log_end_offset for tp, log in reopened.all_logs().items()} == ends
         assert all(log.latest_leader_epoch == 2 for log in reopened.all_logs().values())
         reopened.close()
+
+
+def test_logs_created_in_a_thread_are_spread_over_the_log_dirs_and_kept_where_asked(tmp_path: Path, make_batch) -> None:
+    first, second = tmp_path / "d1", tmp_path / "d2"
+    manager = LogManager.open([first, second], CONFIG)
+    try:
+        manager.get_or_create("t", 0)  # already one log in the first directory
+        manager.prefer("t", 1, second)
+        wanted = [(TopicPartition("t", i), CONFIG) for i in range(8)]
+        asyncio.run(manager.create_in_thread(wanted))
+        placed = {tp.partition: log.directory.parent for tp, log in manager.all_logs().items()}
+        assert sorted(placed) == list(range(8))
+        assert placed[1] == second
+        assert sorted(list(placed.values()).count(d) for d in (first, second)) == [4, 4]
+        for log in manager.all_logs().values():
+            assert log.append(make_batch(), leader_epoch=0).first_offset == 0  # each serves as a log
+    finally:
+        manager.close()

@@ -1,0 +1,81 @@
+"""A metadata image bringing many new partitions to a broker has their logs created in a worker thread, not on
+the event loop that the controller quorum's timers share (5,000 new logs held it for 2.5 s, and the quorum
+elected again); a few new partitions are created as the image is applied. Either way every partition serves.
+
+A real broker in this process, driven by confluent-kafka; `Log.open` is wrapped to see which thread made each
+new log's directory."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kafkette.broker.server.app import CREATE_LOGS_IN_THREAD_AT
+from kafkette.broker.storage import Log
+from kafkette.broker.testing import InProcessBroker, in_process_broker
+
+MANY = CREATE_LOGS_IN_THREAD_AT + 50
+FEW = 3
+
+
+@pytest.fixture
+def created_on(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """The name of the thread that created each new log, by its directory's name."""
+    threads: dict[str, str] = {}
+    open_log = Log.open.__func__  # type: ignore[attr-defined]
+
+    def recording(cls: type[Log], directory: Path, *args: Any, **kwargs: Any) -> Log:
+        if not directory.exists():
+            threads[directory.name] = threading.current_thread().name
+        return open_log(cls, directory, *args, **kwargs)
+
+    monkeypatch.setattr(Log, "open", classmethod(recording))
+    return threads
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[InProcessBroker]:
+    with in_process_broker(data_dir=tmp_path / "data") as running:
+        yield running
+
+
+def round_trip(bootstrap: str, topic: str, partition: int) -> bytes:
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    producer.produce(topic, value=f"{topic}-{partition}".encode(), partition=partition)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "check", "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(topic, partition, 0)])
+        message = consumer.poll(30)
+        assert message is not None and message.error() is None
+        value = message.value()
+        assert isinstance(value, bytes)
+        return value
+    finally:
+        consumer.close()
+
+
+def test_many_new_logs_are_created_off_the_event_loop_and_a_few_on_it(
+    created_on: dict[str, str], broker: InProcessBroker
+) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    # Asked back to back: the second topic's image may arrive while the first one's logs are being created.
+    many = admin.create_topics([NewTopic("many", MANY, 1)], request_timeout=60)
+    few = admin.create_topics([NewTopic("few", FEW, 1)], request_timeout=60)
+    for future in [*many.values(), *few.values()]:
+        future.result(60)
+    for topic, partitions in (("many", MANY), ("few", FEW)):
+        for partition in (0, partitions - 1):
+            assert round_trip(broker.bootstrap, topic, partition) == f"{topic}-{partition}".encode()
+    loop_thread = "kafkette-broker"
+    many_threads = {created_on[f"many-{i}"] for i in range(MANY)}
+    assert loop_thread not in many_threads
+    # On the loop even when its image came while the first topic's logs were being made: the latest image is
+    # applied once those exist, and creates what it still lacks.
+    assert {created_on[f"few-{i}"] for i in range(FEW)} == {loop_thread}
