@@ -302,3 +302,9 @@ bench-growth: bytecode bench-tools
 
 bench-growth-quick: bytecode bench-tools
 	$(BIN)/python bench/growth.py --quick
+
+# An ISR storm: a follower of three local brokers paused 8 s past replica.lag.time.max.ms at 1,000 and 10,000
+# partitions, until every ISR is whole again (about 3 minutes) -> lines of bench/results/isr-storm.json.
+.PHONY: bench-isr-storm
+bench-isr-storm: bytecode
+	for n in 1000 10000; do $(BIN)/python bench/isr_storm.py --partitions $$n --label "$$(git rev-parse --short HEAD)" --out bench/results/isr-storm.json || exit 1; done

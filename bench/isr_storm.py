@@ -1,6 +1,6 @@
 """An ISR storm at scale: a follower paused past replica.lag.time.max.ms in a cluster of many partitions.
 
-    python -P bench/isr_storm.py [--partitions 10000] [--pause-s 8] [--out bench/results/isr-storm.json]
+    python bench/isr_storm.py [--partitions 10000] [--pause-s 8] [--out bench/results/isr-storm.json] [--label TREE]
 
 Three brokers of the local runtime (its laptop settings: replica.lag.time.max.ms=5000,
 controller.quorum.fetch.timeout.ms=2000) and one topic of N partitions with 3 replicas, created with
@@ -22,6 +22,7 @@ from pathlib import Path
 
 from brokers import cpu_seconds
 from cluster import KafketteCluster, start_kafkette
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 TOPIC = "storm"
@@ -40,8 +41,12 @@ def create(admin: AdminClient, partitions: int) -> None:
 
 
 def shrunk(admin: AdminClient, partitions: int) -> int | None:
-    """Partitions whose ISR is not whole; None while the topic does not show all its partitions led."""
-    topic = admin.list_topics(TOPIC, timeout=30).topics.get(TOPIC)
+    """Partitions whose ISR is not whole; None while the topic does not show all its partitions led, or no
+    broker answered Metadata within 30 s (as happened in the storm before the ISR proposals were batched)."""
+    try:
+        topic = admin.list_topics(TOPIC, timeout=30).topics.get(TOPIC)
+    except KafkaException:
+        return None
     if topic is None or len(topic.partitions) < partitions or any(p.leader < 0 for p in topic.partitions.values()):
         return None
     return sum(1 for p in topic.partitions.values() if len(p.isrs) < 3)
@@ -118,8 +123,9 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=10_000)
     parser.add_argument("--pause-s", type=float, default=8.0)
     parser.add_argument("--out", type=Path, help="append the result as a JSON line")
+    parser.add_argument("--label", default="", help="what tree ran, kept with the result")
     args = parser.parse_args()
-    result = run(args.partitions, args.pause_s)
+    result = {"label": args.label, **run(args.partitions, args.pause_s)}
     print(json.dumps(result), flush=True)
     if args.out is not None:
         with args.out.open("a") as out:
