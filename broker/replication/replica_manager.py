@@ -42,6 +42,17 @@ class _TopicSettings:
     min_insync_replicas: int
 
 
+@dataclass(frozen=True, slots=True)
+class ImageChanges:
+    """What applying an image changes on this broker (`ReplicaManager.changes`)."""
+
+    image: MetadataImage
+    changed: list[tuple[TopicImage, int, PartitionImage, _TopicSettings]]  # the states the last image lacked
+    assigned: set[PartitionKey]  # every partition with a replica here: the others' replicas go
+    used: dict[str, _TopicSettings]
+    missing_logs: list[tuple[TopicPartition, LogConfig]]  # partitions new here that have no log yet
+
+
 class ReplicaManager:
     def __init__(
         self,
@@ -89,38 +100,44 @@ class ReplicaManager:
 
     def apply(self, image: MetadataImage) -> None:
         """Bring the replicas in line with ``image`` (called on the event loop for every new image)."""
-        if self._stopped:
-            return  # images still arriving during shutdown must not restart fetchers
-        self._image = image
-        self._configure_throttles(image)
+        self.apply_changes(self.changes(image))
+
+    def changes(self, image: MetadataImage) -> ImageChanges:
+        """What applying ``image`` changes here, from one walk of the partitions it assigns to this broker; the
+        caller may create the missing logs (`LogManager.create_in_thread`) before it applies them."""
+        changed: list[tuple[TopicImage, int, PartitionImage, _TopicSettings]] = []
         assigned: set[PartitionKey] = set()
-        roles = RoleChanges()
         used: dict[str, _TopicSettings] = {}
+        missing: list[tuple[TopicPartition, LogConfig]] = []
         for topic, index, state, settings, unchanged in self._assigned(image):
             used[topic.name] = settings
             assigned.add((topic.name, index))
-            if not unchanged:
-                self._apply_partition(topic, index, state, settings, roles)
+            if unchanged:
+                continue
+            changed.append((topic, index, state, settings))
+            if (topic.name, index) not in self._partitions and self._logs.get(topic.name, index) is None:
+                missing.append((TopicPartition(topic.name, index), settings.log_config))
+        return ImageChanges(image, changed, assigned, used, missing)
+
+    def apply_changes(self, changes: ImageChanges) -> None:
+        """Apply what `changes` found, with nothing else changed here in between (both run on the event loop)."""
+        if self._stopped:
+            return  # images still arriving during shutdown must not restart fetchers
+        image = changes.image
+        self._image = image
+        self._configure_throttles(image)
+        roles = RoleChanges()
+        for topic, index, state, settings in changes.changed:
+            self._apply_partition(topic, index, state, settings, roles)
         for line in roles.lines():
             logger.info("%s", line)
-        for key in [key for key in self._partitions if key not in assigned]:
+        for key in [key for key in self._partitions if key not in changes.assigned]:
             self._remove(key)
         for name in [name for name in self._topic_settings if image.topic_by_name(name) is None]:
             del self._topic_settings[name]
         # Only once every partition took the image: after one that raised, the next walks all it changed again.
-        self._applied, self._applied_settings = image, used
+        self._applied, self._applied_settings = image, changes.used
         self._start_isr_checker()
-
-    def missing_logs(self, image: MetadataImage) -> list[tuple[TopicPartition, LogConfig]]:
-        """The partitions ``image`` assigns here that have no log yet, with their log configs: their logs may be
-        created (`LogManager.create_in_thread`) before the image is applied."""
-        return [
-            (TopicPartition(topic.name, index), settings.log_config)
-            for topic, index, _, settings, unchanged in self._assigned(image)
-            if not unchanged
-            and (topic.name, index) not in self._partitions
-            and self._logs.get(topic.name, index) is None
-        ]
 
     def _assigned(self, image: MetadataImage) -> Iterator[tuple[TopicImage, int, PartitionImage, _TopicSettings, bool]]:
         """Each partition ``image`` assigns here, with its topic's settings and whether the last image applied

@@ -34,7 +34,7 @@ from kafkette.broker.protocol.messages import REQUESTS
 from kafkette.broker.protocol.messages.alter_partition_request import AlterPartitionRequest
 from kafkette.broker.protocol.messages.alter_partition_response import AlterPartitionResponse
 from kafkette.broker.protocol.types import Message
-from kafkette.broker.replication.replica_manager import ReplicaManager
+from kafkette.broker.replication.replica_manager import ImageChanges, ReplicaManager
 from kafkette.broker.security.authorizer import Authorizer
 from kafkette.broker.security.session import Session
 from kafkette.broker.security.tls import controller_tls, server_context
@@ -352,11 +352,11 @@ class Broker:
         self._latest_image = image
         if self._creating_logs is not None:
             return
-        missing = _started(self._replicas, "the replica manager").missing_logs(image)
-        if len(missing) < CREATE_LOGS_IN_THREAD_AT:
-            self._apply_image(image)
+        changes = _started(self._replicas, "the replica manager").changes(image)
+        if len(changes.missing_logs) < CREATE_LOGS_IN_THREAD_AT:
+            self._apply_image(changes)
             return
-        creating = self._create_logs_then_apply(missing)
+        creating = self._create_logs_then_apply(changes.missing_logs)
         self._creating_logs = asyncio.get_running_loop().create_task(creating, name="create-logs")
 
     async def _create_logs_then_apply(self, missing: list[tuple[TopicPartition, LogConfig]]) -> None:
@@ -365,11 +365,12 @@ class Broker:
         except Exception:
             log.exception("creating %d logs in a worker thread failed; the image creates them", len(missing))
         self._creating_logs = None
-        self._apply_image(self._latest_image)
+        self._apply_image(_started(self._replicas, "the replica manager").changes(self._latest_image))
 
-    def _apply_image(self, image: MetadataImage) -> None:
+    def _apply_image(self, changes: ImageChanges) -> None:
+        image = changes.image
         self.topics.update(image)
-        _started(self._replicas, "the replica manager").apply(image)
+        _started(self._replicas, "the replica manager").apply_changes(changes)
         self.groups.on_image(image)
         self.transactions.on_image(image)
         if self._metrics is not None:
