@@ -46,6 +46,7 @@ class CachedPartition:
 
     wanted: FetchPartition
     session: FetchSession
+    key: tuple[TopicKey, int]
     # -1: not told yet (or told an error), so the next answer includes the partition.
     high_watermark: int = -1
     last_stable_offset: int = -1
@@ -60,8 +61,16 @@ class CachedPartition:
     def last_fetch_ms(self) -> int:
         return self.session.last_fetch_ms
 
+    def park(self) -> None:
+        """Nothing to read and nothing new to tell: the session's fetches pass it by until it changes."""
+        self.parked = True
+        self.session.awake.pop(self.key, None)
+
     def partition_changed(self) -> None:
-        self.parked = False
+        if self.parked:
+            self.parked = False
+            # Last in turn: the partitions read since it parked had theirs.
+            self.session.awake[self.key] = self
         self.session.news()
 
     def must_answer(self, data: PartitionData, has_records: bool) -> bool:
@@ -92,9 +101,11 @@ class FetchSession:
     epoch: int = 1  # the epoch its next fetch must carry
     last_used: float = 0.0
     last_fetch_ms: int = 0  # on the partitions' clock, for its parked followers' states
-    # In fetch order; a partition answered with records moves to the end, so that under a byte limit every
-    # partition gets its turn.
     partitions: dict[tuple[TopicKey, int], CachedPartition] = field(default_factory=dict)
+    # Those not parked, in fetch order: what an incremental fetch reads, without walking past thousands of idle
+    # ones. A partition answered with records, or woken, goes to the end, so that under a byte limit every
+    # partition gets its turn.
+    awake: dict[tuple[TopicKey, int], CachedPartition] = field(default_factory=dict)
     # Resolved when a parked partition changes: the long-poll of the fetch in progress.
     waiter: asyncio.Future[None] | None = None
     # A parked partition changed since the partitions to read were last listed.
@@ -111,15 +122,17 @@ class FetchSession:
             for wanted in topic.partitions:
                 # Told again from scratch: a partition the fetcher sends has changed on its side (a new leader
                 # epoch, a truncation), and what it was told before may not hold for it any more.
-                replaced = self.partitions.get((key, wanted.partition))
+                position = (key, wanted.partition)
+                replaced = self.partitions.get(position)
                 if replaced is not None:
                     replaced.parked = False
-                self.partitions[(key, wanted.partition)] = CachedPartition(wanted, self)
+                self.partitions[position] = self.awake[position] = CachedPartition(wanted, self, position)
         for key, indexes in forgotten:
             for index in indexes:
                 dropped = self.partitions.pop((key, index), None)
                 if dropped is not None:
                     dropped.parked = False
+                    self.awake.pop((key, index), None)
 
     def close(self) -> None:
         """Out of the cache: its parked partitions no longer tell it anything."""
@@ -144,9 +157,7 @@ class FetchSession:
         topics: list[FetchTopic] = []
         held: list[list[CachedPartition]] = []
         last: TopicKey | None = None
-        for (key, _), cached in self.partitions.items():
-            if cached.parked:
-                continue
+        for (key, _), cached in self.awake.items():
             if key != last:
                 topic = FetchTopic(topic_id=key) if isinstance(key, UUID) else FetchTopic(topic=key)
                 topics.append(topic)
@@ -176,7 +187,8 @@ class FetchSession:
                 topic.partitions = kept
                 kept_topics.append(topic)
         for position in answered_with_records:
-            self.partitions[position] = self.partitions.pop(position)
+            if position in self.awake:
+                self.awake[position] = self.awake.pop(position)
         return kept_topics
 
 
@@ -197,7 +209,7 @@ class FetchContext:
 
     @property
     def has_parked(self) -> bool:
-        return self.incremental and self.session is not None and any(c.parked for c in self.session.partitions.values())
+        return self.incremental and self.session is not None and len(self.session.awake) < len(self.session.partitions)
 
     def wake_on_news(self, waiter: asyncio.Future[None]) -> None:
         if self.incremental and self.session is not None:

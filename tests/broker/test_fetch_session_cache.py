@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import uuid
+
 from kafkette.broker.protocol.fetch_metadata import INITIAL_EPOCH, MAX_EPOCH, NO_SESSION, next_epoch
-from kafkette.broker.protocol.messages.fetch_request import FetchRequest
-from kafkette.broker.server.fetch_sessions import EVICTION_AFTER_S, FetchContext, FetchSessionCache
+from kafkette.broker.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
+from kafkette.broker.server.fetch_sessions import EVICTION_AFTER_S, FetchContext, FetchSession, FetchSessionCache
 
 
 class Clock:
@@ -49,3 +51,27 @@ def test_the_least_recently_used_session_gives_way_first() -> None:
 def test_epochs_wrap_past_the_largest_to_one() -> None:
     assert next_epoch(INITIAL_EPOCH) == 1
     assert next_epoch(MAX_EPOCH) == 1
+
+
+def test_a_session_lists_only_its_awake_partitions_a_woken_one_last() -> None:
+    topic_id = uuid.uuid4()
+    session = FetchSession(1, by_id=True, replica_id=2)
+    session.update([FetchTopic(topic_id=topic_id, partitions=[FetchPartition(partition=i) for i in range(5)])], ())
+
+    def listed() -> list[int]:
+        topics, held = session.topics()
+        assert [[c.key[1] for c in cached] for cached in held] == [[p.partition for p in t.partitions] for t in topics]
+        return [p.partition for t in topics for p in t.partitions]
+
+    assert listed() == [0, 1, 2, 3, 4]
+    for index in (0, 1, 3):
+        session.partitions[(topic_id, index)].park()
+    assert listed() == [2, 4]
+    session.partitions[(topic_id, 1)].partition_changed()
+    assert session.has_news and listed() == [2, 4, 1]
+    session.update([], [(topic_id, [2, 3])])  # forgotten, awake or parked
+    assert listed() == [4, 1] and len(session.partitions) == 3
+    # Listed again by the fetcher: awake again, whatever it was told before.
+    session.update([FetchTopic(topic_id=topic_id, partitions=[FetchPartition(partition=0)])], ())
+    assert listed() == [4, 1, 0]
+    assert not any(cached.parked for cached in session.partitions.values())

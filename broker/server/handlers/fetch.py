@@ -94,7 +94,7 @@ class _FetchPass:
             if partition is not None and held is not None and self._quiet(partition, wanted, held[i]):
                 # Nothing to read and nothing the fetcher was not told: no answer, and not read again until the
                 # partition changes.
-                held[i].parked = True
+                held[i].park()
                 partition.park(held[i], wanted.fetch_offset)
                 continue
             partitions.append(self._partition(partition, wanted, missing))
