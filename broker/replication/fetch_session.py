@@ -77,9 +77,14 @@ class FollowerFetchSession:
             self.changed.add(key)
 
     def drop(self, key: SessionPartition) -> None:
-        """Fetch ``key`` no longer (for now)."""
-        if self.wanted.pop(key, None) is not None or key in self.held:
+        """Fetch ``key`` no longer (for now): forgotten by the next fetch if the leader's session holds it."""
+        self.wanted.pop(key, None)
+        if key in self.held:
             self.changed.add(key)
+        else:
+            # Never heard of by the leader: nothing to list or forget (if a fetch listing it is in flight, its
+            # answer marks it to forget).
+            self.changed.discard(key)
 
     def next_fetch(self) -> SessionFetch:
         """The partitions to list, and those to forget."""
@@ -114,6 +119,8 @@ class FollowerFetchSession:
             self.held[key] = parameters
             if self.wanted.get(key) == parameters:
                 self.changed.discard(key)
+            else:
+                self.changed.add(key)
         for key in fetch.forgotten_keys:
             self.held.pop(key, None)
             if key not in self.wanted:

@@ -189,7 +189,11 @@ def test_dynamic_config_change_is_applied_live_and_restarts_nobody(
     live = ("3600000", DYNAMIC_DEFAULT)
     every = {broker: live for broker in range(3)}
     eventually(lambda: broker_sources(kafka, "log.retention.ms") == every or None, what="every broker reports it")
-    applied = [m for reason, m in events(core, namespace) if reason == "ConfigApplied"]
+    # kopf posts a handler's Events from a queue of its own, after the change it reports: wait for it.
+    applied = eventually(
+        lambda: [m for reason, m in events(core, namespace) if reason == "ConfigApplied"] or None,
+        what="the ConfigApplied Event",
+    )
     assert len(applied) == 1 and applied[0].endswith(": log.retention.ms"), applied
     # The ConfigMap has it for the next start of any broker; the pods' template is the same revision.
     data = core.read_namespaced_config_map("main-config", namespace).data
@@ -216,6 +220,11 @@ def test_dynamic_config_change_is_applied_live_and_restarts_nobody(
         what="the default deleted on every broker",
     )
     eventually(lambda: asyncio.run(Admin(kafka).default_broker_configs()) == {}, what="no default left")
+    eventually(
+        lambda: [reason for reason, _ in events(core, namespace)].count("ConfigApplied") == 2,
+        what="the second ConfigApplied Event",
+    )
+    time.sleep(2)  # one more observation: applied once, not again
     assert [reason for reason, _ in events(core, namespace)].count("ConfigApplied") == 2
     assert pods(core, namespace) == first
 

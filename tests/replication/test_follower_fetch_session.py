@@ -62,6 +62,24 @@ def test_a_change_made_while_a_fetch_is_in_flight_is_listed_next() -> None:
     assert (listed(again), again.forgotten) == ([(0, 9)], [])
 
 
+def test_a_partition_dropped_before_the_leader_heard_of_it_leaves_nothing_to_do() -> None:
+    session = FollowerFetchSession()
+    session.want((TOPIC, 0), at(5))
+    session.answered(session.next_fetch(), 42)
+    session.want((TOPIC, 1), at(0))
+    session.drop((TOPIC, 1))  # say, a truncation first
+    assert session.changed == set()
+    # Dropped while the fetch listing it is in flight: the leader's session now holds it, so the next forgets it.
+    session.want((TOPIC, 2), at(0))
+    in_flight = session.next_fetch()
+    session.drop((TOPIC, 2))
+    session.answered(in_flight, 42)
+    following = session.next_fetch()
+    assert (listed(following), [(t.topic_id, t.partitions) for t in following.forgotten]) == ([], [(TOPIC, [2])])
+    session.answered(following, 42)
+    assert session.changed == set() and (TOPIC, 2) not in session.held
+
+
 def test_without_a_session_every_fetch_lists_everything() -> None:
     session = FollowerFetchSession()
     session.want((TOPIC, 0), at(5))
