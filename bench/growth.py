@@ -117,10 +117,22 @@ FULL = Plan(
     200,
     10.0,
     15.0,
-    60.0,
-    65.0,
+    replicated_idle_s=60.0,
+    replicated_settle_s=65.0,
 )
-QUICK = Plan((10, 100), (1, 10, 100), (1, 10, 100), (10, 100), 20_000, 2.0, 100, 3.0, 6.0, 6.0, 10.0)
+QUICK = Plan(
+    (10, 100),
+    (1, 10, 100),
+    (1, 10, 100),
+    (10, 100),
+    20_000,
+    2.0,
+    100,
+    3.0,
+    6.0,
+    replicated_idle_s=6.0,
+    replicated_settle_s=10.0,
+)
 REPLICAS = 3
 # Kafka's defaults, where the local runtime's laptop settings fail over faster (lag 5 s, session 3 s).
 CLUSTER_SETTINGS = (

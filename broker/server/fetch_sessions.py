@@ -187,8 +187,9 @@ class FetchSession:
                 topic.partitions = kept
                 kept_topics.append(topic)
         for position in answered_with_records:
-            if position in self.awake:
-                self.awake[position] = self.awake.pop(position)
+            cached = self.awake.pop(position, None)
+            if cached is not None:
+                self.awake[position] = cached
         return kept_topics
 
 
