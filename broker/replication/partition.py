@@ -194,6 +194,7 @@ class Partition:
     __slots__ = (
         "_ack_waiters",
         "_append_waiters",
+        "_behind_watch",
         "_clock",
         "_data_waiters",
         "_epoch_start_offset",
@@ -248,6 +249,9 @@ class Partition:
         self.min_insync_replicas = 1
         # Called with (partition, proposed ISR, token) to send an AlterPartition; answered by isr_change_done.
         self.on_isr_proposal: IsrProposal | None = None
+        # The replica manager's set of leaders with an ISR follower that may be behind our log end: only those can
+        # fall out of the ISR, so its periodic check walks them, not every partition (set by `watch_behind`).
+        self._behind_watch: set[Partition] | None = None
         self._followers: Mapping[int, FollowerState] = NO_FOLLOWERS
         self._pending_isr: tuple[int, ...] | None = None
         self._pending_token = 0
@@ -306,6 +310,12 @@ class Partition:
             self._producers = ProducerStateTable()
             self._producers.rebuild(self.log.tail_batch_headers(PRODUCER_STATE_SEGMENTS))
         return self._producers
+
+    def watch_behind(self, watch: set[Partition]) -> None:
+        """Add this partition to ``watch`` whenever an ISR follower may fall behind our log end (an append, a new
+        leadership or ISR, a fetch below our end); `maybe_shrink_isr` says when it can leave."""
+        self._behind_watch = watch
+        watch.add(self)
 
     # -- leadership ---------------------------------------------------------
 
@@ -495,6 +505,8 @@ class Partition:
             return ErrorCode.OFFSET_OUT_OF_RANGE  # a diverged follower: it truncates, then comes back
         state.record_fetch(fetch_offset, leader_end, self._clock())
         state.broker_epoch = broker_epoch
+        if fetch_offset != leader_end:
+            self._may_fall_behind()
         if replica_id not in self.isr and self._may_propose() and self._may_join_isr(state):
             self._propose_isr((*self.isr, replica_id))
         self._maybe_advance_high_watermark()
@@ -514,6 +526,8 @@ class Partition:
         state = self._followers.get(parked.replica_id)
         if state is not None:
             state.record_fetch(fetch_offset, self.log.log_end_offset, self._clock())
+            if fetch_offset != self.log.log_end_offset:
+                self._may_fall_behind()
 
     def swap_log(self, log: Log) -> None:
         """Serve from ``log`` (a replica moved to another log dir)."""
@@ -525,19 +539,31 @@ class Partition:
         # tail may yet truncate, so it cannot count towards the HW.
         return state.log_end_offset >= self.log.high_watermark and state.log_end_offset >= self._epoch_start_offset
 
-    def maybe_shrink_isr(self, lag_time_max_ms: int) -> None:
-        """Propose dropping followers that have not caught up within ``lag_time_max_ms``."""
-        if not self.is_leader or not self._may_propose():
-            return
-        now = self._clock()
+    def maybe_shrink_isr(self, lag_time_max_ms: int) -> bool:
+        """Propose dropping followers that have not caught up within ``lag_time_max_ms``. Whether an ISR follower
+        is behind our log end: one that is not can only fall out of the ISR after an append, a fetch below our end
+        or a new leadership or ISR, which watch the partition again."""
+        if not self.is_leader:
+            return False
         leader_end = self.log.log_end_offset
-        lagging = {
+        behind = [
             replica
             for replica in self.isr
-            if replica != self.node_id and self._lagging(self._followers.get(replica), leader_end, now, lag_time_max_ms)
-        }
-        if lagging:
-            self._propose_isr(tuple(replica for replica in self.isr if replica not in lagging))
+            if replica != self.node_id
+            and ((state := self._followers.get(replica)) is None or state.log_end_offset != leader_end)
+        ]
+        if not behind:
+            return False
+        if self._may_propose():
+            now = self._clock()
+            lagging = {
+                replica
+                for replica in behind
+                if self._lagging(self._followers.get(replica), leader_end, now, lag_time_max_ms)
+            }
+            if lagging:
+                self._propose_isr(tuple(replica for replica in self.isr if replica not in lagging))
+        return True
 
     @staticmethod
     def _lagging(state: FollowerState | None, leader_end: int, now: int, lag_time_max_ms: int) -> bool:
@@ -622,18 +648,24 @@ class Partition:
     # -- internals ----------------------------------------------------------
 
     def _appended(self) -> None:
+        self._may_fall_behind()
         self._unpark()
         self._wake(self._append_waiters)
         self._append_waiters = NO_WAITERS
         self._maybe_advance_high_watermark()
 
     def _isr_updated(self) -> None:
+        self._may_fall_behind()  # new followers' offsets are unknown; a member that joined may be behind our end
         self._unpark()  # a follower that left the ISR is read in full again: its fetches propose it back
         self._recompute_hw_followers()
         self._maybe_advance_high_watermark()
         # The HW may not move while the ISR fell below min.insync.replicas: answer those waiters now.
         if len(self.isr) < self.min_insync_replicas and self._pending_isr is None:
             self._complete_ack_waiters(self.log.high_watermark)
+
+    def _may_fall_behind(self) -> None:
+        if self._behind_watch is not None:
+            self._behind_watch.add(self)
 
     def _recompute_hw_followers(self) -> None:
         maximal = set(self.isr) | set(self._pending_isr or ())

@@ -73,6 +73,8 @@ class ReplicaManager:
         self._applied = self._image  # the last image every partition took, with each topic's settings
         self._applied_settings: dict[str, _TopicSettings] = {}
         self._partitions: dict[PartitionKey, Partition] = {}
+        # Leaders with an ISR follower that may be behind (Partition.watch_behind): what the ISR check walks.
+        self._behind: set[Partition] = set()
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._topic_settings: dict[str, _TopicSettings] = {}
         # Replication throttles: what this broker sends as a leader, and fetches as a follower.
@@ -228,6 +230,7 @@ class ReplicaManager:
                 topic.name, index, topic.topic_id, log, settings.settings, node_id=self.node_id, clock=self._clock
             )
             partition.on_isr_proposal = self._on_isr_proposal
+            partition.watch_behind(self._behind)
             self._partitions[key] = partition
             self._configure(partition, settings)
             self._change_leadership(partition, state, roles)
@@ -319,6 +322,7 @@ class ReplicaManager:
 
     def _remove(self, key: PartitionKey) -> None:
         partition = self._partitions.pop(key)
+        self._behind.discard(partition)
         self._unfollow(partition)
         partition.close()
         self._logs.delete(*key)
@@ -351,11 +355,12 @@ class ReplicaManager:
             self.shrink_lagging_isrs()
 
     def shrink_lagging_isrs(self) -> None:
-        """Propose ISRs without the followers that did not catch up within replica.lag.time.max.ms."""
+        """Propose ISRs without the followers that did not catch up within replica.lag.time.max.ms. Only leaders
+        with a follower behind are walked: at 10,000 idle partitions every one was, each check."""
         lag_ms = self.config.replica_lag_time_max_ms
-        for partition in list(self._partitions.values()):
-            if partition.is_leader:
-                partition.maybe_shrink_isr(lag_ms)
+        for partition in list(self._behind):
+            if not partition.maybe_shrink_isr(lag_ms):
+                self._behind.discard(partition)
 
     # -- shutdown ----------------------------------------------------------------------------------
 

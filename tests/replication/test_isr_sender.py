@@ -18,6 +18,7 @@ from kafkette.broker.controller.records.register_broker_record import BrokerEndp
 from kafkette.broker.controller.records.topic_record import TopicRecord
 from kafkette.broker.protocol.messages.alter_partition_request import AlterPartitionRequest
 from kafkette.broker.protocol.messages.alter_partition_response import AlterPartitionResponse
+from kafkette.broker.protocol.records import Record, encode_batch
 from kafkette.broker.protocol.types import Message
 from kafkette.broker.replication.partition import ISR_RETRY_BACKOFF_MS, Partition
 from kafkette.broker.replication.replica_manager import ReplicaManager
@@ -147,6 +148,28 @@ def test_proposals_made_together_go_in_one_request(tmp_path: Path) -> None:
             assert controller.proposed(controller.requests[0]) == expected
             assert controller.committed_isrs() == {(LEADER,)}
             assert {p.isr for name in TOPICS for p in leaders(replicas, name)} == {(LEADER,)}
+        finally:
+            await replicas.stop()
+
+    asyncio.run(body())
+
+
+def test_the_check_finds_a_follower_that_fell_behind_after_all_were_caught_up(tmp_path: Path) -> None:
+    async def body() -> None:
+        controller, clock = Controller(), Clock()
+        replicas = await started(tmp_path, controller, clock)
+        try:
+            for name in TOPICS:
+                for partition in leaders(replicas, name):
+                    partition.follower_fetched(FOLLOWER, 0, broker_epoch(FOLLOWER))
+            replicas.shrink_lagging_isrs()  # every follower at the leader's end: the check leaves them all
+            appended = leaders(replicas, "second")[7]
+            appended.append_from_producer(memoryview(bytearray(encode_batch([Record(0, 0, None, b"v", [])]))))
+            clock.now += LAG_MS + 1
+            replicas.shrink_lagging_isrs()
+            await settled(controller, 1)
+            assert controller.proposed(controller.requests[0]) == [("second", 7)]
+            assert appended.isr == (LEADER,)
         finally:
             await replicas.stop()
 

@@ -133,6 +133,37 @@ def test_a_follower_at_the_log_end_is_never_lagging(tmp_path: Path) -> None:
     assert proposals.sent == []
 
 
+def test_a_leader_is_watched_for_lag_while_an_isr_follower_may_be_behind_its_log_end(tmp_path: Path) -> None:
+    clock = Clock()
+    partition, proposals = leader(tmp_path, clock, isr=(1, 2))
+    watch: set[Partition] = set()
+    partition.watch_behind(watch)
+    assert watch == {partition}
+    assert partition.maybe_shrink_isr(LAG_MS)  # 2 has not fetched in this leadership
+    partition.follower_fetched(2, 0)
+    assert not partition.maybe_shrink_isr(LAG_MS)  # at our end: the check may leave it (3 is not in the ISR)
+    watch.clear()
+    partition.follower_fetched(2, 0)
+    assert watch == set()  # fetches at our end change nothing
+    partition.append_from_producer(batch(3))
+    assert watch == {partition}
+    assert partition.maybe_shrink_isr(LAG_MS)
+    partition.follower_fetched(2, 3)
+    assert not partition.maybe_shrink_isr(LAG_MS)
+    watch.clear()
+    partition.follower_fetched(2, 1)  # back from a restart with less: behind with no append here
+    assert watch == {partition}
+    clock.now += LAG_MS + 1
+    assert partition.maybe_shrink_isr(LAG_MS)
+    assert [isr for isr, _ in proposals.sent] == [(1,)]
+    watch.clear()
+    partition.isr_change_done(proposals.sent[0][1], 1, [1], 2)
+    assert watch == {partition}  # a new ISR is looked at again
+    assert not partition.maybe_shrink_isr(LAG_MS)  # the leader alone
+    partition.become_follower(2, 2, 3, (1, 2, 3), (2,))
+    assert not partition.maybe_shrink_isr(LAG_MS)
+
+
 class Session:
     """A fetch session's hold on a parked partition, as the Fetch handler's sessions keep it."""
 
