@@ -97,6 +97,9 @@ class ChaosReport:
     controller_changes: int = 0
     offline_partition_seconds: float = 0.0
     longest_ack_gap_seconds: float = 0.0
+    # When the fault schedule started and when the longest ack gap began (time.monotonic()): which faults it spans.
+    schedule_began: float = 0.0
+    longest_ack_gap_began: float = 0.0
     heal_seconds: float = 0.0
     high_watermarks: dict[int, int] = field(default_factory=dict)
 
@@ -113,6 +116,11 @@ class ChaosReport:
             or not self.leader_claims  # the epoch check read no leadership line: it checked nothing
         )
 
+    @property
+    def longest_ack_gap_from_s(self) -> float:
+        """Seconds into the fault schedule (the faults' own clock) when the longest ack gap began."""
+        return self.longest_ack_gap_began - self.schedule_began
+
     def summary(self) -> str:
         kinds = Counter(action for _, action, _ in self.faults)
         return (
@@ -127,7 +135,8 @@ class ChaosReport:
             f"fatal_producer_errors={self.fatal_producer_errors} faults={dict(kinds)} "
             f"leader_changes={self.leader_changes} controller_changes={self.controller_changes} "
             f"offline_partition_seconds={self.offline_partition_seconds:.1f} "
-            f"longest_ack_gap_seconds={self.longest_ack_gap_seconds:.1f} heal_seconds={self.heal_seconds:.1f}"
+            f"longest_ack_gap_seconds={self.longest_ack_gap_seconds:.1f} "
+            f"longest_ack_gap_from={self.longest_ack_gap_from_s:.1f} heal_seconds={self.heal_seconds:.1f}"
         )
 
 
@@ -273,6 +282,7 @@ class Producers:
         self.fatal = 0
         self.last_ack = time.monotonic()
         self.longest_gap = 0.0
+        self.longest_gap_began = self.last_ack
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._threads = [threading.Thread(target=self._run, args=(i,), daemon=True) for i in range(config.producers)]
@@ -320,7 +330,8 @@ class Producers:
                 self.errors += 1
                 return
             self.acks.append(Ack(message.partition(), message.offset(), message.value()))
-            self.longest_gap = max(self.longest_gap, now - self.last_ack)
+            if now - self.last_ack > self.longest_gap:
+                self.longest_gap, self.longest_gap_began = now - self.last_ack, self.last_ack
             self.last_ack = now
 
     def _run(self, index: int) -> None:
@@ -449,7 +460,7 @@ def inject_faults(
     """Fault after fault until the deadline; one broker down at most, healed before the next fault. With
     ``disks`` (each broker's data directory on its own), a power cut is one of the faults."""
     rng = random.Random(config.seed)
-    began = time.monotonic()
+    began = report.schedule_began = time.monotonic()
     deadline = began + config.seconds
     while time.monotonic() < deadline:
         wait_healthy(state, cluster_dir, config.topic, config.heal_timeout)
@@ -637,6 +648,7 @@ def check_after_healing(
     report.controller_changes = monitor.controller_changes
     report.offline_partition_seconds = monitor.offline_seconds
     report.longest_ack_gap_seconds = producers.longest_gap
+    report.longest_ack_gap_began = producers.longest_gap_began
     report.high_watermarks = dict(marks)
 
 

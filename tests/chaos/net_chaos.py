@@ -100,7 +100,7 @@ def run_schedule(
     has run at least once. Each step is appended to `taken` as it starts."""
     workload = config.workload()
     state = runtime.require_state(cluster_dir)
-    began = time.monotonic()
+    began = report.schedule_began = time.monotonic()
     steps = schedule(config.seed, config.brokers, config.hold_seconds, config.pause_seconds, config.rushed_share)
     for count, step in enumerate(steps):
         if time.monotonic() - began >= config.seconds and count >= len(KINDS):
@@ -167,7 +167,8 @@ def summary(
         f"(among {report.leader_claims} leaderships logged), follower truncations {report.truncations}, "
         f"delivery errors {report.delivery_errors}, fatal producer errors {report.fatal_producer_errors}, "
         f"leader changes {report.leader_changes}, controller changes {report.controller_changes}, "
-        f"longest ack gap {report.longest_ack_gap_seconds:.1f} s, heal {report.heal_seconds:.1f} s"
+        f"longest ack gap {report.longest_ack_gap_seconds:.1f} s (from {report.longest_ack_gap_from_s:.1f} s), "
+        f"heal {report.heal_seconds:.1f} s"
         + ("" if failure is None else f"; the run failed ({failure}), so nothing was checked")
     )
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import netns
 import pytest
-from harness import ChaosReport
+from harness import ChaosConfig, ChaosReport, Producers
 from net_chaos import QUICK_SECONDS, NetChaosConfig, Step, config_from_env, schedule, summary
 from netns import ISOLATE, ISOLATE_CONTROLLER, KINDS, LATENCY, LOSS, ONE_WAY, SPLIT, Fault, Topology
 
@@ -80,6 +80,32 @@ def test_a_failed_run_still_counts_its_faults_and_rushed_steps() -> None:
     # The tokens the quick run's test and the issue's summary line look for.
     assert " lost 0, duplicated 0, re-sent by the client under a bumped producer epoch 0, " in line
     assert line.endswith("; the run failed (TimeoutError: no healthy cluster), so nothing was checked")
+
+
+class _Delivered:
+    """What a delivery report's message answers: the harness records its partition, offset and value."""
+
+    def partition(self) -> int:
+        return 0
+
+    def offset(self) -> int:
+        return 0
+
+    def value(self) -> bytes:
+        return b"p0-000000001"
+
+
+def test_the_longest_ack_gap_is_placed_on_the_fault_schedule(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = iter([100.0, 103.0, 104.0, 121.0, 122.0])
+    monkeypatch.setattr("harness.time.monotonic", lambda: next(clock))
+    producers = Producers("127.0.0.1:1", ChaosConfig(producers=1))  # acks start counting at 100 s
+    for _ in range(4):
+        producers._delivered(None, _Delivered())  # at 103, 104, 121 and 122 s
+    report = ChaosReport(seed=1, schedule_began=90.0)
+    report.longest_ack_gap_seconds, report.longest_ack_gap_began = producers.longest_gap, producers.longest_gap_began
+    assert (report.longest_ack_gap_seconds, report.longest_ack_gap_from_s) == (17.0, 14.0)
+    line = summary(report, NetChaosConfig(seconds=60.0, seed=1), 60.0, False, [], None)
+    assert "longest ack gap 17.0 s (from 14.0 s), heal 0.0 s" in line
 
 
 def test_config_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
