@@ -7,10 +7,11 @@ import asyncio
 import sys
 from pathlib import Path
 
+import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-from growth import Metric, batches_on_disk, report
+from growth import Metric, batches_on_disk, idle_windows_pct, report
 from growth_load import GroupsRun, close_clients, open_clients, run_groups
 
 from kafkette.broker.protocol.messages.list_groups_request import ListGroupsRequest
@@ -33,6 +34,26 @@ def test_the_report_shows_per_partition_growth() -> None:
     per = next(line for line in lines if line.startswith("| SIGTERM restart -> every partition written, per"))
     assert total.endswith("| 1.00 | 10.00 | 10.00x |"), total
     assert per.endswith("| 10.00 | 1.00 | 0.10x |"), per
+
+
+def test_idle_cpu_is_taken_in_back_to_back_windows(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The clock is replaced so that the windows take no time; the CPU counter advances 0.1 s, then 0.3 s.
+    monkeypatch.setattr("growth.time.sleep", lambda seconds: None)
+    readings = iter([5.0, 5.1, 5.4])
+    assert idle_windows_pct(lambda: next(readings), 2, 10.0) == pytest.approx([1.0, 3.0])
+
+
+def test_the_replicated_report_gives_the_windows_spread() -> None:
+    points = {
+        "100": {"idle_cpu_pct": 1.0, "idle_cpu_low_pct": 0.8, "idle_cpu_high_pct": 1.2, "load": 0.1},
+        "10000": {"idle_cpu_pct": 1.25, "idle_cpu_low_pct": 1.1, "idle_cpu_high_pct": 1.4, "load": 0.1},
+    }
+    raw = {"finished": "now", "plan": {"brokers": ["kafkette"]}, "points": {"replicated": {"kafkette": points}}}
+    lines = report(raw).splitlines()
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in lines if line.startswith("| idle CPU")}
+    assert rows["idle CPU, three brokers, mean of the windows (%)"].endswith("| 1.00 | 1.25 | 1.25x |")
+    assert rows["idle CPU, three brokers, lowest window (%)"].endswith("| 0.80 | 1.10 | 1.38x |")
+    assert rows["idle CPU, three brokers, highest window (%)"].endswith("| 1.20 | 1.40 | 1.17x |")
 
 
 def test_batches_are_counted_in_the_topics_segments_only(tmp_path: Path) -> None:
