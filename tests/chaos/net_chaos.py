@@ -34,6 +34,9 @@ from kafkette.operator.local import plan, runtime
 from kafkette.operator.local.plan import ClusterState, ClusterView
 
 QUICK_SECONDS = 60.0
+# A run whose longest ack gap is longer keeps its broker logs, as a failed one does: the runs before 2026-12-05 had
+# 14-18 s, and two since had 27 s with no broker log left to say what held every partition up.
+LONG_ACK_GAP_S = 20.0
 FIRST_PORT = 9092  # each broker has its namespace to itself: no port can be taken
 
 
@@ -101,6 +104,8 @@ def run_schedule(
     workload = config.workload()
     state = runtime.require_state(cluster_dir)
     began = report.schedule_began = time.monotonic()
+    # The brokers' log lines carry the local wall clock: this lines them up with the schedule's seconds.
+    print(f"schedule began {time.strftime('%Y-%m-%d %H:%M:%S')} (0.0 s)", flush=True)
     steps = schedule(config.seed, config.brokers, config.hold_seconds, config.pause_seconds, config.rushed_share)
     for count, step in enumerate(steps):
         if time.monotonic() - began >= config.seconds and count >= len(KINDS):
@@ -190,6 +195,15 @@ def details(report: ChaosReport) -> list[str]:
     ]
 
 
+def logs_kept_because(report: ChaosReport, ok: bool) -> str | None:
+    """Why the run's directory, broker logs and all, is kept; None when it is removed."""
+    if not ok:
+        return "the run failed"
+    if report.longest_ack_gap_seconds > LONG_ACK_GAP_S:
+        return f"an ack gap over {LONG_ACK_GAP_S:g} s"
+    return None
+
+
 def config_from_env() -> NetChaosConfig:
     seconds = float(os.environ.get("KAFKETTE_CHAOS_NET_SECONDS", QUICK_SECONDS))
     seed = os.environ.get("KAFKETTE_CHAOS_NET_SEED")
@@ -227,10 +241,10 @@ def main() -> int:
     ok = failure is None and report.ok
     for line in details(report):
         print(line)
-    if ok:
+    if (reason := logs_kept_because(report, ok)) is None:
         shutil.rmtree(cluster_dir.parent, ignore_errors=True)
     else:
-        print(f"broker logs kept in {cluster_dir}")
+        print(f"broker logs kept in {cluster_dir} ({reason})")
     print(summary(report, config, time.monotonic() - began, netem, taken, failure))
     return 0 if ok else 1
 

@@ -14,7 +14,16 @@ from pathlib import Path
 import netns
 import pytest
 from harness import ChaosConfig, ChaosReport, Producers
-from net_chaos import QUICK_SECONDS, NetChaosConfig, Step, config_from_env, schedule, summary
+from net_chaos import (
+    LONG_ACK_GAP_S,
+    QUICK_SECONDS,
+    NetChaosConfig,
+    Step,
+    config_from_env,
+    logs_kept_because,
+    schedule,
+    summary,
+)
 from netns import ISOLATE, ISOLATE_CONTROLLER, KINDS, LATENCY, LOSS, ONE_WAY, SPLIT, Fault, Topology
 
 HERE = Path(__file__).parent
@@ -106,6 +115,14 @@ def test_the_longest_ack_gap_is_placed_on_the_fault_schedule(monkeypatch: pytest
     assert (report.longest_ack_gap_seconds, report.longest_ack_gap_from_s) == (17.0, 14.0)
     line = summary(report, NetChaosConfig(seconds=60.0, seed=1), 60.0, False, [], None)
     assert "longest ack gap 17.0 s (from 14.0 s), heal 0.0 s" in line
+
+
+def test_a_run_keeps_its_broker_logs_when_it_failed_or_stalled_long() -> None:
+    report = ChaosReport(seed=1)
+    assert logs_kept_because(report, ok=True) is None
+    assert logs_kept_because(report, ok=False) == "the run failed"
+    report.longest_ack_gap_seconds = LONG_ACK_GAP_S + 0.1
+    assert logs_kept_because(report, ok=True) == f"an ack gap over {LONG_ACK_GAP_S:g} s"
 
 
 def test_config_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
