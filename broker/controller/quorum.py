@@ -196,7 +196,10 @@ class QuorumController:
         def on_response(answer: Message) -> None:
             self._run(self.raft.handle(_monotonic_ms(), destination, response_from_wire(answer)))
 
-        peer.send(body, VERSIONS[body.API_KEY], on_response)  # type: ignore[index]
+        def on_failure() -> None:
+            self._run(self.raft.request_failed(_monotonic_ms(), destination, request))
+
+        peer.send(body, VERSIONS[body.API_KEY], on_response, on_failure)  # type: ignore[index]
 
     def _schedule(self) -> None:
         if self._timer is not None:

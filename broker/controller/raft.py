@@ -46,6 +46,8 @@ class Timing:
     request_timeout_ms: int = 2000
     fetch_max_bytes: int = 1 << 20
     pre_vote: bool = True
+    # How soon a follower asks again when its fetch failed outright (controller.quorum.retry.backoff.ms).
+    retry_backoff_ms: int = 20
 
 
 # A leader forgets an observer that has not fetched for this long (Kafka's observer session, KIP-595).
@@ -127,7 +129,9 @@ class RaftNode:
         self._last_fetch_ok = now
         # When a follower gives up on its leader: a fetch timeout after the last good answer, or sooner.
         self._follower_deadline = now
-        self._fetch_sent: int | None = None
+        # When a follower asks its leader again if its fetch has had no answer (None: no fetch out yet).
+        self._fetch_retry_at: int | None = None
+        self._fetch_request: m.Request | None = None  # the fetch out, as sent
         self._snapshot_fetch: tuple[OffsetAndEpoch, bytearray] | None = None
         self._replica_end: dict[int, int] = {}
         self._replica_fetch_ms: dict[int, int] = {}
@@ -161,9 +165,8 @@ class RaftNode:
                 times.append(oldest + self.timing.fetch_timeout_ms)
             return min(times, default=2**62)
         if self.role is Role.FOLLOWER:
-            sent = self._fetch_sent
-            retry = sent + self.timing.fetch_max_wait_ms + self.timing.request_timeout_ms if sent is not None else 0
-            return min(self._follower_deadline, retry)
+            retry = self._fetch_retry_at
+            return min(self._follower_deadline, retry if retry is not None else 0)
         return self._election_deadline
 
     def tick(self, now: int) -> list[Outbound]:
@@ -172,7 +175,7 @@ class RaftNode:
         elif self.role is Role.FOLLOWER:
             if now >= self._follower_deadline:
                 self._become_prospective(now)
-            elif self._fetch_sent is None or self._fetch_due(now):
+            elif self._fetch_retry_at is None or now >= self._fetch_retry_at:  # a fetch or its answer was lost
                 self._send_fetch(now)
         elif now >= self._election_deadline:
             self._become_prospective(now)
@@ -211,6 +214,14 @@ class RaftNode:
         self._advance_high_watermark()
         self._answer_parked(now)
         return end, self._drain()
+
+    def request_failed(self, now: int, destination: int, request: m.Request) -> list[Outbound]:
+        """``request`` will get no answer (its connection failed or was dropped). A follower's fetch to its leader
+        is sent again after the retry backoff: waiting out the request timeout would outlast the fetch timeout and
+        start an election against a leader that is fine."""
+        if request is self._fetch_request and destination == self.leader_id and self.role is Role.FOLLOWER:
+            self._fetch_retry_at = now + self.timing.retry_backoff_ms
+        return self._drain()
 
     def resign(self, now: int) -> list[Outbound]:
         """Step down before a shutdown, telling the others to elect a successor now rather than after a timeout."""
@@ -268,11 +279,15 @@ class RaftNode:
         self.epoch, self.voted_id, self.leader_id = epoch, voted_id, leader_id
         self.role = role
         self._votes = set()
+        # A parked fetch is answered now, with the new epoch and leader: left unanswered, it held up the follower's
+        # connection (answers go in order) until the follower gave up on the new leader too, a fetch timeout later.
+        for source in self._parked:
+            self._send(source, m.FetchResponse(self.epoch, self.leader_id, -1, fenced=True))
         self._parked.clear()
         self._told_high_watermark.clear()
         self._begin_pending.clear()
         self._snapshot_fetch = None
-        self._fetch_sent = None
+        self._fetch_retry_at = self._fetch_request = None
         self._follower_deadline = self._last_fetch_ok + self.timing.fetch_timeout_ms
         self._reset_election_timer(now)
 
@@ -525,11 +540,6 @@ class RaftNode:
 
     # --- the follower ---------------------------------------------------------------------
 
-    def _fetch_due(self, now: int) -> bool:
-        """A fetch (or its answer) was lost: ask again."""
-        sent = self._fetch_sent
-        return sent is not None and now - sent >= self.timing.fetch_max_wait_ms + self.timing.request_timeout_ms
-
     def _heard_from_leader(self, now: int) -> None:
         self._last_fetch_ok = now
         self._follower_deadline = now + self.timing.fetch_timeout_ms
@@ -538,17 +548,18 @@ class RaftNode:
         leader = self.leader_id
         if leader is None:
             raise RuntimeError(f"node {self.node_id} fetches as a follower in epoch {self.epoch} without a leader")
-        self._fetch_sent = now
+        self._fetch_retry_at = now + self.timing.fetch_max_wait_ms + self.timing.request_timeout_ms
+        request: m.Request
         if self._snapshot_fetch is not None:
             snapshot_id, data = self._snapshot_fetch
-            self._send(
-                leader,
-                m.FetchSnapshotRequest(self.epoch, self.node_id, snapshot_id, len(data), self.timing.fetch_max_bytes),
+            request = m.FetchSnapshotRequest(
+                self.epoch, self.node_id, snapshot_id, len(data), self.timing.fetch_max_bytes
             )
-            return
-        request = m.FetchRequest(
-            self.epoch, self.node_id, self.log.end_offset, self.log.last_epoch(), self.timing.fetch_max_wait_ms
-        )
+        else:
+            request = m.FetchRequest(
+                self.epoch, self.node_id, self.log.end_offset, self.log.last_epoch(), self.timing.fetch_max_wait_ms
+            )
+        self._fetch_request = request
         self._send(leader, request)
 
     def _from_my_leader(self, now: int, source: int, epoch: int, leader_id: int | None) -> bool:

@@ -87,18 +87,23 @@ class BrokerClient:
             raise ConnectionError(f"{type(response).__name__} answered request {correlation}")
         return response
 
-    def send(self, body: Message, version: int, on_response: Callable[[Message], None]) -> None:
-        """Send without waiting (Raft's way: its timers resend): ``on_response`` gets the answer if one comes;
-        a lost or wedged connection drops the request silently."""
-        task = asyncio.get_running_loop().create_task(self._send(body, version, on_response))
+    def send(
+        self, body: Message, version: int, on_response: Callable[[Message], None], on_failure: Callable[[], None]
+    ) -> None:
+        """Send without waiting (Raft's way: its timers resend): ``on_response`` gets the answer if one comes,
+        ``on_failure`` is called when none will (the connection could not be made, was lost or wedged)."""
+        task = asyncio.get_running_loop().create_task(self._send(body, version, on_response, on_failure))
         self._sending.add(task)
         task.add_done_callback(self._sending.discard)
 
-    async def _send(self, body: Message, version: int, on_response: Callable[[Message], None]) -> None:
+    async def _send(
+        self, body: Message, version: int, on_response: Callable[[Message], None], on_failure: Callable[[], None]
+    ) -> None:
         try:
             response = await self.request(body, version, STALL_TIMEOUT_S, Message)
         except (OSError, TimeoutError) as exc:  # ConnectionError is an OSError
             logger.debug("request to %s:%d dropped: %s", self.host, self.port, exc)
+            on_failure()
             return
         on_response(response)
 

@@ -125,8 +125,34 @@ def test_send_hands_the_answer_to_its_callback() -> None:
         async with peer_and_client() as (_peer, client):
             answered: asyncio.Future[int] = asyncio.get_running_loop().create_future()
             request = ApiVersionsRequest(client_software_name="now", client_software_version="7")
-            client.send(request, VERSION, lambda answer: answered.set_result(answer.throttle_time_ms))  # type: ignore[attr-defined]
+            client.send(
+                request,
+                VERSION,
+                lambda answer: answered.set_result(answer.throttle_time_ms),  # type: ignore[attr-defined]
+                lambda: answered.set_exception(AssertionError("failed")),
+            )
             assert await asyncio.wait_for(answered, 5) == 7
+
+    asyncio.run(body())
+
+
+def test_send_calls_its_failure_callback_when_no_answer_will_come() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # nothing listens there
+
+    async def body() -> None:
+        client = BrokerClient("127.0.0.1", port, "test")
+        failed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        request = ApiVersionsRequest(client_software_name="now", client_software_version="7")
+        client.send(
+            request,
+            VERSION,
+            lambda answer: failed.set_exception(AssertionError(answer)),
+            lambda: failed.set_result(None),
+        )
+        await asyncio.wait_for(failed, 5)
+        await client.close()
 
     asyncio.run(body())
 
