@@ -64,6 +64,8 @@ class ChaosConfig:
     # devices), so that a restarted broker has lost what it had not synced; off, or where those are missing, the
     # faults are kills, pauses and stops only.
     power_cuts: bool = True
+    # librdkafka's `debug` contexts for the producers ("msg,eos,broker"), logged to stderr; none when empty.
+    client_debug: str = ""
 
 
 @dataclass
@@ -308,7 +310,8 @@ class Producers:
             {
                 "error_cb": on_error,
                 # Refused connections to a downed broker are the point of the exercise, not news.
-                "log_level": 2,
+                "log_level": 7 if self.config.client_debug else 2,
+                **({"debug": self.config.client_debug} if self.config.client_debug else {}),
                 "bootstrap.servers": self.bootstrap,
                 "acks": "all",
                 "enable.idempotence": True,

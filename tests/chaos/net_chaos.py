@@ -6,11 +6,14 @@ the namespaces, moves itself into the hub namespace (where the producers, the mo
 starts the cluster, runs the schedule for KAFKETTE_CHAOS_NET_SECONDS (at least one fault of each kind), heals,
 checks (harness.check_after_healing), removes everything it made, and ends with one summary line; the exit
 status is 0 only when no acknowledged write was lost or duplicated and the replicas agree.
-KAFKETTE_CHAOS_NET_SEED replays a schedule.
+KAFKETTE_CHAOS_NET_SEED replays a schedule, KAFKETTE_CHAOS_NET_FIRST_STEP starts it at that step (a stretch of a
+long run replayed in minutes), KAFKETTE_CHAOS_NET_KEEP_LOGS=1 keeps the broker logs of a passing run, and
+KAFKETTE_CHAOS_CLIENT_DEBUG passes librdkafka's `debug` contexts to the producers (their log goes to stderr).
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import shutil
@@ -60,9 +63,18 @@ class NetChaosConfig:
     hold_seconds: tuple[float, float] = (3.0, 10.0)
     pause_seconds: tuple[float, float] = (0.5, 2.0)
     rushed_share: float = 1 / 3
+    first_step: int = 0  # the schedule's steps before it are skipped
+    keep_logs: bool = False
+    client_debug: str = ""
 
     def workload(self) -> ChaosConfig:
-        return ChaosConfig(seconds=self.seconds, brokers=self.brokers, seed=self.seed, topic="chaos-net")
+        return ChaosConfig(
+            seconds=self.seconds,
+            brokers=self.brokers,
+            seed=self.seed,
+            topic="chaos-net",
+            client_debug=self.client_debug,
+        )
 
 
 def schedule(
@@ -107,7 +119,7 @@ def run_schedule(
     # The brokers' log lines carry the local wall clock: this lines them up with the schedule's seconds.
     print(f"schedule began {time.strftime('%Y-%m-%d %H:%M:%S')} (0.0 s)", flush=True)
     steps = schedule(config.seed, config.brokers, config.hold_seconds, config.pause_seconds, config.rushed_share)
-    for count, step in enumerate(steps):
+    for count, step in enumerate(itertools.islice(steps, config.first_step, None)):
         if time.monotonic() - began >= config.seconds and count >= len(KINDS):
             return
         if not step.rushed:
@@ -195,19 +207,25 @@ def details(report: ChaosReport) -> list[str]:
     ]
 
 
-def logs_kept_because(report: ChaosReport, ok: bool) -> str | None:
+def logs_kept_because(report: ChaosReport, ok: bool, asked: bool) -> str | None:
     """Why the run's directory, broker logs and all, is kept; None when it is removed."""
     if not ok:
         return "the run failed"
     if report.longest_ack_gap_seconds > LONG_ACK_GAP_S:
         return f"an ack gap over {LONG_ACK_GAP_S:g} s"
-    return None
+    return "KAFKETTE_CHAOS_NET_KEEP_LOGS" if asked else None
 
 
 def config_from_env() -> NetChaosConfig:
     seconds = float(os.environ.get("KAFKETTE_CHAOS_NET_SECONDS", QUICK_SECONDS))
     seed = os.environ.get("KAFKETTE_CHAOS_NET_SEED")
-    return NetChaosConfig(seconds=seconds, **({"seed": int(seed)} if seed else {}))
+    return NetChaosConfig(
+        seconds=seconds,
+        first_step=int(os.environ.get("KAFKETTE_CHAOS_NET_FIRST_STEP", "0")),
+        keep_logs=os.environ.get("KAFKETTE_CHAOS_NET_KEEP_LOGS", "") == "1",
+        client_debug=os.environ.get("KAFKETTE_CHAOS_CLIENT_DEBUG", ""),
+        **({"seed": int(seed)} if seed else {}),
+    )
 
 
 def _terminated(signum: int, frame: FrameType | None) -> None:
@@ -221,7 +239,10 @@ def main() -> int:
         print(f"removed namespaces left by dead runs: {swept}", flush=True)
     topology = Topology(os.getpid(), config.brokers)
     cluster_dir = Path(tempfile.mkdtemp(prefix=netns.PREFIX)) / "cluster"
-    print(f"chaos-net: seed {config.seed}, {config.seconds:g} s, cluster in {cluster_dir}", flush=True)
+    print(
+        f"chaos-net: seed {config.seed} from step {config.first_step}, {config.seconds:g} s, cluster in {cluster_dir}",
+        flush=True,
+    )
     began = time.monotonic()
     report, netem, failure = ChaosReport(seed=config.seed), False, None
     taken: list[Step] = []
@@ -241,7 +262,7 @@ def main() -> int:
     ok = failure is None and report.ok
     for line in details(report):
         print(line)
-    if (reason := logs_kept_because(report, ok)) is None:
+    if (reason := logs_kept_because(report, ok, config.keep_logs)) is None:
         shutil.rmtree(cluster_dir.parent, ignore_errors=True)
     else:
         print(f"broker logs kept in {cluster_dir} ({reason})")

@@ -119,16 +119,22 @@ def test_the_longest_ack_gap_is_placed_on_the_fault_schedule(monkeypatch: pytest
 
 def test_a_run_keeps_its_broker_logs_when_it_failed_or_stalled_long() -> None:
     report = ChaosReport(seed=1)
-    assert logs_kept_because(report, ok=True) is None
-    assert logs_kept_because(report, ok=False) == "the run failed"
+    assert logs_kept_because(report, ok=True, asked=False) is None
+    assert logs_kept_because(report, ok=True, asked=True) == "KAFKETTE_CHAOS_NET_KEEP_LOGS"
+    assert logs_kept_because(report, ok=False, asked=False) == "the run failed"
     report.longest_ack_gap_seconds = LONG_ACK_GAP_S + 0.1
-    assert logs_kept_because(report, ok=True) == f"an ack gap over {LONG_ACK_GAP_S:g} s"
+    assert logs_kept_because(report, ok=True, asked=False) == f"an ack gap over {LONG_ACK_GAP_S:g} s"
 
 
 def test_config_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KAFKETTE_CHAOS_NET_SECONDS", "1200")
     monkeypatch.setenv("KAFKETTE_CHAOS_NET_SEED", "9")
     assert config_from_env() == NetChaosConfig(seconds=1200.0, seed=9)
+    monkeypatch.setenv("KAFKETTE_CHAOS_NET_FIRST_STEP", "92")
+    monkeypatch.setenv("KAFKETTE_CHAOS_NET_KEEP_LOGS", "1")
+    monkeypatch.setenv("KAFKETTE_CHAOS_CLIENT_DEBUG", "eos,msg")
+    config = config_from_env()
+    assert (config.first_step, config.keep_logs, config.workload().client_debug) == (92, True, "eos,msg")
 
 
 def _missing_tools() -> list[str]:
