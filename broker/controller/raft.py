@@ -374,6 +374,12 @@ class RaftNode:
             return
         if request.epoch > self.epoch:
             self._become_unattached(now, request.epoch)
+            if not self._log_up_to_date(request):
+                # This candidate cannot win, and will time out and try again in [timeout, 2*timeout): the voters
+                # it unseated start sooner, in [0, timeout). Given a full timeout each time, a voter back from a
+                # partition with a stale log won the race to the next epoch over and over (the quorum flapped
+                # for 7 s after a healed isolation of its leader).
+                self._election_deadline = now + self._rng.randrange(self.timing.election_timeout_ms)
         granted = (
             request.epoch == self.epoch
             and self.role in (Role.UNATTACHED, Role.VOTED)

@@ -1,4 +1,5 @@
-"""A follower's fetch is never left without an answer or a prompt retry.
+"""A follower's fetch is never left without an answer or a prompt retry; a candidate that cannot win does not hold
+back the voters it unseats.
 
 In a network-chaos run the quorum flapped for 11 s after a healed partition: every follower of the new leader
 started an election exactly one fetch timeout after it began to follow. The leader had dropped the fetches it
@@ -72,3 +73,19 @@ def test_a_follower_asks_again_soon_after_its_fetch_failed() -> None:
     # A late failure of the earlier fetch changes nothing: only the fetch out counts.
     node.request_failed(failed_at + 30, 0, first)
     assert node.next_deadline() == now + TIMING.fetch_timeout_ms
+
+
+def test_voters_unseated_by_a_candidate_that_cannot_win_stand_sooner_than_it_retries() -> None:
+    now = 10_000
+    node = leader(0)
+    node.propose(0, [b"a record the candidate lacks"])
+    stale = m.VoteRequest(node.epoch + 1, 2, 0, 0)  # voter 2, back from a partition with an empty log
+    out = node.handle(now, 2, stale)
+    assert [o.message.granted for o in out if isinstance(o.message, m.VoteResponse)] == [False]
+    assert node.role is Role.UNATTACHED and node.epoch == 2
+    assert now <= node.next_deadline() < now + TIMING.election_timeout_ms
+    # A candidate that can win gets the vote, and the voter waits a whole timeout for its election to finish.
+    voter = RaftNode(1, VOTERS, MemoryLog(), MemoryStore(ElectionState(0)), TIMING, random.Random(0), 0)
+    out = voter.handle(now, 2, m.VoteRequest(1, 2, 0, 0))
+    assert [o.message.granted for o in out if isinstance(o.message, m.VoteResponse)] == [True]
+    assert voter.next_deadline() >= now + TIMING.election_timeout_ms
