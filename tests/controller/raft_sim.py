@@ -159,6 +159,15 @@ class DiskLog(MetadataLog):
         return None if snapshot_id is None or data is None else (snapshot_id, data)
 
 
+def first_leader(timing: Timing, now: int) -> RaftNode:
+    """Node 0 of voters 0-2 with an empty log, elected in epoch 1 on its own vote and node 1's."""
+    node = RaftNode(0, frozenset({0, 1, 2}), MemoryLog(), MemoryStore(ElectionState(0)), timing, random.Random(0), now)
+    node.tick(now + 10 * timing.election_timeout_ms)
+    node.handle(now, 1, m.VoteResponse(1, None, granted=True))
+    assert node.is_leader
+    return node
+
+
 def through_the_wire(message: m.Message) -> m.Message:
     """``message`` as its receiver gets it from a broker: Kafka's request or response, encoded and decoded."""
     if isinstance(message, m.REQUEST_TYPES):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 
-from raft_sim import MemoryLog, MemoryStore
+from raft_sim import MemoryLog, MemoryStore, first_leader
 
 from kafkette.broker.controller import messages as m
 from kafkette.broker.controller.log import ElectionState
@@ -24,11 +24,7 @@ TIMING = Timing(
 
 
 def leader(now: int) -> RaftNode:
-    node = RaftNode(0, VOTERS, MemoryLog(), MemoryStore(ElectionState(0)), TIMING, random.Random(0), now)
-    node.tick(now + 10 * TIMING.election_timeout_ms)
-    node.handle(now, 1, m.VoteResponse(1, None, granted=True))
-    assert node.is_leader
-    return node
+    return first_leader(TIMING, now)
 
 
 def follower(now: int) -> tuple[RaftNode, m.Request]:

@@ -3,12 +3,9 @@ leader's long-poll of max_wait_ms: new topics reached every broker half a second
 
 from __future__ import annotations
 
-import random
-
-from raft_sim import MemoryLog, MemoryStore
+from raft_sim import first_leader
 
 from kafkette.broker.controller import messages as m
-from kafkette.broker.controller.log import ElectionState
 from kafkette.broker.controller.raft import RaftNode, Timing
 
 VOTERS = frozenset({0, 1, 2})
@@ -18,11 +15,7 @@ TIMING = Timing(
 
 
 def leader(now: int) -> RaftNode:
-    node = RaftNode(0, VOTERS, MemoryLog(), MemoryStore(ElectionState(0)), TIMING, random.Random(0), now)
-    node.tick(now + 10 * TIMING.election_timeout_ms)
-    node.handle(now, 1, m.VoteResponse(1, None, granted=True))
-    assert node.is_leader
-    return node
+    return first_leader(TIMING, now)
 
 
 def fetch(node: RaftNode, now: int, source: int, offset: int) -> list[m.FetchResponse]:
