@@ -379,7 +379,7 @@ class ReplicaFetcher:
         try:
             # Also at the log end: the log then drops a record-less epoch of ours that the leader never had.
             # The log keeps its high watermark at or below its new end.
-            partition.log.truncate_to(offset)
+            partition.truncate_to(offset)
         except LogStorageError as exc:
             self._back_off(state, str(exc))
             return
@@ -456,8 +456,7 @@ class ReplicaFetcher:
         records = data.records
         try:
             if records is not None and len(records) > 0:  # type: ignore[arg-type]
-                log.append_as_follower(records)  # type: ignore[arg-type]
-                partition.appended_as_follower()
+                partition.append_as_follower(records)  # type: ignore[arg-type]
                 if self._throttle.throttled(partition.topic, partition.index):
                     self._throttle.record(len(records), time.monotonic())  # type: ignore[arg-type]
             if data.log_start_offset > log.log_start_offset:

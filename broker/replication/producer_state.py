@@ -105,13 +105,26 @@ class ProducerStateTable:
             producers = self._producers = {}
         return producers
 
-    def rebuild(self, headers: Iterable[BatchHeader]) -> None:
-        """Replay stored batches (oldest first) so retries of batches written before a restart are recognised."""
+    def replay(self, headers: Iterable[BatchHeader]) -> None:
+        """Account for stored batches, oldest first: the log's tail after a restart, so that retries of batches
+        written before it are recognised, or a follower's appends."""
         for header in headers:
             if header.is_control:
                 self.note_epoch(header.producer_id, header.producer_epoch)
             elif header.has_producer_id:
                 self.record(header, header.base_offset, header.max_timestamp)
+
+    def truncate(self, log_end_offset: int) -> bool:
+        """Forget the batches at or past ``log_end_offset`` (the log dropped them); False when that leaves a
+        producer with no batch to go on, whose state only the log can tell again."""
+        for entry in self._producers.values():
+            batches = entry.batches
+            while batches and batches[-1].last_offset >= log_end_offset:
+                batches.pop()
+            if not batches:
+                # Its remembered batches are gone, or it had only a marker's epoch, whose offset is not kept.
+                return False
+        return True
 
     def check_epoch(self, producer_id: int, producer_epoch: int) -> None:
         """Refuse a transaction marker or a coordinator's write (TxnOffsetCommit) for an epoch older than the

@@ -7,7 +7,15 @@ import struct
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from ..protocol.batch import HEADER_SIZE, LOG_OVERHEAD, MAGIC, CorruptBatchError, validate_batch
+from ..protocol.batch import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    BatchHeader,
+    CorruptBatchError,
+    parse_header,
+    validate_batch,
+)
 
 # Header walks touch 61 bytes per batch, so small reads suffice; validation needs whole batches.
 _HEADER_CHUNK = 16 * 1024
@@ -50,6 +58,19 @@ def iter_file_batches(fd: int, start: int, end: int, validate: bool) -> Iterator
     or, when ``validate``, fails validation (CRC, counts); everything yielded
     before that is whole.
     """
+    for _, _, span in _walk(fd, start, end, validate):
+        yield span
+
+
+def iter_file_headers(fd: int, start: int, end: int) -> Iterator[BatchHeader]:
+    """Each batch's full header in ``[start, end)``, parsed from the chunk that holds it: a positioned read per
+    batch had made rebuilding the producer state of a 55,700-batch log hold a new leader's event loop 0.8 s."""
+    for buf, offset, _ in _walk(fd, start, end, validate=False):
+        yield parse_header(buf, offset)
+
+
+def _walk(fd: int, start: int, end: int, validate: bool) -> Iterator[tuple[bytes, int, BatchSpan]]:
+    """Each batch's span with the buffer holding (at least) its header and where in the buffer it starts."""
     chunk = _VALIDATE_CHUNK if validate else _HEADER_CHUNK
     buf = b""
     buf_start = start
@@ -67,5 +88,5 @@ def iter_file_batches(fd: int, start: int, end: int, validate: bool) -> Iterator
                 buf = os.pread(fd, min(max(chunk, span.size), end - position), position)
                 buf_start, offset = position, 0
             validate_batch(buf, offset)
-        yield span
+        yield buf, offset, span
         position += span.size

@@ -324,14 +324,19 @@ class Log:
         self._write(batches, metas, first_offset, position, epochs, txn_batches)
         return AppendResult(first_offset, next_offset - 1, log_append_time, position, records)
 
-    def append_as_follower(self, batches: bytes | bytearray | memoryview) -> AppendResult:
-        """Append batches copied from the leader, keeping their offsets (at or above the log end)."""
+    def append_as_follower(
+        self, batches: bytes | bytearray | memoryview, headers: Sequence[BatchHeader] | None = None
+    ) -> AppendResult:
+        """Append batches copied from the leader, keeping their offsets (at or above the log end).
+
+        ``headers``: the batches' headers, when the caller validated them (CRCs included) already.
+        """
         first_offset = expected = self._log_end_offset
         metas: list[BatchMeta] = []
         epochs: list[tuple[int, int]] = []
         txn_batches: list[TxnBatch] = []
         records = position = 0
-        for header in iter_batches(batches, validate=True):
+        for header in headers if headers is not None else iter_batches(batches, validate=True):
             if header.base_offset < expected:
                 raise InvalidAppendOffsetError(f"batch at offset {header.base_offset}, log continues at {expected}")
             if not metas:
@@ -562,6 +567,11 @@ class Log:
             with disk_errors("truncating", self._path):
                 self._leader_epochs.truncate_from_end(self._log_end_offset)
             return
+        # No transactional batch observed from where the open's scan window starts on (it only moves forward)
+        # leaves nothing for the truncation to take from the table; rescanning the window anyway read every batch
+        # header of it on the event loop, 0.3 s a follower truncation of a 55,700-batch log.
+        scanned_from = self._segments[max(0, len(self._segments) - TXN_SCAN_SEGMENTS)].base_offset
+        rescan = not self._transactions.is_empty or offset < scanned_from
         with disk_errors("truncating", self._path):
             if offset <= self._segments[0].base_offset:
                 self._truncate_fully(offset)
@@ -579,7 +589,8 @@ class Log:
             # Durable at once, as the data: truncation is rare, and recovery then never meets entries for data
             # that is gone.
             self._leader_epochs.sync()
-            self._transactions = _load_transactions(self._segments, max(0, len(self._segments) - TXN_SCAN_SEGMENTS))
+            if rescan:
+                self._transactions = _load_transactions(self._segments, max(0, len(self._segments) - TXN_SCAN_SEGMENTS))
         self._log_end_offset = self._active.next_offset
         self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
         self._recovery_point = min(self._recovery_point, self._log_end_offset)

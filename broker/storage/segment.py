@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from ..protocol.batch import HEADER_SIZE, BatchHeader, CorruptBatchError, parse_header
+from ..protocol.batch import HEADER_SIZE, BatchHeader, CorruptBatchError
 from ..protocol.records import RecordBatch, decode_batch
 from .config import LogConfig
 from .errors import CorruptLogError
-from .file_batches import BatchSpan, iter_file_batches, parse_span
+from .file_batches import BatchSpan, iter_file_batches, iter_file_headers, parse_span
 from .index import NO_TIMESTAMP, OffsetIndex, TimeIndex
 from .naming import DELETED_FILE_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, segment_path
 from .transactions import TxnBatch, txn_batch
@@ -344,8 +344,7 @@ class LogSegment:
 
     def batch_headers(self) -> Iterator[BatchHeader]:
         """Every batch's full header, in order: producer ids and sequences for rebuilding producer state."""
-        for span in self._spans(0, self.size):
-            yield parse_header(os.pread(self._fd, HEADER_SIZE, span.position))
+        return self._headers()
 
     def leader_epochs(self) -> Iterator[tuple[int, int]]:
         """(partition leader epoch, base offset) of every batch, in order; from the spans' headers alone."""
@@ -354,16 +353,24 @@ class LogSegment:
 
     def transaction_batches(self) -> Iterator[TxnBatch]:
         """The transactional batches (data and markers), in order: for rebuilding open and aborted transactions."""
-        for span in self._spans(0, self.size):
-            header = parse_header(os.pread(self._fd, HEADER_SIZE, span.position))
+        position = 0
+        for header in self._headers():
             if header.is_transactional:
-                data = os.pread(self._fd, span.size, span.position) if header.is_control else b""
+                data = os.pread(self._fd, header.size, position) if header.is_control else b""
                 yield txn_batch(data, 0, header, header.base_offset)
+            position += header.size
 
     def _spans(self, start: int, end: int) -> Iterator[BatchSpan]:
         """Batches from ``start``; one that does not parse is corruption here, not a torn tail."""
         try:
             yield from iter_file_batches(self._fd, start, end, validate=False)
+        except CorruptBatchError as exc:
+            raise CorruptLogError(f"{self.path.name}: {exc}") from exc
+
+    def _headers(self) -> Iterator[BatchHeader]:
+        """Every batch's full header; one that does not parse is corruption here, as in `_spans`."""
+        try:
+            yield from iter_file_headers(self._fd, 0, self.size)
         except CorruptBatchError as exc:
             raise CorruptLogError(f"{self.path.name}: {exc}") from exc
 

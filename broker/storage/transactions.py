@@ -92,6 +92,11 @@ class TransactionTable:
         self._aborted: dict[int, list[AbortedTxn]] | None = None
 
     @property
+    def is_empty(self) -> bool:
+        """No transactional batch or aborted transaction was ever accounted for."""
+        return self._ongoing is None and self._aborted is None
+
+    @property
     def ongoing(self) -> Mapping[int, int]:
         return _NONE if self._ongoing is None else self._ongoing
 

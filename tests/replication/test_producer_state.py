@@ -1,5 +1,6 @@
-"""A partition's producer state after a restart: rebuilt from the log's tail once, when first needed, and holding
-the batches written before the restart whatever other producers append first."""
+"""A partition's producer state: rebuilt from the log's tail once after a restart, when first needed, and holding
+the batches written before the restart whatever other producers append first; then kept batch by batch as leader
+and as follower, so that taking over a partition reads no log, and a follower's truncation forgets what it drops."""
 
 from __future__ import annotations
 
@@ -21,12 +22,14 @@ PRODUCER_ID = 4242
 ONE_BATCH_SEGMENTS = LogConfig(segment_bytes=120)
 
 
-def idempotent(sequence: int) -> memoryview:
+def idempotent(sequence: int, base_offset: int = 0) -> memoryview:
+    """Two records from producer PRODUCER_ID; ``base_offset`` as the leader wrote them (what a follower copies)."""
     now = int(time.time() * 1000)
-    records = [Record(i, now + i, None, b"idempotent-%d" % i, []) for i in range(2)]
-    return memoryview(
-        bytearray(encode_batch(records, producer_id=PRODUCER_ID, producer_epoch=0, base_sequence=sequence))
+    records = [Record(base_offset + i, now + i, None, b"idempotent-%d" % i, []) for i in range(2)]
+    encoded = encode_batch(
+        records, base_offset=base_offset, producer_id=PRODUCER_ID, producer_epoch=0, base_sequence=sequence
     )
+    return memoryview(bytearray(encoded))
 
 
 def leader_on(directory: Path, config: LogConfig, leader_epoch: int) -> Partition:
@@ -81,3 +84,50 @@ def test_a_retry_is_known_after_other_producers_fill_the_tail(tmp_path: Path) ->
     assert (retry.base_offset, retry.last_offset) == (0, 1)
     assert restarted.log_end_offset == 2 + 2 * (PRODUCER_STATE_SEGMENTS + 2)
     restarted.log.close()
+
+
+def follower_of(directory: Path, *copied: memoryview) -> Partition:
+    """A partition following broker 2 that copied ``copied`` from it."""
+    partition = Partition("t", 0, TOPIC_ID, Log.open(directory, LogConfig()), SETTINGS, node_id=1, clock=Clock())
+    partition.become_follower(leader_id=2, leader_epoch=1, partition_epoch=1, replicas=(1, 2), isr=(1, 2))
+    for records in copied:
+        partition.append_as_follower(records)
+    return partition
+
+
+def take_over(partition: Partition) -> None:
+    partition.become_leader(leader_epoch=2, partition_epoch=2, replicas=(1, 2), isr=(1,))
+
+
+def test_a_follower_taking_over_knows_a_retry_without_reading_its_log(tmp_path: Path, tail_reads: list[int]) -> None:
+    follower = follower_of(tmp_path / "t-0", idempotent(0, base_offset=0), idempotent(2, base_offset=2))
+    assert tail_reads == [PRODUCER_STATE_SEGMENTS]  # the first copy found the (empty) log's tail
+    take_over(follower)
+    retry = follower.append_from_producer(idempotent(2), required_acks=-1)
+    assert (retry.base_offset, retry.last_offset) == (2, 3)
+    assert follower.append_from_producer(idempotent(4), required_acks=-1).base_offset == 4
+    assert len(tail_reads) == 1 and follower.log_end_offset == 6
+    follower.log.close()
+
+
+def test_a_truncated_follower_forgets_the_batches_it_dropped(tmp_path: Path, tail_reads: list[int]) -> None:
+    """Acknowledging the resent batch with the offsets of the dropped one would lose it."""
+    follower = follower_of(tmp_path / "t-0", idempotent(0, base_offset=0), idempotent(2, base_offset=2))
+    follower.truncate_to(2)
+    take_over(follower)
+    resent = follower.append_from_producer(idempotent(2), required_acks=-1)
+    assert (resent.base_offset, resent.last_offset) == (2, 3) and follower.log_end_offset == 4
+    assert len(tail_reads) == 1  # the truncation was applied to the state held, not read again
+    follower.log.close()
+
+
+def test_a_truncation_that_drops_all_of_a_producers_batches_reads_the_log_again(
+    tmp_path: Path, tail_reads: list[int]
+) -> None:
+    follower = follower_of(tmp_path / "t-0", idempotent(0, base_offset=0))
+    follower.truncate_to(0)
+    take_over(follower)
+    resent = follower.append_from_producer(idempotent(0), required_acks=-1)
+    assert (resent.base_offset, follower.log_end_offset) == (0, 2)
+    assert len(tail_reads) == 2
+    follower.log.close()
