@@ -290,7 +290,8 @@ chaos-net-quick: bytecode net-tools
 
 # How the controller quorum recovers once an isolation of its leader heals (root, no load, about 17 s a round):
 # elections begun after the heal and seconds until one controller holds, per round and as a summary line.
-# KAFKETTE_QUORUM_HEAL_ROUNDS (20) and KAFKETTE_QUORUM_HEAL_HOLD (4.3 s) override.
+# KAFKETTE_QUORUM_HEAL_ROUNDS (20), KAFKETTE_QUORUM_HEAL_HOLD (4.3 s) and KAFKETTE_QUORUM_HEAL_TARGET
+# (controller, or follower: the voters following it in turn) override.
 chaos-quorum-heal: bytecode net-tools
 	PYTHONPATH=tests:tests/chaos $(BIN)/python tests/chaos/quorum_heal.py
 

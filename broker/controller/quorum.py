@@ -199,7 +199,8 @@ class QuorumController:
         def on_failure() -> None:
             self._run(self.raft.request_failed(_monotonic_ms(), destination, request))
 
-        peer.send(body, VERSIONS[body.API_KEY], on_response, on_failure)  # type: ignore[index]
+        timeout_s = self.raft.timing.request_timeout_ms / 1000  # controller.quorum.request.timeout.ms
+        peer.send(body, VERSIONS[body.API_KEY], timeout_s, on_response, on_failure)  # type: ignore[index]
 
     def _schedule(self) -> None:
         if self._timer is not None:

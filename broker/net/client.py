@@ -88,20 +88,42 @@ class BrokerClient:
         return response
 
     def send(
-        self, body: Message, version: int, on_response: Callable[[Message], None], on_failure: Callable[[], None]
+        self,
+        body: Message,
+        version: int,
+        timeout_s: float,
+        on_response: Callable[[Message], None],
+        on_failure: Callable[[], None],
     ) -> None:
         """Send without waiting (Raft's way: its timers resend): ``on_response`` gets the answer if one comes,
-        ``on_failure`` is called when none will (the connection could not be made, was lost or wedged)."""
-        task = asyncio.get_running_loop().create_task(self._send(body, version, on_response, on_failure))
+        ``on_failure`` is called when none will (the connection could not be made or was lost, or no answer came
+        within ``timeout_s``).
+
+        A timeout drops the connection, as Kafka's NetworkClient does on a request timeout: the next request
+        opens a new one instead of queueing behind bytes that TCP still retransmits, with its backoff grown
+        seconds long, to a peer that was unreachable. A quorum voter back from a 4.3 s isolation had its fetches
+        wait there past the fetch timeout and stood for election against a leader that was fine.
+        """
+        task = asyncio.get_running_loop().create_task(self._send(body, version, timeout_s, on_response, on_failure))
         self._sending.add(task)
         task.add_done_callback(self._sending.discard)
 
     async def _send(
-        self, body: Message, version: int, on_response: Callable[[Message], None], on_failure: Callable[[], None]
+        self,
+        body: Message,
+        version: int,
+        timeout_s: float,
+        on_response: Callable[[Message], None],
+        on_failure: Callable[[], None],
     ) -> None:
         try:
-            response = await self.request(body, version, STALL_TIMEOUT_S, Message)
-        except (OSError, TimeoutError) as exc:  # ConnectionError is an OSError
+            response = await self.request(body, version, timeout_s, Message)
+        except TimeoutError:
+            logger.debug("no answer from %s:%d in %g s: reconnecting", self.host, self.port, timeout_s)
+            self.abort()
+            on_failure()
+            return
+        except OSError as exc:  # ConnectionError is an OSError
             logger.debug("request to %s:%d dropped: %s", self.host, self.port, exc)
             on_failure()
             return

@@ -128,6 +128,7 @@ def test_send_hands_the_answer_to_its_callback() -> None:
             client.send(
                 request,
                 VERSION,
+                5.0,
                 lambda answer: answered.set_result(answer.throttle_time_ms),  # type: ignore[attr-defined]
                 lambda: answered.set_exception(AssertionError("failed")),
             )
@@ -148,11 +149,33 @@ def test_send_calls_its_failure_callback_when_no_answer_will_come() -> None:
         client.send(
             request,
             VERSION,
+            5.0,
             lambda answer: failed.set_exception(AssertionError(answer)),
             lambda: failed.set_result(None),
         )
         await asyncio.wait_for(failed, 5)
         await client.close()
+
+    asyncio.run(body())
+
+
+def test_a_sent_request_unanswered_in_time_fails_and_the_next_one_reconnects() -> None:
+    """As Kafka's NetworkClient on a request timeout: nothing more waits behind the connection that went quiet."""
+
+    async def body() -> None:
+        async with peer_and_client() as (peer, client):
+            failed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            request = ApiVersionsRequest(client_software_name="hold", client_software_version="1")
+            client.send(
+                request,
+                VERSION,
+                0.1,
+                lambda answer: failed.set_exception(AssertionError(answer)),
+                lambda: failed.set_result(None),
+            )
+            await asyncio.wait_for(failed, 5)
+            assert (await ask(client, "now", 2)).throttle_time_ms == 2
+            assert peer.connections == 2
 
     asyncio.run(body())
 

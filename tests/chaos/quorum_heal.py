@@ -1,7 +1,8 @@
 """How the controller quorum recovers from a healed isolation of its leader: `make chaos-quorum-heal` (root).
 
 A 3-broker local cluster, each broker in its own network namespace (netns), no client load. Each round cuts the
-active controller off from everyone for KAFKETTE_QUORUM_HEAL_HOLD seconds, heals, and watches every broker's
+active controller (KAFKETTE_QUORUM_HEAL_TARGET=controller, the default) or one of the voters following it
+(=follower, each in turn) off from everyone for KAFKETTE_QUORUM_HEAL_HOLD seconds, heals, and watches every broker's
 Metadata for WATCH_S seconds. Per round it reports the elections begun after the heal (the brokers' "quorum:
 Candidate at epoch" lines) and how long after the heal every broker named one controller that then held to the
 end of the watch. The isolated voter may start one election when it returns, and another voter the one that
@@ -32,6 +33,7 @@ from kafkette.operator.local import plan, runtime
 WATCH_S = 12.0
 SAMPLE_S = 0.25
 FLAPPING = 2  # more elections than this after a heal
+TARGETS = ("controller", "follower")
 _CANDIDATE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) \S+ \S+ quorum: Candidate at epoch", re.M)
 
 
@@ -64,25 +66,38 @@ def settled_after(samples: Sequence[tuple[float, frozenset[int]]], healed: float
     return None if since is None else max(0.0, since - healed)
 
 
-def summary(rounds: Sequence[Round], hold: float) -> str:
+def isolated_voter(target: str, controller_id: int, voters: Sequence[int], round_number: int) -> int:
+    """The voter a round cuts off: the controller, or the voters following it in turn."""
+    if target == "controller":
+        return controller_id
+    followers = [voter for voter in sorted(voters) if voter != controller_id]
+    return followers[round_number % len(followers)]
+
+
+def summary(rounds: Sequence[Round], hold: float, target: str = "controller") -> str:
     elections = [r.elections_after_heal for r in rounds]
     settled = [r.settled_after_s for r in rounds if r.settled_after_s is not None] or [float("nan")]
     unsettled = sum(r.settled_after_s is None for r in rounds)
     return (
-        f"quorum-heal: {len(rounds)} rounds, the controller isolated {hold:g} s each; elections begun after the "
-        f"heal: median {statistics.median(elections):g}, max {max(elections)}, rounds with more than {FLAPPING} "
-        f"{sum(e > FLAPPING for e in elections)}; one controller from: median {statistics.median(settled):.1f} s, "
-        f"max {max(settled):.1f} s after the heal"
+        f"quorum-heal: {len(rounds)} rounds, {_TARGET_NAMES[target]} isolated {hold:g} s each; elections begun "
+        f"after the heal: median {statistics.median(elections):g}, max {max(elections)}, rounds with more than "
+        f"{FLAPPING} {sum(e > FLAPPING for e in elections)}; one controller from: median "
+        f"{statistics.median(settled):.1f} s, max {max(settled):.1f} s after the heal"
         + (f"; {unsettled} rounds never settled within {WATCH_S:g} s" if unsettled else "")
     )
+
+
+_TARGET_NAMES = {"controller": "the controller", "follower": "a voter following it"}
 
 
 # --- the I/O shell --------------------------------------------------------------------------------------
 
 
-def one_round(state: plan.ClusterState, cluster_dir: Path, topology: Topology, hold: float) -> Round:
+def one_round(
+    state: plan.ClusterState, cluster_dir: Path, topology: Topology, hold: float, target_kind: str, number: int
+) -> Round:
     view = wait_for(lambda: controller_view(state), "a broker naming the active controller", 30, 0.5)
-    target = view.controller_id
+    target = isolated_voter(target_kind, view.controller_id, state.ids, number)
     netns.apply(topology, Fault(ISOLATE, target), netem=False)
     try:
         time.sleep(hold)
@@ -103,6 +118,10 @@ def one_round(state: plan.ClusterState, cluster_dir: Path, topology: Topology, h
 def main() -> int:
     rounds_wanted = int(os.environ.get("KAFKETTE_QUORUM_HEAL_ROUNDS", "20"))
     hold = float(os.environ.get("KAFKETTE_QUORUM_HEAL_HOLD", "4.3"))
+    target_kind = os.environ.get("KAFKETTE_QUORUM_HEAL_TARGET", "controller")
+    if target_kind not in TARGETS:
+        print(f"KAFKETTE_QUORUM_HEAL_TARGET must be one of {', '.join(TARGETS)}, not {target_kind!r}")
+        return 2
     if swept := netns.sweep():
         print(f"removed namespaces left by dead runs: {swept}", flush=True)
     topology = Topology(os.getpid(), 3)
@@ -116,11 +135,11 @@ def main() -> int:
         runtime.save_state(cluster_dir, state)
         state = runtime.up(cluster_dir, brokers=None, first_port=None, timeout=90)
         for number in range(rounds_wanted):
-            result = one_round(state, cluster_dir, topology, hold)
+            result = one_round(state, cluster_dir, topology, hold, target_kind, number)
             rounds.append(result)
             settled = "never" if result.settled_after_s is None else f"{result.settled_after_s:.1f} s"
             print(
-                f"round {number}: controller {result.isolated} isolated {hold:g} s; elections begun after the "
+                f"round {number}: {target_kind} {result.isolated} isolated {hold:g} s; elections begun after the "
                 f"heal {result.elections_after_heal}; one controller from {settled} after the heal",
                 flush=True,
             )
@@ -133,7 +152,7 @@ def main() -> int:
         print(f"broker logs kept in {cluster_dir} (a round had more than {FLAPPING} elections after its heal)")
     else:
         shutil.rmtree(cluster_dir.parent, ignore_errors=True)
-    print(summary(rounds, hold))
+    print(summary(rounds, hold, target_kind))
     return 0
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from quorum_heal import Round, elections_between, settled_after, summary
+from quorum_heal import Round, elections_between, isolated_voter, settled_after, summary
 
 
 def _at(text: str) -> float:
@@ -40,3 +40,9 @@ def test_summary() -> None:
     assert line.startswith("quorum-heal: 4 rounds, the controller isolated 4.3 s each; elections begun after ")
     assert "median 0.5, max 4, rounds with more than 2 1; one controller from: median 1.0 s, max 7.5 s" in line
     assert line.endswith("; 1 rounds never settled within 12 s")
+
+
+def test_the_isolated_voter_is_the_controller_or_its_followers_in_turn() -> None:
+    assert isolated_voter("controller", 2, (0, 1, 2), 5) == 2
+    assert [isolated_voter("follower", 1, (2, 0, 1), number) for number in range(3)] == [0, 2, 0]
+    assert "a voter following it isolated 4.3 s" in summary([Round(0, 1, 0.5)], 4.3, "follower")
