@@ -92,6 +92,8 @@ class ChaosReport:
     leader_claims: int = 0  # (broker, partition, epoch) leaderships found in the logs: 0 means none was read
     # Follower truncations of the topic's partitions the brokers logged: tails a deposed leader had appended.
     truncations: int = 0
+    # How long each broker's event loop was held, every client with it (its loop watch's warnings), in ms.
+    loop_holds: list[int] = field(default_factory=list)
     # What the power cuts took from the files of their brokers' disks (sizes before less after), in bytes.
     power_cut_bytes_lost: int = 0
     faults: list[tuple[float, str, int]] = field(default_factory=list)
@@ -132,7 +134,8 @@ class ChaosReport:
             f"misplaced={len(self.misplaced)} reused_offsets={len(self.reused_offsets)} "
             f"divergent_replicas={len(self.divergent_replicas)} offset_problems={len(self.offset_problems)} "
             f"epoch_conflicts={len(self.epoch_conflicts)} leader_claims={self.leader_claims} "
-            f"truncations={self.truncations} power_cut_bytes_lost={self.power_cut_bytes_lost} "
+            f"truncations={self.truncations} loop_holds={len(self.loop_holds)} "
+            f"longest_loop_hold_ms={max(self.loop_holds, default=0)} power_cut_bytes_lost={self.power_cut_bytes_lost} "
             f"delivery_errors={self.delivery_errors} "
             f"fatal_producer_errors={self.fatal_producer_errors} faults={dict(kinds)} "
             f"leader_changes={self.leader_changes} controller_changes={self.controller_changes} "
@@ -620,6 +623,11 @@ def truncations(log_text: str, topic: str) -> int:
     return len(re.findall(rf"\b{re.escape(topic)}-\d+: truncating from \d+ to \d+", log_text))
 
 
+def loop_holds(log_text: str) -> list[int]:
+    """How long the broker's event loop was held each time its loop watch warned, in ms."""
+    return [int(held) for held in re.findall(r"the event loop was held for (\d+) ms", log_text)]
+
+
 def check_after_healing(
     cluster_dir: Path, config: ChaosConfig, producers: Producers, monitor: Monitor, report: ChaosReport
 ) -> None:
@@ -645,6 +653,7 @@ def check_after_healing(
     logs = {node_id: runtime.log_path(cluster_dir, node_id).read_text(errors="replace") for node_id in state.ids}
     claims = {node_id: leader_claims(text, config.topic) for node_id, text in logs.items()}
     report.truncations = sum(truncations(text, config.topic) for text in logs.values())
+    report.loop_holds = [held for text in logs.values() for held in loop_holds(text)]
     report.leader_claims = sum(map(len, claims.values()))
     report.epoch_conflicts = epoch_conflicts(claims)
     report.leader_changes = monitor.leader_changes

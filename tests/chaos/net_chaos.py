@@ -182,6 +182,7 @@ def summary(
         f"reused offsets {len(report.reused_offsets)}, divergent replicas {len(report.divergent_replicas)}, "
         f"offset problems {len(report.offset_problems)}, epoch conflicts {len(report.epoch_conflicts)} "
         f"(among {report.leader_claims} leaderships logged), follower truncations {report.truncations}, "
+        f"event loops held {len(report.loop_holds)} times (longest {max(report.loop_holds, default=0)} ms), "
         f"delivery errors {report.delivery_errors}, fatal producer errors {report.fatal_producer_errors}, "
         f"leader changes {report.leader_changes}, controller changes {report.controller_changes}, "
         f"longest ack gap {report.longest_ack_gap_seconds:.1f} s (from {report.longest_ack_gap_from_s:.1f} s), "

@@ -15,6 +15,7 @@ from harness import (
     leader_changes,
     leader_claims,
     log_prefix,
+    loop_holds,
     offset_problems,
     run_chaos,
     split_epoch_bump_resends,
@@ -139,3 +140,14 @@ def test_config_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KAFKETTE_CHAOS_SECONDS", "600")
     monkeypatch.setenv("KAFKETTE_CHAOS_SEED", "7")
     assert config_from_env() == ChaosConfig(seconds=600.0, seed=7)
+
+
+def test_loop_holds_from_broker_logs() -> None:
+    log = (
+        "2026-12-05 18:18:57,263 WARNING kafkette.broker.server.loop_watch: the event loop was held for 3095 ms, "
+        "and every client with it; its thread was at:\n  File ...\n"
+        "2026-12-05 18:18:57,944 WARNING kafkette.broker.server.loop_watch: the event loop was held for 580 ms, "
+        "and every client with it; its thread was at:\n"
+    )
+    assert loop_holds(log) == [3095, 580]
+    assert loop_holds("... quorum: Leader at epoch 271\n") == []
