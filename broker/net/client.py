@@ -100,9 +100,8 @@ class BrokerClient:
         within ``timeout_s``).
 
         A timeout drops the connection, as Kafka's NetworkClient does on a request timeout: the next request
-        opens a new one instead of queueing behind bytes that TCP still retransmits, with its backoff grown
-        seconds long, to a peer that was unreachable. A quorum voter back from a 4.3 s isolation had its fetches
-        wait there past the fetch timeout and stood for election against a leader that was fine.
+        opens a new one instead of queueing behind a connection that went quiet (a peer cut off leaves it open,
+        TCP retransmitting with a backoff grown seconds long); before, only a request 10 s old dropped it.
         """
         task = asyncio.get_running_loop().create_task(self._send(body, version, timeout_s, on_response, on_failure))
         self._sending.add(task)
