@@ -103,30 +103,24 @@ class BrokerClient:
         opens a new one instead of queueing behind a connection that went quiet (a peer cut off leaves it open,
         TCP retransmitting with a backoff grown seconds long); before, only a request 10 s old dropped it.
         """
-        task = asyncio.get_running_loop().create_task(self._send(body, version, timeout_s, on_response, on_failure))
+
+        async def exchange() -> None:
+            try:
+                response = await self.request(body, version, timeout_s, Message)
+            except TimeoutError:
+                logger.debug("no answer from %s:%d in %g s: reconnecting", self.host, self.port, timeout_s)
+                self.abort()
+                on_failure()
+                return
+            except OSError as exc:  # ConnectionError is an OSError
+                logger.debug("request to %s:%d dropped: %s", self.host, self.port, exc)
+                on_failure()
+                return
+            on_response(response)
+
+        task = asyncio.get_running_loop().create_task(exchange())
         self._sending.add(task)
         task.add_done_callback(self._sending.discard)
-
-    async def _send(
-        self,
-        body: Message,
-        version: int,
-        timeout_s: float,
-        on_response: Callable[[Message], None],
-        on_failure: Callable[[], None],
-    ) -> None:
-        try:
-            response = await self.request(body, version, timeout_s, Message)
-        except TimeoutError:
-            logger.debug("no answer from %s:%d in %g s: reconnecting", self.host, self.port, timeout_s)
-            self.abort()
-            on_failure()
-            return
-        except OSError as exc:  # ConnectionError is an OSError
-            logger.debug("request to %s:%d dropped: %s", self.host, self.port, exc)
-            on_failure()
-            return
-        on_response(response)
 
     def abort(self) -> None:
         """Drop the connection now; requests in flight fail with ConnectionError, the next one reconnects."""

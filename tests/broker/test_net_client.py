@@ -16,6 +16,7 @@ from kafkette.broker.net.connection import Connection, ConnectionAbort, Response
 from kafkette.broker.protocol.framing import decode_request, encode_response
 from kafkette.broker.protocol.messages.api_versions_request import ApiVersionsRequest
 from kafkette.broker.protocol.messages.api_versions_response import ApiVersionsResponse
+from kafkette.broker.protocol.types import Message
 
 VERSION = 3
 
@@ -120,19 +121,19 @@ def test_closing_fails_what_is_in_flight() -> None:
     asyncio.run(body())
 
 
+def sent(client: BrokerClient, name: str, tag: int, timeout_s: float = 5.0) -> asyncio.Future[Message | None]:
+    """`BrokerClient.send`'s outcome: the answer handed to its response callback, None when its failure one ran."""
+    outcome: asyncio.Future[Message | None] = asyncio.get_running_loop().create_future()
+    request = ApiVersionsRequest(client_software_name=name, client_software_version=str(tag))
+    client.send(request, VERSION, timeout_s, outcome.set_result, lambda: outcome.set_result(None))
+    return outcome
+
+
 def test_send_hands_the_answer_to_its_callback() -> None:
     async def body() -> None:
         async with peer_and_client() as (_peer, client):
-            answered: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-            request = ApiVersionsRequest(client_software_name="now", client_software_version="7")
-            client.send(
-                request,
-                VERSION,
-                5.0,
-                lambda answer: answered.set_result(answer.throttle_time_ms),  # type: ignore[attr-defined]
-                lambda: answered.set_exception(AssertionError("failed")),
-            )
-            assert await asyncio.wait_for(answered, 5) == 7
+            answer = await asyncio.wait_for(sent(client, "now", 7), 5)
+            assert isinstance(answer, ApiVersionsResponse) and answer.throttle_time_ms == 7
 
     asyncio.run(body())
 
@@ -144,16 +145,7 @@ def test_send_calls_its_failure_callback_when_no_answer_will_come() -> None:
 
     async def body() -> None:
         client = BrokerClient("127.0.0.1", port, "test")
-        failed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        request = ApiVersionsRequest(client_software_name="now", client_software_version="7")
-        client.send(
-            request,
-            VERSION,
-            5.0,
-            lambda answer: failed.set_exception(AssertionError(answer)),
-            lambda: failed.set_result(None),
-        )
-        await asyncio.wait_for(failed, 5)
+        assert await asyncio.wait_for(sent(client, "now", 7), 5) is None
         await client.close()
 
     asyncio.run(body())
@@ -164,16 +156,7 @@ def test_a_sent_request_unanswered_in_time_fails_and_the_next_one_reconnects() -
 
     async def body() -> None:
         async with peer_and_client() as (peer, client):
-            failed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            request = ApiVersionsRequest(client_software_name="hold", client_software_version="1")
-            client.send(
-                request,
-                VERSION,
-                0.1,
-                lambda answer: failed.set_exception(AssertionError(answer)),
-                lambda: failed.set_result(None),
-            )
-            await asyncio.wait_for(failed, 5)
+            assert await asyncio.wait_for(sent(client, "hold", 1, timeout_s=0.1), 5) is None
             assert (await ask(client, "now", 2)).throttle_time_ms == 2
             assert peer.connections == 2
 

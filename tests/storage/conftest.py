@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
@@ -75,3 +76,16 @@ def spy_on_fsyncs(monkeypatch: pytest.MonkeyPatch, record: Callable[[Path], None
             real(fd)
 
         monkeypatch.setattr(os, name, spy)
+
+
+def calls_on(monkeypatch: pytest.MonkeyPatch, owner: type, name: str) -> list[Any]:
+    """The objects ``owner.name`` is called on while the test runs, in order; the real method still runs."""
+    calls: list[Any] = []
+    real = getattr(owner, name)
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append(self)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(owner, name, counted)
+    return calls

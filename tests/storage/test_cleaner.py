@@ -7,13 +7,13 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import calls_on
 
 from kafkette.broker.protocol.compression import Codec
 from kafkette.broker.protocol.records import Record, decode_batches, encode_batch
 from kafkette.broker.storage import Log, LogConfig, LogManager, SegmentInfo
 from kafkette.broker.storage.cleaner import CleanerCheckpoint, cleanable_segment_count
 from kafkette.broker.storage.housekeeping import LogHousekeeper
-from kafkette.broker.storage.segment import LogSegment
 
 START = 1_700_000_000_000
 KEYS = 300
@@ -99,16 +99,9 @@ def test_a_cleaner_pass_looks_only_at_compacted_logs(tmp_path: Path, monkeypatch
     for partition in range(200):
         logs.get_or_create("plain", partition)
     logs.get_or_create("compacted", 0)
-    looked_at: list[Path] = []
-    closed_segments = Log.closed_segments
-
-    def counted(log: Log) -> list[LogSegment]:
-        looked_at.append(log.directory)
-        return closed_segments(log)
-
-    monkeypatch.setattr(Log, "closed_segments", counted)
+    looked_at = calls_on(monkeypatch, Log, "closed_segments")
     asyncio.run(LogHousekeeper(logs, 1000, clock=clock).run_once(retention=False))
-    assert looked_at == [tmp_path / "compacted-0"]
+    assert [log.directory for log in looked_at] == [tmp_path / "compacted-0"]
 
 
 @pytest.mark.parametrize("codec", [Codec.NONE, Codec.LZ4, Codec.ZSTD], ids=lambda codec: codec.name.lower())

@@ -5,10 +5,11 @@ reads the log again only when transactions may have been among what it dropped."
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from conftest import build_batch, calls_on
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from kafkette.broker.protocol.records import end_txn_marker_batch
@@ -16,7 +17,7 @@ from kafkette.broker.storage import Log, LogConfig
 from kafkette.broker.storage.cleaner import clean_segments
 from kafkette.broker.storage.log import TXN_SCAN_SEGMENTS
 from kafkette.broker.storage.segment import LogSegment
-from kafkette.broker.storage.transactions import AbortedTxn, TxnBatch
+from kafkette.broker.storage.transactions import AbortedTxn
 
 SMALL = LogConfig(segment_bytes=400, index_interval_bytes=100)
 
@@ -108,40 +109,19 @@ def test_truncation_reopens_a_transaction_whose_marker_it_removed(tmp_path: Path
     log.close()
 
 
-def plain_batch(value: bytes) -> bytearray:
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=False,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=1 << 20,
-    )
-    builder.append(0, timestamp=1000, key=None, value=value, headers=[])
-    return builder.build()
-
-
-def count_scans(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Each segment a transaction scan reads (by base offset), around the real scan."""
-    scanned: list[int] = []
-    real = LogSegment.transaction_batches
-
-    def counted(seg: LogSegment) -> Iterator[TxnBatch]:
-        scanned.append(seg.base_offset)
-        return real(seg)
-
-    monkeypatch.setattr(LogSegment, "transaction_batches", counted)
-    return scanned
+def count_scans(monkeypatch: pytest.MonkeyPatch) -> Callable[[], list[int]]:
+    """The base offsets of the segments a transaction scan has read so far."""
+    scanned = calls_on(monkeypatch, LogSegment, "transaction_batches")
+    return lambda: [seg.base_offset for seg in scanned]
 
 
 def test_truncating_a_log_without_transactions_reads_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     log = Log.open(tmp_path / "t-0", SMALL)
     for value in (b"a", b"b", b"c"):
-        log.append(plain_batch(value), leader_epoch=0)
+        log.append(build_batch((value,)), leader_epoch=0)
     scans = count_scans(monkeypatch)
     log.truncate_to(1)
-    assert scans == [] and log.log_end_offset == 1 and log.first_unstable_offset is None
+    assert scans() == [] and log.log_end_offset == 1 and log.first_unstable_offset is None
     log.close()
 
 
@@ -153,12 +133,12 @@ def test_truncating_below_the_segments_scanned_at_open_finds_a_transaction_reope
     log.append(txn_batch(7, 0, [b"x"]), leader_epoch=0)
     log.append(marker(7, commit=True), leader_epoch=0)
     while len(log.segments) <= TXN_SCAN_SEGMENTS + 1:
-        log.append(plain_batch(b"filler" * 10), leader_epoch=0)
+        log.append(build_batch((b"filler" * 10,)), leader_epoch=0)
     log.close()
     log = Log.open(tmp_path / "t-0", SMALL, clean_shutdown=True, recovery_point=log.log_end_offset)
     scans = count_scans(monkeypatch)
     log.truncate_to(1)
-    assert scans == [0] and log.first_unstable_offset == 0
+    assert scans() == [0] and log.first_unstable_offset == 0
     log.close()
 
 
