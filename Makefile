@@ -39,8 +39,9 @@ lint: venv
 	$(BIN)/mypy
 	PYTHONPATH=typecheck $(BIN)/lint-imports --no-cache
 
+# Two workers: most tests wait on broker processes more than they use a core (tests/conftest.py).
 test: bytecode java-client kcat-check lint helm spark-kafka
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2
 
 run: bytecode
 	$(BIN)/kafkette demo

@@ -109,6 +109,14 @@ def seconds_to_timeout_abort(bootstrap: str, topic: str, timeout: float) -> floa
 
 def read_all(bootstrap: str, topic: str, isolation: str, expected: int, wait_s: float = 10.0) -> list[bytes]:
     """Every value a fresh consumer reads from the start, polling until ``expected`` or ``wait_s``."""
+    return read_until(bootstrap, topic, isolation, lambda values: len(values) >= expected, wait_s)
+
+
+def read_until(
+    bootstrap: str, topic: str, isolation: str, done: Callable[[list[bytes]], bool], wait_s: float
+) -> list[bytes]:
+    """Every value a fresh consumer reads from the start, polling until ``done`` holds of what it read or
+    ``wait_s`` passed, and half a second more."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -122,7 +130,7 @@ def read_all(bootstrap: str, topic: str, isolation: str, expected: int, wait_s: 
     values: list[bytes] = []
     deadline = time.monotonic() + wait_s
     try:
-        while time.monotonic() < deadline and len(values) < expected:
+        while time.monotonic() < deadline and not done(values):
             message = consumer.poll(0.2)
             if message is not None and message.error() is None:
                 values.append(message.value())
