@@ -234,7 +234,7 @@ class Log:
                 leader_epochs, transactions = LeaderEpochCache(path), TransactionTable()
             else:
                 leader_epochs = _load_leader_epochs(path, segments, first_unflushed)
-                scan_from = min(first_unflushed, max(0, len(segments) - TXN_SCAN_SEGMENTS))
+                scan_from = min(first_unflushed, _txn_scan_window_start(segments))
                 with_txn_index = {base for base, suffixes in files.items() if TXN_INDEX_SUFFIX in suffixes}
                 transactions = _load_transactions(segments, scan_from, with_txn_index)
             log = cls(
@@ -570,7 +570,7 @@ class Log:
         # No transactional batch observed from where the open's scan window starts on (it only moves forward)
         # leaves nothing for the truncation to take from the table; rescanning the window anyway read every batch
         # header of it on the event loop, 0.3 s a follower truncation of a 55,700-batch log.
-        scanned_from = self._segments[max(0, len(self._segments) - TXN_SCAN_SEGMENTS)].base_offset
+        scanned_from = self._segments[_txn_scan_window_start(self._segments)].base_offset
         rescan = not self._transactions.is_empty or offset < scanned_from
         with disk_errors("truncating", self._path):
             if offset <= self._segments[0].base_offset:
@@ -590,7 +590,7 @@ class Log:
             # that is gone.
             self._leader_epochs.sync()
             if rescan:
-                self._transactions = _load_transactions(self._segments, max(0, len(self._segments) - TXN_SCAN_SEGMENTS))
+                self._transactions = _load_transactions(self._segments, _txn_scan_window_start(self._segments))
         self._log_end_offset = self._active.next_offset
         self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
         self._recovery_point = min(self._recovery_point, self._log_end_offset)
@@ -797,6 +797,11 @@ def _load_leader_epochs(directory: str, segments: list[LogSegment], recovered_fr
     if rebuilt:
         cache.replace_from(rebuilt[0].base_offset, _batch_epochs(directory, rebuilt))
     return cache
+
+
+def _txn_scan_window_start(segments: Sequence[LogSegment]) -> int:
+    """Index of the first segment a transaction scan reads: open and truncation look only this far back."""
+    return max(0, len(segments) - TXN_SCAN_SEGMENTS)
 
 
 def _load_transactions(
