@@ -323,6 +323,10 @@ class Producers:
                 "retry.backoff.max.ms": 1000,
                 "message.timeout.ms": 60000,
                 "request.timeout.ms": 10000,
+                # Bounds every request, Metadata too (librdkafka's default is 60 s), as the Java client's
+                # request.timeout.ms does: a Metadata request to a broker cut off with its connection still up
+                # otherwise waits for the heal, and the producer learns of no new leader meanwhile.
+                "socket.timeout.ms": 10000,
                 "socket.connection.setup.timeout.ms": 5000,
                 "reconnect.backoff.max.ms": 1000,
                 "topic.metadata.refresh.interval.ms": 2000,
