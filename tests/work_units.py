@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-# Their tests share one session-wide service that the directory's conftest starts once and stops when the run
-# leaves the directory: the operator's API server and etcd, the pipeline's Spark session.
+# Their tests share one session-wide service that the directory's conftest starts once: the operator's API server
+# and etcd (stopped when the run leaves the directory), the pipeline's Spark session.
 SHARED_SESSION_DIRECTORIES = ("tests/operator/", "tests/pipeline/")
 
 
