@@ -528,6 +528,8 @@ class BrokerConfig(_PropertiesModel):
     broker_session_timeout_ms: _PositiveInt = Field(9000, alias="broker.session.timeout.ms")
     broker_heartbeat_interval_ms: _PositiveInt = Field(2000, alias="broker.heartbeat.interval.ms")
     replica_lag_time_max_ms: _PositiveLong = Field(30000, alias="replica.lag.time.max.ms")
+    # How long a producer that writes nothing keeps its sequences and epoch on a partition (Kafka's default: a day).
+    producer_id_expiration_ms: Annotated[Int, Field(ge=1)] = Field(86400000, alias="producer.id.expiration.ms")
     replica_fetch_max_bytes: _PositiveInt = Field(1048576, alias="replica.fetch.max.bytes")
     # Bytes a second a leader sends to, or a follower fetches for, throttled replicas (dynamic; see
     # broker/replication/throttle.py). Kafka's default: no throttle.

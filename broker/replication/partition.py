@@ -89,6 +89,8 @@ class PartitionSettings:
     timestamp_after_max_ms: int = 3_600_000
     # cleanup.policy includes compact: every record needs a key.
     compacted: bool = False
+    # producer.id.expiration.ms (a broker setting): how long an idle producer's sequences and epoch are kept.
+    producer_id_expiration_ms: int = 86_400_000
 
 
 class AppendOutcome(NamedTuple):
@@ -236,6 +238,7 @@ class Partition:
         self.index = index
         self.topic_id = topic_id
         self.log = log
+        log.on_roll = self._snapshot_producers
         self.settings = settings
         self.node_id = node_id
         self._clock = clock
@@ -261,8 +264,9 @@ class Partition:
         # The high watermark itself lives on the log, which checkpoints it: after a restart this replica
         # serves what was committed at the last checkpoint at once, instead of waiting for its ISR again.
         self._epoch_start_offset = log.log_end_offset
-        # Rebuilt from the log's tail when first needed (see `producers`), then kept batch by batch as leader and
-        # as follower: a restart with 10,000 partitions makes each one a partition, then its leader.
+        # Rebuilt from the log's newest snapshot and the batches after it when first needed (see `producers`), then
+        # kept batch by batch as leader and as follower: a restart with 10,000 partitions makes each one a
+        # partition, then its leader.
         self._producers: ProducerStateTable | None = None
         self._data_waiters: list[asyncio.Future[None]] | tuple[()] = NO_WAITERS
         self._append_waiters: list[asyncio.Future[None]] | tuple[()] = NO_WAITERS
@@ -307,9 +311,31 @@ class Partition:
     def producers(self) -> ProducerStateTable:
         """The idempotent and transactional producers' recent batches, kept batch by batch in either role."""
         if self._producers is None:
-            self._producers = ProducerStateTable()
-            self._producers.replay(self.log.tail_batch_headers(PRODUCER_STATE_SEGMENTS))
+            self._producers = self._load_producers()
         return self._producers
+
+    def _load_producers(self) -> ProducerStateTable:
+        """The state of the newest producer snapshot, then of the batches after it. A log with no snapshot (never
+        rolled, or written before snapshots) replays its last two segments: the whole of a log that never rolled."""
+        snapshot = self.log.latest_producer_snapshot()
+        if snapshot is None:
+            producers = ProducerStateTable()
+            producers.replay(self.log.tail_batch_headers(PRODUCER_STATE_SEGMENTS))
+            return producers
+        offset, entries = snapshot
+        producers = ProducerStateTable.restored(
+            entries, int(time.time() * 1000), self.settings.producer_id_expiration_ms
+        )
+        producers.replay(self.log.batch_headers_from(offset))
+        return producers
+
+    def _snapshot_producers(self, offset: int) -> None:
+        """The log rolled at ``offset``: snapshot the producer state there (before the batch that rolled it is
+        recorded), forgetting the producers expired by now, as Kafka does at each roll."""
+        entries = self.producers.snapshot(
+            self.log.open_transactions(), int(time.time() * 1000), self.settings.producer_id_expiration_ms
+        )
+        self.log.write_producer_snapshot(offset, entries)
 
     def watch_behind(self, watch: set[Partition]) -> None:
         """Add this partition to ``watch`` whenever an ISR follower may fall behind our log end (an append, a new
@@ -442,7 +468,7 @@ class Partition:
         elif not sequenced:
             for header in headers:
                 if header.has_producer_id:
-                    producers.note_epoch(header.producer_id, header.producer_epoch)
+                    producers.note_epoch(header.producer_id, header.producer_epoch, now)
         self._appended()
         return AppendOutcome(
             result.first_offset,
@@ -461,7 +487,7 @@ class Partition:
         now = int(time.time() * 1000)
         batch = bytearray(end_txn_marker_batch(producer_id, producer_epoch, commit, coordinator_epoch, now))
         result = self.log.append(batch, self.leader_epoch)
-        self.producers.note_epoch(producer_id, producer_epoch)
+        self.producers.note_epoch(producer_id, producer_epoch, now)
         self._appended()
         return AppendOutcome(result.first_offset, -1, self.log_start_offset, result.last_offset)
 
@@ -529,6 +555,7 @@ class Partition:
         """Serve from ``log`` (a replica moved to another log dir)."""
         self._unpark()
         self.log = log
+        log.on_roll = self._snapshot_producers
 
     def _may_join_isr(self, state: FollowerState) -> bool:
         # At the HW, and past this epoch's start: a follower still holding an older epoch's

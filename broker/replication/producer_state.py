@@ -2,19 +2,22 @@
 
 Like Kafka, the broker remembers the last five batches of every producer id
 so that a retried batch is acknowledged with its original offsets instead of
-being written twice, and a gap in sequence numbers is refused.
+being written twice, and a gap in sequence numbers is refused. A producer is
+forgotten ``producer.id.expiration.ms`` after its last batch's timestamp, unless
+a transaction of it is open, when its state goes into a snapshot.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import NamedTuple
 
 from kafkette.broker.protocol.batch import BatchHeader
 from kafkette.broker.protocol.errors import ErrorCode, KafkaError
+from kafkette.broker.storage.producer_snapshot import SnapshotEntry
 
 BATCHES_REMEMBERED = 5
 SEQUENCE_MODULUS = 1 << 31
@@ -32,6 +35,8 @@ class BatchRecord(NamedTuple):
 class ProducerEntry:
     epoch: int
     batches: deque[BatchRecord] = field(default_factory=lambda: deque(maxlen=BATCHES_REMEMBERED))
+    # When only a marker's epoch is known (no batch remembered): the marker's timestamp.
+    epoch_timestamp: int = -1
 
     @property
     def last_sequence(self) -> int:
@@ -39,8 +44,8 @@ class ProducerEntry:
 
     @property
     def last_timestamp(self) -> int:
-        """The newest batch's max timestamp; -1 with no batch remembered (only a marker's epoch)."""
-        return self.batches[-1].timestamp if self.batches else -1
+        """The newest batch's max timestamp, or with no batch remembered the marker's that set the epoch."""
+        return self.batches[-1].timestamp if self.batches else self.epoch_timestamp
 
 
 def _next_sequence(sequence: int) -> int:
@@ -105,12 +110,75 @@ class ProducerStateTable:
             producers = self._producers = {}
         return producers
 
+    @classmethod
+    def restored(cls, entries: Iterable[SnapshotEntry], now_ms: int, expiration_ms: int) -> ProducerStateTable:
+        """The table a snapshot wrote (see `snapshot`), without the producers that expired since."""
+        table = cls()
+        grouped: dict[int, list[SnapshotEntry]] = {}
+        for entry in entries:
+            grouped.setdefault(entry.producer_id, []).append(entry)
+        for producer_id, written in grouped.items():
+            newest = written[-1]
+            if newest.current_txn_first_offset < 0 and now_ms - newest.timestamp >= expiration_ms:
+                continue
+            for entry in written:
+                if entry.last_offset < 0:
+                    table.note_epoch(producer_id, entry.epoch, entry.timestamp)
+                    continue
+                first_offset = entry.last_offset - entry.offset_delta
+                first_sequence = (entry.last_sequence - entry.offset_delta) % SEQUENCE_MODULUS
+                batch = BatchRecord(
+                    first_sequence, entry.last_sequence, first_offset, entry.last_offset, entry.timestamp
+                )
+                table._remember(producer_id, entry.epoch, batch)
+        return table
+
+    def snapshot(self, open_transactions: Mapping[int, int], now_ms: int, expiration_ms: int) -> list[SnapshotEntry]:
+        """Forget the producers expired at ``now_ms`` (none with an open transaction), and give the rest's state as
+        snapshot entries: one per remembered batch, oldest first, with the first offset of its open transaction."""
+        self.expire(open_transactions.keys(), now_ms, expiration_ms)
+        entries: list[SnapshotEntry] = []
+        for producer_id, entry in self._producers.items():
+            txn_first_offset = open_transactions.get(producer_id, -1)
+            if not entry.batches:
+                entries.append(
+                    SnapshotEntry(producer_id, entry.epoch, -1, -1, 0, entry.epoch_timestamp, -1, txn_first_offset)
+                )
+            for batch in entry.batches:
+                delta = batch.last_offset - batch.first_offset
+                entries.append(
+                    SnapshotEntry(
+                        producer_id,
+                        entry.epoch,
+                        batch.last_sequence,
+                        batch.last_offset,
+                        delta,
+                        batch.timestamp,
+                        -1,
+                        txn_first_offset,
+                    )
+                )
+        return entries
+
+    def expire(self, in_transaction: Collection[int], now_ms: int, expiration_ms: int) -> None:
+        """Forget the producers whose last batch (or marker) is ``expiration_ms`` old, but those in
+        ``in_transaction``: Kafka's producer.id.expiration.ms."""
+        expired: Sequence[int] = [
+            producer_id
+            for producer_id, entry in self._producers.items()
+            if producer_id not in in_transaction and now_ms - entry.last_timestamp >= expiration_ms
+        ]
+        if expired:
+            producers = self._writable()
+            for producer_id in expired:
+                del producers[producer_id]
+
     def replay(self, headers: Iterable[BatchHeader]) -> None:
         """Account for stored batches, oldest first: the log's tail after a restart, so that retries of batches
         written before it are recognised, or a follower's appends."""
         for header in headers:
             if header.is_control:
-                self.note_epoch(header.producer_id, header.producer_epoch)
+                self.note_epoch(header.producer_id, header.producer_epoch, header.max_timestamp)
             elif header.has_producer_id:
                 self.record(header, header.base_offset, header.max_timestamp)
 
@@ -136,26 +204,28 @@ class ProducerStateTable:
                 f"epoch {producer_epoch} is older than producer {producer_id}'s epoch {entry.epoch}",
             )
 
-    def note_epoch(self, producer_id: int, producer_epoch: int) -> None:
-        """A marker or a coordinator's write: a higher epoch (an abort that fenced the producer) makes older
-        batches stale."""
+    def note_epoch(self, producer_id: int, producer_epoch: int, timestamp: int) -> None:
+        """A marker or a coordinator's write at ``timestamp``: a higher epoch (an abort that fenced the producer)
+        makes older batches stale."""
         entry = self._producers.get(producer_id)
         if entry is None or producer_epoch > entry.epoch:
-            self._writable()[producer_id] = ProducerEntry(producer_epoch)
+            self._writable()[producer_id] = ProducerEntry(producer_epoch, epoch_timestamp=timestamp)
 
     def record(self, header: BatchHeader, first_offset: int, timestamp: int) -> None:
         """Remember a batch that was appended at ``first_offset`` with max timestamp ``timestamp``."""
-        entry = self._producers.get(header.producer_id)
-        if entry is None or header.producer_epoch != entry.epoch:
-            entry = ProducerEntry(header.producer_epoch)
-            self._writable()[header.producer_id] = entry
         # Positional: a follower records every batch it copies, and keywords made a replay 1.4x slower.
-        entry.batches.append(
-            BatchRecord(
-                header.base_sequence,
-                header.last_sequence,
-                first_offset,
-                first_offset + header.last_offset_delta,
-                timestamp,
-            )
+        batch = BatchRecord(
+            header.base_sequence,
+            header.last_sequence,
+            first_offset,
+            first_offset + header.last_offset_delta,
+            timestamp,
         )
+        self._remember(header.producer_id, header.producer_epoch, batch)
+
+    def _remember(self, producer_id: int, producer_epoch: int, batch: BatchRecord) -> None:
+        entry = self._producers.get(producer_id)
+        if entry is None or producer_epoch != entry.epoch:
+            entry = ProducerEntry(producer_epoch)
+            self._writable()[producer_id] = entry
+        entry.batches.append(batch)

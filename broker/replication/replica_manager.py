@@ -202,7 +202,7 @@ class ReplicaManager:
             overrides,
             dynamic,
             log_config_of(effective),
-            partition_settings_of(effective),
+            partition_settings_of(effective, self.config.producer_id_expiration_ms),
             effective.min_insync_replicas,
         )
         self._topic_settings[topic] = settings

@@ -27,11 +27,12 @@ def log_config_of(topic: TopicConfig) -> LogConfig:
     )
 
 
-def partition_settings_of(topic: TopicConfig) -> PartitionSettings:
+def partition_settings_of(topic: TopicConfig, producer_id_expiration_ms: int) -> PartitionSettings:
     return PartitionSettings(
         max_message_bytes=topic.max_message_bytes,
         log_append_time=topic.message_timestamp_type == "LogAppendTime",
         timestamp_before_max_ms=topic.message_timestamp_before_max_ms,
         timestamp_after_max_ms=topic.message_timestamp_after_max_ms,
         compacted="compact" in topic.cleanup_policy,
+        producer_id_expiration_ms=producer_id_expiration_ms,
     )

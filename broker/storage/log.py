@@ -13,7 +13,7 @@ import os
 import shutil
 import time
 from bisect import bisect_right
-from collections.abc import Callable, Container, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Container, Iterable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import NamedTuple
@@ -42,6 +42,14 @@ from .naming import (
     parse_segment_name,
     segment_path,
 )
+from .producer_snapshot import (
+    SNAPSHOT_SUFFIX,
+    SnapshotEntry,
+    delete_snapshot,
+    parse_snapshot_name,
+    read_snapshot,
+    write_snapshot,
+)
 from .retention import active_segment_expired, expired_segment_count
 from .segment import MAX_RELATIVE_OFFSET, BatchMeta, LogSegment, OffsetAndTimestamp, ReadResult, SegmentInfo
 from .transactions import AbortedTxn, TransactionTable, TxnBatch, decode_entries, encode_entries, txn_batch
@@ -49,9 +57,11 @@ from .transactions import AbortedTxn, TransactionTable, TxnBatch, decode_entries
 logger = logging.getLogger(__name__)
 
 # Open transactions are found again at start-up by scanning this many newest segments (and every segment
-# recovery validates), as producer state is: a transaction open across more segments than that is a
-# limit of the rebuild (Kafka keeps producer-state snapshots instead).
+# recovery validates): a transaction open across more segments than that is a limit of the rebuild (Kafka reads
+# them from its producer-state snapshots; Kafkette writes those, but reads only sequences and epochs back).
 TXN_SCAN_SEGMENTS = 2
+# Producer-state snapshots kept: the newest, and the one before it should the newest be unreadable.
+SNAPSHOTS_KEPT = 2
 
 
 class _GoingOfflineOnDiskError:
@@ -99,11 +109,13 @@ class Log:
         "_path",
         "_recovery_point",
         "_segments",
+        "_snapshot_offsets",
         "_transactions",
         "config",
         "high_watermark",
         "offline_reason",
         "on_offline",
+        "on_roll",
         "on_start_moved",
         "on_truncate",
         "topic_id",
@@ -157,6 +169,12 @@ class Log:
         # Told when retention or DeleteRecords moves the log start offset: fetch sessions that found the partition
         # quiet read it again, to tell their fetchers.
         self.on_start_moved: Callable[[], None] | None = None
+        # Told the new segment's base offset when the log rolls, before anything is appended to it: the partition
+        # writes its producer-state snapshot there (`write_producer_snapshot`).
+        self.on_roll: Callable[[int], None] | None = None
+        # The producer-state snapshots on disk, oldest first (usually none: only rolled logs of idempotent or
+        # transactional producers have any).
+        self._snapshot_offsets: tuple[int, ...] = ()
 
     @property
     def directory(self) -> Path:
@@ -249,6 +267,8 @@ class Log:
                 None if first_unflushed == len(segments) else recovery_point,
             )
             log._directory_unsynced = created
+            if names is not None:
+                log._adopt_snapshots(names)
             # The file is written before the data it describes, so after a crash it may run past the log.
             log._leader_epochs.truncate_from_end(log.log_end_offset)
             log._leader_epochs.truncate_from_start(log.log_start_offset)
@@ -451,6 +471,8 @@ class Log:
         self._segments.append(LogSegment.create(self._path, base_offset, self.config))
         fsync_dir(self._path)
         logger.debug("%s: rolled segment at offset %d", self._path, base_offset)
+        if self.on_roll is not None:
+            self.on_roll(base_offset)
 
     def flush_if_due(self) -> bool:
         """Flush when records wait for it and ``flush.ms`` has passed since the last flush (Kafka's flush
@@ -518,6 +540,55 @@ class Log:
             for seg in self._segments[-segments:]:
                 yield from seg.batch_headers()
 
+    def batch_headers_from(self, offset: int) -> Iterator[BatchHeader]:
+        """Full headers of the batches from ``offset`` (a batch boundary) on, oldest first."""
+        with disk_errors("reading", self._path):
+            for seg in self._segments[self._segment_index(offset) :]:
+                for header in seg.batch_headers():
+                    if header.base_offset >= offset:
+                        yield header
+
+    # --- producer-state snapshots ----------------------------------------------------------
+
+    def latest_producer_snapshot(self) -> tuple[int, list[SnapshotEntry]] | None:
+        """The newest readable producer-state snapshot, as (its offset, its entries); None when there is none.
+
+        A damaged one is deleted and the one before it tried, as Kafka does.
+        """
+        for offset in reversed(self._snapshot_offsets):
+            try:
+                return offset, read_snapshot(self._path, offset)
+            except (CorruptLogError, OSError) as exc:
+                logger.warning("%s: producer snapshot at %d unusable, trying an older one: %s", self._path, offset, exc)
+                self._drop_snapshots((offset,))
+        return None
+
+    def write_producer_snapshot(self, offset: int, entries: Sequence[SnapshotEntry]) -> None:
+        """Write the producer state as of ``offset`` (at most the log end), keeping it and the one before it."""
+        self._check_open()
+        with self._going_offline_on_disk_error(), disk_errors("writing a producer snapshot of", self._path):
+            write_snapshot(self._path, offset, entries)
+            kept = sorted({*self._snapshot_offsets, offset})
+            self._snapshot_offsets = tuple(kept)
+            self._drop_snapshots(kept[:-SNAPSHOTS_KEPT])
+
+    def _adopt_snapshots(self, names: list[str]) -> None:
+        """Take the snapshots among a listing of the directory; drop any past the log end (data a crash took)."""
+        offsets = (parse_snapshot_name(name) for name in names)
+        self._snapshot_offsets = tuple(sorted(offset for offset in offsets if offset is not None))
+        self._drop_snapshots(self._snapshots_past(self._log_end_offset))
+
+    def _snapshots_past(self, end: int) -> list[int]:
+        return [offset for offset in self._snapshot_offsets if offset > end]
+
+    def _drop_snapshots(self, doomed: Collection[int]) -> None:
+        """Delete the snapshots at the offsets ``doomed``; the caller makes the removals durable if it must."""
+        if not doomed:
+            return
+        for offset in doomed:
+            delete_snapshot(self._path, offset)
+        self._snapshot_offsets = tuple(offset for offset in self._snapshot_offsets if offset not in doomed)
+
     def _check_range(self, offset: int) -> None:
         if not self._log_start_offset <= offset <= self._log_end_offset:
             raise OffsetOutOfRangeError(offset, self._log_start_offset, self._log_end_offset)
@@ -581,7 +652,9 @@ class Log:
                     seg.delete()
                 del self._segments[keep + 1 :]
                 self._active.truncate_to(offset)
-            # Durable at once: truncated bytes that came back after a crash would pass recovery.
+            # A snapshot past the new end describes batches that are gone.
+            self._drop_snapshots(self._snapshots_past(self._active.next_offset))
+            # Durable at once: truncated bytes (or snapshots) that came back after a crash would pass recovery.
             self._active.flush()
             fsync_dir(self._path)
             # After the data: a crash in between leaves entries past the log end, which open drops.
@@ -616,6 +689,7 @@ class Log:
             seg.delete()
         self._segments = [LogSegment.create(self._path, offset, self.config)]
         self._transactions = TransactionTable()
+        self._drop_snapshots(self._snapshot_offsets)
         self._log_start_offset = offset
         # Kafka's truncateFullyAndStartAt: no record is left for any epoch to describe.
         self._leader_epochs.clear()
@@ -887,9 +961,9 @@ def _listing(path: str) -> list[str] | None:
 
 
 def _remove_leftovers(directory: Path, names: list[str]) -> None:
-    """Finish removals and abandon cleanings that a crash interrupted."""
+    """Finish removals and abandon cleanings and snapshot writes that a crash interrupted."""
     for name in names:
-        if name.endswith(DELETED_FILE_SUFFIX):
+        if name.endswith((DELETED_FILE_SUFFIX, SNAPSHOT_SUFFIX + ".tmp")):
             (directory / name).unlink()
         elif name.endswith(CLEANED_DIR_SUFFIX):
             shutil.rmtree(directory / name)
