@@ -13,9 +13,9 @@ import os
 import shutil
 import time
 from bisect import bisect_right
-from collections.abc import Callable, Collection, Container, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Container, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
+from types import MappingProxyType, TracebackType
 from typing import NamedTuple
 from uuid import UUID
 
@@ -57,8 +57,8 @@ from .transactions import AbortedTxn, TransactionTable, TxnBatch, decode_entries
 logger = logging.getLogger(__name__)
 
 # Open transactions are found again at start-up by scanning this many newest segments (and every segment
-# recovery validates): a transaction open across more segments than that is a limit of the rebuild (Kafka reads
-# them from its producer-state snapshots; Kafkette writes those, but reads only sequences and epochs back).
+# recovery validates), seeded with those the newest producer snapshot names open before the scan, as Kafka
+# rebuilds them from its snapshots; the scan then reaches back at least to that snapshot's segment.
 TXN_SCAN_SEGMENTS = 2
 # Producer-state snapshots kept: the newest, and the one before it should the newest be unreadable.
 SNAPSHOTS_KEPT = 2
@@ -247,14 +247,8 @@ class Log:
             if _drop_overlapping(segments) or durable_now:
                 # Rebuilding may have created index files; their names must survive a crash too.
                 fsync_dir(directory)
-            if created:
-                # Nothing to read: a new directory holds no listing, checkpoint or transaction index to load.
-                leader_epochs, transactions = LeaderEpochCache(path), TransactionTable()
-            else:
-                leader_epochs = _load_leader_epochs(path, segments, first_unflushed)
-                scan_from = min(first_unflushed, _txn_scan_window_start(segments))
-                with_txn_index = {base for base, suffixes in files.items() if TXN_INDEX_SUFFIX in suffixes}
-                transactions = _load_transactions(segments, scan_from, with_txn_index)
+            # Nothing to read in a new directory: no listing, checkpoint, snapshot or transaction index.
+            leader_epochs = LeaderEpochCache(path) if created else _load_leader_epochs(path, segments, first_unflushed)
             log = cls(
                 path,
                 config,
@@ -263,12 +257,14 @@ class Log:
                 clock,
                 leader_epochs,
                 high_watermark,
-                transactions,
+                None,
                 None if first_unflushed == len(segments) else recovery_point,
             )
             log._directory_unsynced = created
             if names is not None:
                 log._adopt_snapshots(names)
+                with_txn_index = {base for base, suffixes in files.items() if TXN_INDEX_SUFFIX in suffixes}
+                log._transactions = log._scan_transactions(first_unflushed, with_txn_index)
             # The file is written before the data it describes, so after a crash it may run past the log.
             log._leader_epochs.truncate_from_end(log.log_end_offset)
             log._leader_epochs.truncate_from_start(log.log_start_offset)
@@ -578,6 +574,27 @@ class Log:
         self._snapshot_offsets = tuple(sorted(offset for offset in offsets if offset is not None))
         self._drop_snapshots(self._snapshots_past(self._log_end_offset))
 
+    def _scan_transactions(
+        self, first_unflushed: int, with_txn_index: Container[int] | None = None
+    ) -> TransactionTable:
+        """The transactions of this log: its index files, then a scan of its newest segments (and of the unflushed
+        ones from ``first_unflushed`` on) seeded with the transactions the newest producer snapshot says were open
+        before the scan's first batch (see `_load_transactions`). The scan starts no later than that snapshot's
+        segment: a transaction it names may have ended before a later start, and would then stay open."""
+        scan_from = min(first_unflushed, _txn_scan_window_start(self._segments))
+        open_before: dict[int, int] = {}
+        snapshot = self.latest_producer_snapshot()
+        if snapshot is not None:
+            offset, entries = snapshot
+            scan_from = min(scan_from, self._segment_index(offset))
+            scan_start = self._segments[scan_from].base_offset
+            open_before = {
+                entry.producer_id: entry.current_txn_first_offset
+                for entry in entries
+                if 0 <= entry.current_txn_first_offset < scan_start
+            }
+        return _load_transactions(self._segments, scan_from, with_txn_index, open_before)
+
     def _snapshots_past(self, end: int) -> list[int]:
         return [offset for offset in self._snapshot_offsets if offset > end]
 
@@ -663,7 +680,7 @@ class Log:
             # that is gone.
             self._leader_epochs.sync()
             if rescan:
-                self._transactions = _load_transactions(self._segments, _txn_scan_window_start(self._segments))
+                self._transactions = self._scan_transactions(len(self._segments))
         self._log_end_offset = self._active.next_offset
         self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
         self._recovery_point = min(self._recovery_point, self._log_end_offset)
@@ -879,15 +896,20 @@ def _txn_scan_window_start(segments: Sequence[LogSegment]) -> int:
 
 
 def _load_transactions(
-    segments: list[LogSegment], scan_from: int, with_txn_index: Container[int] | None = None
+    segments: list[LogSegment],
+    scan_from: int,
+    with_txn_index: Container[int] | None = None,
+    open_before: Mapping[int, int] = MappingProxyType({}),
 ) -> TransactionTable:
     """Aborted transactions from the index files of ``segments[:scan_from]``; from ``scan_from`` on the
     batches are scanned, which finds the open transactions and rewrites those segments' index files (they
     may have been cut by recovery or never written before a crash).
 
     ``with_txn_index``: the base offsets of the segments whose transaction index exists, when a listing tells;
-    None to try each."""
+    None to try each. ``open_before``: transactions open since before the scan's first batch (producer id ->
+    first offset), which the scan sees continue or end."""
     table = TransactionTable()
+    table.assume_open(open_before)
     for seg in segments:
         if with_txn_index is not None and seg.base_offset not in with_txn_index:
             continue

@@ -115,6 +115,11 @@ class TransactionTable:
     def pop_aborted(self, segment_base: int) -> list[AbortedTxn]:
         return [] if self._aborted is None else self._aborted.pop(segment_base, [])
 
+    def assume_open(self, transactions: Mapping[int, int]) -> None:
+        """Take ``transactions`` (producer id -> first offset) as open, before a scan that starts after them."""
+        if transactions:
+            self._ongoing = dict(transactions)
+
     def first_unstable_offset(self) -> int | None:
         """The first offset of the oldest open transaction; None when none is open."""
         return None if not self._ongoing else min(self._ongoing.values())

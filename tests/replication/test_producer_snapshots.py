@@ -35,8 +35,10 @@ def idempotent(sequence: int, epoch: int = 0, timestamp: int | None = None) -> m
     return memoryview(bytearray(encoded))
 
 
-def leader_on(directory: Path, leader_epoch: int, settings: PartitionSettings = SETTINGS) -> Partition:
-    log = Log.open(directory, ONE_BATCH_SEGMENTS)
+def leader_on(
+    directory: Path, leader_epoch: int, settings: PartitionSettings = SETTINGS, recovery_point: int = 0
+) -> Partition:
+    log = Log.open(directory, ONE_BATCH_SEGMENTS, recovery_point=recovery_point)
     partition = Partition("t", 0, TOPIC_ID, log, settings, node_id=1, clock=Clock())
     partition.become_leader(leader_epoch=leader_epoch, partition_epoch=leader_epoch, replicas=(1,), isr=(1,))
     return partition
@@ -142,3 +144,26 @@ def test_a_follower_truncated_below_a_snapshot_does_not_read_it_back(tmp_path: P
     resent = follower.append_from_producer(idempotent(0), required_acks=-1)
     assert (resent.base_offset, resent.last_offset) == (2 * ROLLS, 2 * ROLLS + 1)
     assert follower.log_end_offset == 2 * ROLLS + 2
+
+
+def test_a_transaction_open_across_the_rolls_is_still_open_after_a_restart(tmp_path: Path) -> None:
+    """Its first batch rolled out of the segments scanned at open; the snapshot names it open, so the last stable
+    offset still stops read_committed consumers before it, and its COMMIT marker ends it. Before, it was not seen:
+    read_committed consumers read it uncommitted."""
+    directory = tmp_path / "t-0"
+    partition = leader_on(directory, leader_epoch=1)
+    now = int(time.time() * 1000)
+    records = [Record(i, now, None, b"in-transaction-%d" % i, []) for i in range(2)]
+    begun = encode_batch(records, producer_id=PRODUCER_ID, producer_epoch=0, base_sequence=0, transactional=True)
+    partition.append_from_producer(memoryview(bytearray(begun)), required_acks=-1)
+    for _ in range(ROLLS):
+        partition.append_from_producer(batch(2), required_acks=-1)
+    assert partition.log.first_unstable_offset == 0
+    partition.log.flush()
+    # Opened at the flushed recovery point: recovering from 0 would scan every segment and find the first batch.
+    restarted = leader_on(directory, leader_epoch=2, recovery_point=partition.log.recovery_point)
+    assert restarted.log.first_unstable_offset == 0
+    restarted.log.high_watermark = restarted.log_end_offset
+    assert restarted.last_stable_offset == 0
+    restarted.append_marker(PRODUCER_ID, 0, commit=True, coordinator_epoch=0)
+    assert restarted.log.first_unstable_offset is None
