@@ -15,7 +15,7 @@ JAVA_SOURCES := $(JAVA_DIR)/pom.xml $(shell find $(JAVA_DIR)/src -name '*.java' 
 # Retries cover flaky downloads from Maven Central; the local repository is git-ignored.
 MVN := mvn -B -q -Dstyle.color=never -Dmaven.repo.local=$(CURDIR)/.cache/m2 -Dmaven.wagon.http.retryHandler.count=5
 
-.PHONY: venv test lint run codegen config-names java-client kcat-check clean bench-recovery fuzz-storage bench bench-quick bench-micro
+.PHONY: venv test lint run codegen config-names java-client kcat-check clean bench-recovery bench-producer-snapshots fuzz-storage bench bench-quick bench-micro
 .PHONY: bench-cluster bench-cluster-quick bench-loops bench-roll bench-scale
 .PHONY: crds crds-check helm chart-lint kube-bins
 .PHONY: spark-kafka
@@ -88,6 +88,10 @@ kcat-check:
 # Recovery time of a 1 GiB log after kill -9 (a benchmark: numbers, no pass/fail).
 bench-recovery: bytecode
 	$(BIN)/python -P bench/recovery.py --gib 1 --batch-bytes 16384
+
+# What producer-state snapshots cost at a roll and save at a reopen, on one partition (numbers, no pass/fail).
+bench-producer-snapshots: bytecode
+	$(BIN)/python -P bench/producer_snapshots.py
 
 # Request decoding and the broker's framing fuzzed with many more cases than `make test` runs (tests/protocol/).
 .PHONY: fuzz

@@ -56,9 +56,9 @@ from .transactions import AbortedTxn, TransactionTable, TxnBatch, decode_entries
 
 logger = logging.getLogger(__name__)
 
-# Open transactions are found again at start-up by scanning this many newest segments (and every segment
-# recovery validates), seeded with those the newest producer snapshot names open before the scan, as Kafka
-# rebuilds them from its snapshots; the scan then reaches back at least to that snapshot's segment.
+# Open transactions are found again at start-up from the newest producer snapshot and a scan of the batches
+# from its segment on, as Kafka rebuilds them from its snapshots; a log without snapshots scans this many newest
+# segments instead (and every segment recovery validates, either way).
 TXN_SCAN_SEGMENTS = 2
 # Producer-state snapshots kept: the newest, and the one before it should the newest be unreadable.
 SNAPSHOTS_KEPT = 2
@@ -111,6 +111,7 @@ class Log:
         "_segments",
         "_snapshot_offsets",
         "_transactions",
+        "_txn_scanned_from",
         "config",
         "high_watermark",
         "offline_reason",
@@ -137,6 +138,8 @@ class Log:
         # object (with its parts) held per partition cost 0.2 KB; `directory` makes one when asked.
         self._path = os.fspath(directory)
         self._transactions = transactions if transactions is not None else TransactionTable()
+        # Where the scan that built ``_transactions`` began: every transactional batch from there on was observed.
+        self._txn_scanned_from = segments[0].base_offset
         self.config = config
         self._segments = segments
         self._leader_epochs = leader_epochs
@@ -577,22 +580,24 @@ class Log:
     def _scan_transactions(
         self, first_unflushed: int, with_txn_index: Container[int] | None = None
     ) -> TransactionTable:
-        """The transactions of this log: its index files, then a scan of its newest segments (and of the unflushed
-        ones from ``first_unflushed`` on) seeded with the transactions the newest producer snapshot says were open
-        before the scan's first batch (see `_load_transactions`). The scan starts no later than that snapshot's
-        segment: a transaction it names may have ended before a later start, and would then stay open."""
-        scan_from = min(first_unflushed, _txn_scan_window_start(self._segments))
-        open_before: dict[int, int] = {}
+        """The transactions of this log: its index files, then a scan of its batches from the newest producer
+        snapshot's segment (or, without one, of its newest TXN_SCAN_SEGMENTS segments) and of the unflushed ones
+        from ``first_unflushed`` on, seeded with the transactions the snapshot says were open before the scan's
+        first batch (see `_load_transactions`). The segments before the scan are flushed, their index files
+        with them (an abort writes its file durably), so only their open transactions needed the scan, and the
+        snapshot names those."""
         snapshot = self.latest_producer_snapshot()
-        if snapshot is not None:
-            offset, entries = snapshot
-            scan_from = min(scan_from, self._segment_index(offset))
-            scan_start = self._segments[scan_from].base_offset
-            open_before = {
-                entry.producer_id: entry.current_txn_first_offset
-                for entry in entries
-                if 0 <= entry.current_txn_first_offset < scan_start
-            }
+        if snapshot is None:
+            window_start = max(0, len(self._segments) - TXN_SCAN_SEGMENTS)
+        else:
+            window_start = self._segment_index(snapshot[0])
+        scan_from = min(first_unflushed, window_start)
+        self._txn_scanned_from = scan_start = self._segments[scan_from].base_offset
+        open_before = {
+            entry.producer_id: entry.current_txn_first_offset
+            for entry in ([] if snapshot is None else snapshot[1])
+            if 0 <= entry.current_txn_first_offset < scan_start
+        }
         return _load_transactions(self._segments, scan_from, with_txn_index, open_before)
 
     def _snapshots_past(self, end: int) -> list[int]:
@@ -655,11 +660,10 @@ class Log:
             with disk_errors("truncating", self._path):
                 self._leader_epochs.truncate_from_end(self._log_end_offset)
             return
-        # No transactional batch observed from where the open's scan window starts on (it only moves forward)
-        # leaves nothing for the truncation to take from the table; rescanning the window anyway read every batch
-        # header of it on the event loop, 0.3 s a follower truncation of a 55,700-batch log.
-        scanned_from = self._segments[_txn_scan_window_start(self._segments)].base_offset
-        rescan = not self._transactions.is_empty or offset < scanned_from
+        # No transactional batch observed from where the last scan began leaves nothing for the truncation to take
+        # from the table; rescanning anyway read every batch header of the scan's segments on the event loop, 0.3 s
+        # a follower truncation of a 55,700-batch log.
+        rescan = not self._transactions.is_empty or offset < self._txn_scanned_from
         with disk_errors("truncating", self._path):
             if offset <= self._segments[0].base_offset:
                 self._truncate_fully(offset)
@@ -706,6 +710,7 @@ class Log:
             seg.delete()
         self._segments = [LogSegment.create(self._path, offset, self.config)]
         self._transactions = TransactionTable()
+        self._txn_scanned_from = offset
         self._drop_snapshots(self._snapshot_offsets)
         self._log_start_offset = offset
         # Kafka's truncateFullyAndStartAt: no record is left for any epoch to describe.
@@ -888,11 +893,6 @@ def _load_leader_epochs(directory: str, segments: list[LogSegment], recovered_fr
     if rebuilt:
         cache.replace_from(rebuilt[0].base_offset, _batch_epochs(directory, rebuilt))
     return cache
-
-
-def _txn_scan_window_start(segments: Sequence[LogSegment]) -> int:
-    """Index of the first segment a transaction scan reads: open and truncation look only this far back."""
-    return max(0, len(segments) - TXN_SCAN_SEGMENTS)
 
 
 def _load_transactions(

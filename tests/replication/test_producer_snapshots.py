@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,8 @@ from kafkette.broker.protocol.records import Record, encode_batch
 from kafkette.broker.replication.partition import PRODUCER_STATE_SEGMENTS, Partition, PartitionSettings
 from kafkette.broker.storage import Log, LogConfig
 from kafkette.broker.storage.producer_snapshot import parse_snapshot_name, read_snapshot
+from kafkette.broker.storage.segment import LogSegment
+from kafkette.broker.storage.transactions import TxnBatch
 
 from .helpers import SETTINGS, TOPIC_ID, Clock, batch
 
@@ -146,16 +149,22 @@ def test_a_follower_truncated_below_a_snapshot_does_not_read_it_back(tmp_path: P
     assert follower.log_end_offset == 2 * ROLLS + 2
 
 
+def transactional(sequence: int) -> memoryview:
+    now = int(time.time() * 1000)
+    records = [Record(i, now, None, b"in-transaction-%d" % i, []) for i in range(2)]
+    encoded = encode_batch(
+        records, producer_id=PRODUCER_ID, producer_epoch=0, base_sequence=sequence, transactional=True
+    )
+    return memoryview(bytearray(encoded))
+
+
 def test_a_transaction_open_across_the_rolls_is_still_open_after_a_restart(tmp_path: Path) -> None:
     """Its first batch rolled out of the segments scanned at open; the snapshot names it open, so the last stable
     offset still stops read_committed consumers before it, and its COMMIT marker ends it. Before, it was not seen:
     read_committed consumers read it uncommitted."""
     directory = tmp_path / "t-0"
     partition = leader_on(directory, leader_epoch=1)
-    now = int(time.time() * 1000)
-    records = [Record(i, now, None, b"in-transaction-%d" % i, []) for i in range(2)]
-    begun = encode_batch(records, producer_id=PRODUCER_ID, producer_epoch=0, base_sequence=0, transactional=True)
-    partition.append_from_producer(memoryview(bytearray(begun)), required_acks=-1)
+    partition.append_from_producer(transactional(0), required_acks=-1)
     for _ in range(ROLLS):
         partition.append_from_producer(batch(2), required_acks=-1)
     assert partition.log.first_unstable_offset == 0
@@ -166,4 +175,33 @@ def test_a_transaction_open_across_the_rolls_is_still_open_after_a_restart(tmp_p
     restarted.log.high_watermark = restarted.log_end_offset
     assert restarted.last_stable_offset == 0
     restarted.append_marker(PRODUCER_ID, 0, commit=True, coordinator_epoch=0)
+    assert restarted.log.first_unstable_offset is None
+
+
+def test_a_restart_scans_for_transactions_only_from_the_newest_snapshot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The segments before the snapshot's are flushed with their aborted-transaction index files, and the snapshot
+    names their open transactions: reading their batches again (two segments' worth at every open before) is not
+    needed, and the aborted transaction in an older segment is still listed for read_committed fetches."""
+    directory = tmp_path / "t-0"
+    partition = leader_on(directory, leader_epoch=1)
+    partition.append_from_producer(transactional(0), required_acks=-1)
+    partition.append_marker(PRODUCER_ID, 0, commit=False, coordinator_epoch=0)
+    for _ in range(ROLLS):
+        partition.append_from_producer(batch(2), required_acks=-1)
+    partition.log.flush()
+    newest_snapshot = max(offset for name in os.listdir(directory) if (offset := parse_snapshot_name(name)) is not None)
+    scanned: list[int] = []
+    real_scan = LogSegment.transaction_batches
+
+    def counted(segment: LogSegment) -> Iterator[TxnBatch]:
+        scanned.append(segment.base_offset)
+        return real_scan(segment)
+
+    monkeypatch.setattr(LogSegment, "transaction_batches", counted)
+    restarted = leader_on(directory, leader_epoch=2, recovery_point=partition.log.recovery_point)
+    assert scanned == [newest_snapshot] == [restarted.log.segments[-1].base_offset]
+    [aborted] = restarted.log.aborted_transactions(0, restarted.log_end_offset)
+    assert (aborted.producer_id, aborted.first_offset) == (PRODUCER_ID, 0)
     assert restarted.log.first_unstable_offset is None
