@@ -226,7 +226,15 @@ def test_reassign_plan_verbs(
         if line.startswith("batch 1 of"):
             admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the topic is created
             late = NewTopic("late", num_partitions=1, replica_assignment=[[3, 0]])
-            admin.create_topics([late])["late"].result(20)
+            try:
+                # The broker's own bound: 30 s for the controller's answer, 5 s for its metadata to show the topic.
+                admin.create_topics([late])["late"].result(40)
+            except Exception as exc:
+                # It once took over 20 s in a loaded CI run: a failure shows what the brokers were doing.
+                tails = "\n".join(
+                    f"broker {n}:\n{runtime.log_tail(runtime.log_path(cluster_dir, n), 40)}" for n in range(4)
+                )
+                raise AssertionError(f"creating late-0 on brokers 3 and 0 failed: {exc!r}\n{tails}") from exc
 
     with pytest.raises(scale.ScaleRefused, match=r"brokers \[3\] still hold late-0; run the scale again"):
         scale.scale(cluster_dir, 3, 20, create_on_the_drained_broker)
