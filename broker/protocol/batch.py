@@ -24,6 +24,8 @@ _HEADER = struct.Struct(">qiibIhiqqqhii")
 _BASE_OFFSET = struct.Struct(">q")
 _LEADER_EPOCH = struct.Struct(">i")
 _LENGTH_PREFIX = struct.Struct(">qi")
+# Where the low byte of a header's int16 attributes lies in its batch.
+_ATTRIBUTES_LOW_BYTE = 22
 
 ATTR_COMPRESSION_MASK = 0x07
 ATTR_TIMESTAMP_TYPE = 0x08
@@ -111,6 +113,11 @@ def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHead
     if header.batch_length < HEADER_SIZE - LOG_OVERHEAD:
         raise CorruptBatchError(f"batch length {header.batch_length} is shorter than a header")
     return header
+
+
+def is_transactional_at(buf: bytes, pos: int) -> bool:
+    """Whether the batch whose header starts at ``pos`` is transactional, without parsing the header."""
+    return bool(buf[pos + _ATTRIBUTES_LOW_BYTE] & ATTR_TRANSACTIONAL)
 
 
 def batch_crc(buf: bytes | bytearray | memoryview, pos: int, size: int) -> int:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from ..protocol.batch import HEADER_SIZE, BatchHeader, CorruptBatchError
+from ..protocol.batch import HEADER_SIZE, BatchHeader, CorruptBatchError, is_transactional_at
 from ..protocol.records import RecordBatch, decode_batch
 from .config import LogConfig
 from .errors import CorruptLogError
@@ -344,7 +344,8 @@ class LogSegment:
 
     def batch_headers(self) -> Iterator[BatchHeader]:
         """Every batch's full header, in order: producer ids and sequences for rebuilding producer state."""
-        return self._headers()
+        for _, header in self._headers(None):
+            yield header
 
     def leader_epochs(self) -> Iterator[tuple[int, int]]:
         """(partition leader epoch, base offset) of every batch, in order; from the spans' headers alone."""
@@ -353,12 +354,9 @@ class LogSegment:
 
     def transaction_batches(self) -> Iterator[TxnBatch]:
         """The transactional batches (data and markers), in order: for rebuilding open and aborted transactions."""
-        position = 0
-        for header in self._headers():
-            if header.is_transactional:
-                data = os.pread(self._fd, header.size, position) if header.is_control else b""
-                yield txn_batch(data, 0, header, header.base_offset)
-            position += header.size
+        for position, header in self._headers(is_transactional_at):
+            data = os.pread(self._fd, header.size, position) if header.is_control else b""
+            yield txn_batch(data, 0, header, header.base_offset)
 
     def _spans(self, start: int, end: int) -> Iterator[BatchSpan]:
         """Batches from ``start``; one that does not parse is corruption here, not a torn tail."""
@@ -367,10 +365,11 @@ class LogSegment:
         except CorruptBatchError as exc:
             raise CorruptLogError(f"{self.path.name}: {exc}") from exc
 
-    def _headers(self) -> Iterator[BatchHeader]:
-        """Every batch's full header; one that does not parse is corruption here, as in `_spans`."""
+    def _headers(self, wanted: Callable[[bytes, int], bool] | None) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, full header) of every batch, or of those ``wanted`` picks; one that does not parse is
+        corruption here, as in `_spans`."""
         try:
-            yield from iter_file_headers(self._fd, 0, self.size)
+            yield from iter_file_headers(self._fd, 0, self.size, wanted)
         except CorruptBatchError as exc:
             raise CorruptLogError(f"{self.path.name}: {exc}") from exc
 
