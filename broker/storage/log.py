@@ -555,12 +555,24 @@ class Log:
         A damaged one is deleted and the one before it tried, as Kafka does.
         """
         for offset in reversed(self._snapshot_offsets):
-            try:
-                return offset, read_snapshot(self._path, offset)
-            except (CorruptLogError, OSError) as exc:
-                logger.warning("%s: producer snapshot at %d unusable, trying an older one: %s", self._path, offset, exc)
-                self._drop_snapshots((offset,))
+            entries = self.producer_snapshot(offset)
+            if entries is not None:
+                return offset, entries
         return None
+
+    @property
+    def producer_snapshot_offsets(self) -> tuple[int, ...]:
+        """The offsets of the producer-state snapshots on disk, oldest first."""
+        return self._snapshot_offsets
+
+    def producer_snapshot(self, offset: int) -> list[SnapshotEntry] | None:
+        """The entries of the snapshot at ``offset``; None, and the file deleted, when it does not check out."""
+        try:
+            return read_snapshot(self._path, offset)
+        except (CorruptLogError, OSError) as exc:
+            logger.warning("%s: producer snapshot at %d unusable: %s", self._path, offset, exc)
+            self._drop_snapshots((offset,))
+            return None
 
     def write_producer_snapshot(self, offset: int, entries: Sequence[SnapshotEntry]) -> None:
         """Write the producer state as of ``offset`` (at most the log end), keeping it and the one before it."""

@@ -18,6 +18,7 @@ from kafkette.broker.protocol.errors import ErrorCode, KafkaError
 from kafkette.broker.protocol.records import Record, encode_batch
 from kafkette.broker.replication.partition import PRODUCER_STATE_SEGMENTS, Partition, PartitionSettings
 from kafkette.broker.storage import Log, LogConfig
+from kafkette.broker.storage.moves import caught_up, copy_chunk
 from kafkette.broker.storage.producer_snapshot import parse_snapshot_name, read_snapshot
 from kafkette.broker.storage.segment import LogSegment
 from kafkette.broker.storage.transactions import TxnBatch
@@ -36,6 +37,11 @@ def idempotent(sequence: int, epoch: int = 0, timestamp: int | None = None) -> m
     records = [Record(i, stamp, None, b"idempotent-%d" % i, []) for i in range(2)]
     encoded = encode_batch(records, producer_id=PRODUCER_ID, producer_epoch=epoch, base_sequence=sequence)
     return memoryview(bytearray(encoded))
+
+
+def snapshots_in(directory: Path) -> list[int]:
+    """The offsets of the producer snapshots in a log's directory, oldest first."""
+    return sorted(offset for name in os.listdir(directory) if (offset := parse_snapshot_name(name)) is not None)
 
 
 def leader_on(
@@ -80,7 +86,7 @@ def test_a_zombie_stays_fenced_and_a_gap_refused(tmp_path: Path) -> None:
 def test_the_snapshot_holds_the_state_as_of_its_offset(tmp_path: Path) -> None:
     directory = tmp_path / "t-0"
     written_then_rolled_away(directory)
-    offsets = sorted(offset for name in os.listdir(directory) if (offset := parse_snapshot_name(name)) is not None)
+    offsets = snapshots_in(directory)
     assert offsets == [2 * ROLLS - 2, 2 * ROLLS]  # the two newest rolls', at their new segments' bases
     [entry] = read_snapshot(str(directory), offsets[-1])
     assert (entry.producer_id, entry.epoch, entry.last_sequence, entry.last_offset, entry.offset_delta) == (
@@ -99,7 +105,7 @@ def test_a_damaged_snapshot_falls_back_to_the_one_before(tmp_path: Path) -> None
     partition.append_from_producer(idempotent(0), required_acks=-1)
     for _ in range(ROLLS):
         partition.append_from_producer(batch(2), required_acks=-1)
-    newest = max(offset for name in os.listdir(directory) if (offset := parse_snapshot_name(name)) is not None)
+    newest = snapshots_in(directory)[-1]
     with open(directory / f"{newest:020d}.snapshot", "r+b") as file:
         file.truncate(8)
     restarted = leader_on(directory, leader_epoch=2)
@@ -191,7 +197,7 @@ def test_a_restart_scans_for_transactions_only_from_the_newest_snapshot(
     for _ in range(ROLLS):
         partition.append_from_producer(batch(2), required_acks=-1)
     partition.log.flush()
-    newest_snapshot = max(offset for name in os.listdir(directory) if (offset := parse_snapshot_name(name)) is not None)
+    newest_snapshot = snapshots_in(directory)[-1]
     scanned: list[int] = []
     real_scan = LogSegment.transaction_batches
 
@@ -205,3 +211,56 @@ def test_a_restart_scans_for_transactions_only_from_the_newest_snapshot(
     [aborted] = restarted.log.aborted_transactions(0, restarted.log_end_offset)
     assert (aborted.producer_id, aborted.first_offset) == (PRODUCER_ID, 0)
     assert restarted.log.first_unstable_offset is None
+
+
+def moved(partition: Partition, target: Path) -> Path:
+    """Copy the partition's log into ``target`` as a move between log dirs does (small chunks, so the copy passes
+    each snapshot's offset on its way); the copy's directory, left open as at a SIGKILL after the swap."""
+    target.parent.mkdir()
+    future = Log.open(target, ONE_BATCH_SEGMENTS)
+    for _ in range(100):
+        copy_chunk(partition.log, future, 150)
+        if caught_up(partition.log, future):
+            future.flush()
+            return target
+    raise AssertionError("the copy does not catch up")
+
+
+def test_a_moved_log_keeps_its_producer_snapshots(tmp_path: Path) -> None:
+    """The copy takes the snapshots it reaches: after the move and a restart, the retry of a batch rolled out of
+    the last two segments is still a duplicate. Before, the moved log had none, and wrote it twice."""
+    partition = leader_on(tmp_path / "t-0", leader_epoch=1)
+    partition.append_from_producer(idempotent(0), required_acks=-1)
+    for _ in range(ROLLS):
+        partition.append_from_producer(batch(2), required_acks=-1)
+    directory = moved(partition, tmp_path / "other-dir" / "t-0")
+    snapshots = snapshots_in(directory)
+    assert snapshots == list(partition.log.producer_snapshot_offsets) == [2 * ROLLS - 2, 2 * ROLLS]
+    restarted = leader_on(directory, leader_epoch=2)
+    end = restarted.log_end_offset
+    retry = restarted.append_from_producer(idempotent(0), required_acks=-1)
+    assert (retry.base_offset, retry.last_offset, restarted.log_end_offset) == (0, 1, end)
+
+
+def test_a_transaction_open_across_a_move_is_still_open(tmp_path: Path) -> None:
+    partition = leader_on(tmp_path / "t-0", leader_epoch=1)
+    partition.append_from_producer(transactional(0), required_acks=-1)
+    for _ in range(ROLLS):
+        partition.append_from_producer(batch(2), required_acks=-1)
+    directory = moved(partition, tmp_path / "other-dir" / "t-0")
+    restarted = leader_on(directory, leader_epoch=2, recovery_point=partition.log_end_offset)
+    assert restarted.log.first_unstable_offset == 0
+
+
+def test_a_damaged_snapshot_is_not_copied(tmp_path: Path) -> None:
+    """The copy takes the snapshot before it instead, and the move goes on."""
+    partition = leader_on(tmp_path / "t-0", leader_epoch=1)
+    partition.append_from_producer(idempotent(0), required_acks=-1)
+    for _ in range(ROLLS):
+        partition.append_from_producer(batch(2), required_acks=-1)
+    older, newest = partition.log.producer_snapshot_offsets
+    with open(tmp_path / "t-0" / f"{newest:020d}.snapshot", "r+b") as file:
+        file.truncate(8)
+    directory = moved(partition, tmp_path / "other-dir" / "t-0")
+    assert snapshots_in(directory) == [older]
+    assert partition.log.producer_snapshot_offsets == (older,)
