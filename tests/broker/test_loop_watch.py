@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import linecache
 import time
 import weakref
 from collections.abc import Callable
@@ -132,3 +133,19 @@ def test_a_reported_stall_keeps_nothing_of_the_blocked_callback_alive() -> None:
     stalls, released = asyncio.run(held_then_idle())
     assert len(stalls) == 1 and "hold_with_a_local" in stalls[0].where, stalls
     assert released, "the blocked frame's locals outlived the report"
+
+
+def test_a_report_reads_the_source_of_its_kept_frames_only() -> None:
+    """Source lines go to linecache's memory for good: the report reads only the files of the frames it keeps."""
+
+    def nested(depth: int, seconds: float) -> None:
+        if depth:
+            nested(depth - 1, seconds)
+        else:
+            hold_the_loop(seconds)
+
+    linecache.clearcache()
+    stalls = asyncio.run(watched([(0.05, lambda seconds: nested(loop_watch.STACK_FRAMES, seconds), 0.3)]))
+    assert len(stalls) == 1 and "in nested" in stalls[0].where, stalls
+    assert "asyncio" not in stalls[0].where  # the outer frames (the loop's own) are not kept
+    assert set(linecache.cache) == {__file__}, sorted(linecache.cache)
