@@ -17,7 +17,6 @@ import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 from kafkette.broker.protocol.records import Record, encode_batch
@@ -48,26 +47,25 @@ def leader_on(directory: Path, config: LogConfig, recovery_point: int, leader_ep
     return partition
 
 
-def timed_rolls(partition: Partition) -> list[float]:
-    """Wraps the partition's roll callback (which writes the snapshot); returns the list its times go to."""
-    seconds: list[float] = []
-    write_snapshot: Callable[[int], None] | None = partition.log.on_roll
-    assert write_snapshot is not None
+class TimedRolls:
+    """Stands between a log and its partition when it rolls (the partition then writes its snapshot), timing it."""
 
-    def timed(offset: int) -> None:
+    def __init__(self, partition: Partition) -> None:
+        self.partition = partition
+        self.seconds: list[float] = []
+        partition.log.roll_listener = self
+
+    def log_rolled(self, base_offset: int) -> None:
         started = time.perf_counter()
-        write_snapshot(offset)
-        seconds.append(time.perf_counter() - started)
-
-    partition.log.on_roll = timed
-    return seconds
+        self.partition.log_rolled(base_offset)
+        self.seconds.append(time.perf_counter() - started)
 
 
 def fill(directory: Path, config: LogConfig, producers: int, segments: int) -> tuple[int, list[float], int]:
     """Appends until ``segments`` rolls and half a segment more; (the log end, each snapshot's write time, the
     sequence every producer reached)."""
     partition = leader_on(directory, config, 0, leader_epoch=1)
-    snapshot_seconds = timed_rolls(partition)
+    rolls = TimedRolls(partition)
     sequence = 0
     while len(partition.log.segments) <= segments or partition.log.segments[-1].size_bytes < config.segment_bytes // 2:
         for producer in range(producers):
@@ -76,7 +74,7 @@ def fill(directory: Path, config: LogConfig, producers: int, segments: int) -> t
     partition.log.flush()
     end = partition.log.log_end_offset
     partition.log.close()
-    return end, snapshot_seconds, sequence
+    return end, rolls.seconds, sequence
 
 
 def reopen(

@@ -238,7 +238,7 @@ class Partition:
         self.index = index
         self.topic_id = topic_id
         self.log = log
-        log.on_roll = self._snapshot_producers
+        log.roll_listener = self
         self.settings = settings
         self.node_id = node_id
         self._clock = clock
@@ -329,13 +329,13 @@ class Partition:
         producers.replay(self.log.batch_headers_from(offset))
         return producers
 
-    def _snapshot_producers(self, offset: int) -> None:
-        """The log rolled at ``offset``: snapshot the producer state there (before the batch that rolled it is
+    def log_rolled(self, base_offset: int) -> None:
+        """The log rolled at ``base_offset``: snapshot the producer state there (before the batch that rolled it is
         recorded), forgetting the producers expired by now, as Kafka does at each roll."""
         entries = self.producers.snapshot(
             self.log.open_transactions(), int(time.time() * 1000), self.settings.producer_id_expiration_ms
         )
-        self.log.write_producer_snapshot(offset, entries)
+        self.log.write_producer_snapshot(base_offset, entries)
 
     def watch_behind(self, watch: set[Partition]) -> None:
         """Add this partition to ``watch`` whenever an ISR follower may fall behind our log end (an append, a new
@@ -555,7 +555,7 @@ class Partition:
         """Serve from ``log`` (a replica moved to another log dir)."""
         self._unpark()
         self.log = log
-        log.on_roll = self._snapshot_producers
+        log.roll_listener = self
 
     def _may_join_isr(self, state: FollowerState) -> bool:
         # At the HW, and past this epoch's start: a follower still holding an older epoch's

@@ -16,7 +16,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Collection, Container, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType, TracebackType
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 from uuid import UUID
 
 from ..protocol.batch import BatchHeader, iter_batches, patch_base_offset, patch_leader_epoch, set_log_append_time
@@ -96,6 +96,11 @@ class AppendResult(NamedTuple):
     record_count: int
 
 
+class RollListener(Protocol):
+    def log_rolled(self, base_offset: int) -> None:
+        """The log rolled: its new segment begins at ``base_offset`` and holds nothing yet."""
+
+
 class Log:
     # Slots: one per partition, as its segments' (see segment.py).
     __slots__ = (
@@ -116,9 +121,9 @@ class Log:
         "high_watermark",
         "offline_reason",
         "on_offline",
-        "on_roll",
         "on_start_moved",
         "on_truncate",
+        "roll_listener",
         "topic_id",
     )
 
@@ -173,8 +178,9 @@ class Log:
         # quiet read it again, to tell their fetchers.
         self.on_start_moved: Callable[[], None] | None = None
         # Told the new segment's base offset when the log rolls, before anything is appended to it: the partition
-        # writes its producer-state snapshot there (`write_producer_snapshot`).
-        self.on_roll: Callable[[int], None] | None = None
+        # writes its producer-state snapshot there (`write_producer_snapshot`). The partition itself, not a bound
+        # method of it: that was 64 bytes more a partition.
+        self.roll_listener: RollListener | None = None
         # The producer-state snapshots on disk, oldest first (usually none: only rolled logs of idempotent or
         # transactional producers have any).
         self._snapshot_offsets: tuple[int, ...] = ()
@@ -470,8 +476,8 @@ class Log:
         self._segments.append(LogSegment.create(self._path, base_offset, self.config))
         fsync_dir(self._path)
         logger.debug("%s: rolled segment at offset %d", self._path, base_offset)
-        if self.on_roll is not None:
-            self.on_roll(base_offset)
+        if self.roll_listener is not None:
+            self.roll_listener.log_rolled(base_offset)
 
     def flush_if_due(self) -> bool:
         """Flush when records wait for it and ``flush.ms`` has passed since the last flush (Kafka's flush
