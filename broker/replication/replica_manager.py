@@ -47,7 +47,7 @@ class ImageChanges:
     """What applying an image changes on this broker (`ReplicaManager.changes`)."""
 
     image: MetadataImage
-    changed: list[tuple[TopicImage, int, PartitionImage, _TopicSettings]]  # the states the last image lacked
+    changed: list[tuple[TopicPartition, TopicImage, PartitionImage, _TopicSettings]]  # the states the last image lacked
     assigned: set[PartitionKey]  # every partition with a replica here: the others' replicas go
     used: dict[str, _TopicSettings]
     missing_logs: list[tuple[TopicPartition, LogConfig]]  # partitions new here that have no log yet
@@ -107,7 +107,7 @@ class ReplicaManager:
     def changes(self, image: MetadataImage) -> ImageChanges:
         """What applying ``image`` changes here, from one walk of the partitions it assigns to this broker; the
         caller may create the missing logs (`LogManager.create_in_thread`) before it applies them."""
-        changed: list[tuple[TopicImage, int, PartitionImage, _TopicSettings]] = []
+        changed: list[tuple[TopicPartition, TopicImage, PartitionImage, _TopicSettings]] = []
         assigned: set[PartitionKey] = set()
         used: dict[str, _TopicSettings] = {}
         missing: list[tuple[TopicPartition, LogConfig]] = []
@@ -116,9 +116,11 @@ class ReplicaManager:
             assigned.add((topic.name, index))
             if unchanged:
                 continue
-            changed.append((topic, index, state, settings))
-            if (topic.name, index) not in self._partitions and self._logs.get(topic.name, index) is None:
-                missing.append((TopicPartition(topic.name, index), settings.log_config))
+            # One key object for the replica manager's map and the log manager's (two were 64 B more a partition).
+            key = TopicPartition(topic.name, index)
+            changed.append((key, topic, state, settings))
+            if key not in self._partitions and self._logs.get(topic.name, index) is None:
+                missing.append((key, settings.log_config))
         return ImageChanges(image, changed, assigned, used, missing)
 
     def apply_changes(self, changes: ImageChanges) -> None:
@@ -129,8 +131,8 @@ class ReplicaManager:
         self._image = image
         self._configure_throttles(image)
         roles = RoleChanges()
-        for topic, index, state, settings in changes.changed:
-            self._apply_partition(topic, index, state, settings, roles)
+        for tp, topic, state, settings in changes.changed:
+            self._apply_partition(tp, topic, state, settings, roles)
         for line in roles.lines():
             logger.info("%s", line)
         for key in [key for key in self._partitions if key not in changes.assigned]:
@@ -209,9 +211,14 @@ class ReplicaManager:
         return settings
 
     def _apply_partition(
-        self, topic: TopicImage, index: int, state: PartitionImage, settings: _TopicSettings, roles: RoleChanges
+        self,
+        key: TopicPartition,
+        topic: TopicImage,
+        state: PartitionImage,
+        settings: _TopicSettings,
+        roles: RoleChanges,
     ) -> None:
-        key = TopicPartition(topic.name, index)  # one key object for this map and the log manager's
+        index = key.partition
         partition = self._partitions.get(key)
         if partition is not None and partition.topic_id != topic.topic_id:
             self._remove(key)  # the topic was deleted and created again under the same name

@@ -17,7 +17,7 @@ from kafkette.broker.controller.records.topic_record import TopicRecord
 from kafkette.broker.protocol.types import Message
 from kafkette.broker.replication.partition import Partition
 from kafkette.broker.replication.replica_manager import ReplicaManager
-from kafkette.broker.storage import LogConfig, LogManager
+from kafkette.broker.storage import LogConfig, LogManager, TopicPartition
 
 TOPIC, TOPIC_ID, PARTITIONS = "many", uuid.UUID(int=11), 5
 
@@ -46,9 +46,9 @@ def test_an_image_walks_only_the_partitions_it_changed(tmp_path: Path) -> None:
         applied: list[int] = []
         apply_partition = replicas._apply_partition
 
-        def counting(topic: Any, index: int, *rest: Any) -> None:
-            applied.append(index)
-            apply_partition(topic, index, *rest)
+        def counting(key: TopicPartition, *rest: Any) -> None:
+            applied.append(key.partition)
+            apply_partition(key, *rest)
 
         replicas._apply_partition = counting  # type: ignore[method-assign]
         records: list[Message] = [TopicRecord(name=TOPIC, topic_id=TOPIC_ID)]
