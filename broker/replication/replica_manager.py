@@ -32,6 +32,8 @@ NO_LEADER = -1
 
 PartitionKey = tuple[str, int]
 
+_NO_KEYS: Mapping[PartitionKey, TopicPartition] = {}
+
 
 @dataclass(frozen=True, slots=True)
 class _TopicSettings:
@@ -104,9 +106,10 @@ class ReplicaManager:
         """Bring the replicas in line with ``image`` (called on the event loop for every new image)."""
         self.apply_changes(self.changes(image))
 
-    def changes(self, image: MetadataImage) -> ImageChanges:
+    def changes(self, image: MetadataImage, keys: Mapping[PartitionKey, TopicPartition] = _NO_KEYS) -> ImageChanges:
         """What applying ``image`` changes here, from one walk of the partitions it assigns to this broker; the
-        caller may create the missing logs (`LogManager.create_in_thread`) before it applies them."""
+        caller may create the missing logs (`LogManager.create_in_thread`) before it applies them, and then pass
+        their keys as ``keys``, for the partitions to be keyed by the objects the log manager keys their logs by."""
         changed: list[tuple[TopicPartition, TopicImage, PartitionImage, _TopicSettings]] = []
         assigned: set[PartitionKey] = set()
         used: dict[str, _TopicSettings] = {}
@@ -117,7 +120,7 @@ class ReplicaManager:
             if unchanged:
                 continue
             # One key object for the replica manager's map and the log manager's (two were 64 B more a partition).
-            key = TopicPartition(topic.name, index)
+            key = keys.get((topic.name, index)) or TopicPartition(topic.name, index)
             changed.append((key, topic, state, settings))
             if key not in self._partitions and self._logs.get(topic.name, index) is None:
                 missing.append((key, settings.log_config))

@@ -365,7 +365,8 @@ class Broker:
         except Exception:
             log.exception("creating %d logs in a worker thread failed; the image creates them", len(missing))
         self._creating_logs = None
-        self._apply_image(_started(self._replicas, "the replica manager").changes(self._latest_image))
+        made: dict[tuple[str, int], TopicPartition] = {key: key for key, _ in missing}
+        self._apply_image(_started(self._replicas, "the replica manager").changes(self._latest_image, made))
 
     def _apply_image(self, changes: ImageChanges) -> None:
         image = changes.image

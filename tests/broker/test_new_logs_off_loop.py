@@ -7,6 +7,7 @@ new log's directory."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -79,3 +80,22 @@ def test_many_new_logs_are_created_off_the_event_loop_and_a_few_on_it(
     # On the loop even when its image came while the first topic's logs were being made: the latest image is
     # applied once those exist, and creates what it still lacks.
     assert {created_on[f"few-{i}"] for i in range(FEW)} == {loop_thread}
+
+
+def test_partitions_created_off_the_loop_share_their_logs_keys(broker: InProcessBroker) -> None:
+    """The replica manager keys each partition by the object the log manager keys its log by: the second walk of
+    the image, after the worker thread made the logs, takes the keys the first made (a second key object per
+    partition was 64 B of a broker's memory for good)."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("many", MANY, 1)], request_timeout=60)["many"].result(60)
+    assert round_trip(broker.bootstrap, "many", MANY - 1) == f"many-{MANY - 1}".encode()
+
+    async def keys() -> tuple[list[tuple[str, int]], dict[tuple[str, int], tuple[str, int]]]:
+        app = broker.broker
+        return list(app._replicas._partitions), {key: key for key in app._logs._logs}
+
+    assert broker.loop is not None
+    partition_keys, log_keys = asyncio.run_coroutine_threadsafe(keys(), broker.loop).result(10)
+    many = [key for key in partition_keys if key[0] == "many"]
+    assert len(many) == MANY
+    assert all(log_keys[key] is key for key in many)
