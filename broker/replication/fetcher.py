@@ -15,7 +15,7 @@ import logging
 import ssl
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from kafkette.broker.config import BrokerConfig
@@ -115,14 +115,13 @@ class FollowState:
     needs_truncation: bool = True
     # time.monotonic() before which the partition is left alone after an error.
     retry_at: float = 0.0
+    key: PartitionKey = field(init=False)
+    # Made once: the fetcher's map and the session's are keyed by this one tuple (one each was 56 B a partition).
+    session_key: SessionPartition = field(init=False)
 
-    @property
-    def key(self) -> PartitionKey:
-        return (self.partition.topic, self.partition.index)
-
-    @property
-    def session_key(self) -> SessionPartition:
-        return (self.partition.topic_id, self.partition.index)
+    def __post_init__(self) -> None:
+        self.key = (self.partition.topic, self.partition.index)
+        self.session_key = (self.partition.topic_id, self.partition.index)
 
 
 def _latest_epoch(partition: Partition) -> int:

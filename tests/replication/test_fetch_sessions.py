@@ -145,6 +145,27 @@ def test_a_follower_replicates_in_a_session_and_starts_over_when_the_leader_forg
     with_cluster(tmp_path, body)
 
 
+def test_an_idle_follower_keeps_one_key_and_one_parameters_object_per_partition(tmp_path: Path) -> None:
+    """Every answer asks for an idle partition's parameters again: the fetcher's map and its session share one
+    key, and what the session wants is the object the leader holds (equal copies were 0.1 KB a partition)."""
+
+    async def body(cluster: Cluster) -> None:
+        await cluster.start(leader=1, isr=(1, 2))
+        leader, follower = cluster.nodes[1], cluster.nodes[2]
+        assert (await produce(leader)).error_code == ErrorCode.NONE
+        [session] = leader.fetch_sessions.sessions()
+        epoch = session.epoch
+        await wait_for_async(lambda: session.epoch > epoch + 3 or None, "incremental fetches")
+        fetcher = follower.replicas.fetcher(1)
+        assert fetcher is not None
+        [(key, state)] = fetcher._fetching.items()
+        [(wanted_key, wanted)] = fetcher._session.wanted.items()
+        assert key is state.session_key and wanted_key is key
+        assert wanted is fetcher._session.held[key] and wanted.fetch_offset == 3
+
+    with_cluster(tmp_path, body)
+
+
 def test_with_no_slots_every_fetch_is_full(tmp_path: Path) -> None:
     async def body(cluster: Cluster) -> None:
         await cluster.start(leader=1, isr=(1, 2))

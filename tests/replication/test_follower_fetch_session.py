@@ -93,3 +93,18 @@ def test_without_a_session_every_fetch_lists_everything() -> None:
     assert (restart.session_id, restart.epoch, listed(restart)) == (NO_SESSION, INITIAL_EPOCH, [(0, 5)])
     session.answered(restart, 9)
     assert listed(session.next_fetch()) == []
+
+
+def test_parameters_asked_again_unchanged_are_kept_as_the_held_object() -> None:
+    """An idle partition is asked again after every answer with parameters equal to those the leader holds: the
+    session keeps one object for both, not an equal copy per followed partition."""
+    session = FollowerFetchSession()
+    session.want((TOPIC, 0), at(5))
+    session.answered(session.next_fetch(), 42)
+    held = session.held[(TOPIC, 0)]
+    session.want((TOPIC, 0), at(5))
+    assert session.wanted[(TOPIC, 0)] is held
+    assert listed(session.next_fetch()) == []
+    session.want((TOPIC, 0), at(6))
+    assert session.wanted[(TOPIC, 0)] is not held
+    assert listed(session.next_fetch()) == [(0, 6)]
