@@ -130,6 +130,10 @@ class FollowerFetchSession:
             self.held.pop(key, None)
             if key not in self.wanted:
                 self.changed.discard(key)
+        if not self.changed:
+            # Emptied by removals, a set keeps its table (131 KB after 3,333 partitions changed at once); clear()
+            # frees it.
+            self.changed.clear()
 
     def reset(self) -> None:
         """Start over with a full fetch (a session error, a failed fetch, a new connection)."""

@@ -251,6 +251,10 @@ class ReplicaFetcher:
         channel = await self._connect()
         if self._truncating:
             await self._truncate(channel, list(self._truncating.values()))
+            if not self._truncating:
+                # Emptied by removals, a dict keeps its table, and every partition followed passes through here;
+                # clear() frees it.
+                self._truncating.clear()
         else:
             await self._fetch(channel)
 

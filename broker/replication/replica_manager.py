@@ -371,6 +371,9 @@ class ReplicaManager:
         for partition in list(self._behind):
             if not partition.maybe_shrink_isr(lag_ms):
                 self._behind.discard(partition)
+        if not self._behind:
+            # Emptied by removals, a set keeps its table (every new partition enters it); clear() frees it.
+            self._behind.clear()
 
     # -- shutdown ----------------------------------------------------------------------------------
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from pathlib import Path
 
 from waiting import wait_for_async
 
+from kafkette.broker.controller.records.partition_record import PartitionRecord
 from kafkette.broker.metrics.requests import records_size
 from kafkette.broker.protocol.errors import ErrorCode
 from kafkette.broker.protocol.fetch_metadata import FINAL_EPOCH, INITIAL_EPOCH, NO_SESSION
@@ -162,6 +164,45 @@ def test_an_idle_follower_keeps_one_key_and_one_parameters_object_per_partition(
         [(wanted_key, wanted)] = fetcher._session.wanted.items()
         assert key is state.session_key and wanted_key is key
         assert wanted is fetcher._session.held[key] and wanted.fetch_offset == 3
+
+    with_cluster(tmp_path, body)
+
+
+def test_bookkeeping_emptied_once_many_partitions_settle_frees_its_tables(tmp_path: Path) -> None:
+    """Every new partition passes through the follower's truncation map and changed set and the leader's awake
+    map and ISR watch, which empty once they settle; emptied by removals a dict or set keeps its table (0.1 KB a
+    partition for good), so each is cleared once empty."""
+
+    async def body(cluster: Cluster) -> None:
+        await cluster.start(leader=1, isr=(1, 2))
+        leader, follower = cluster.nodes[1], cluster.nodes[2]
+        cluster.publish(
+            *(
+                PartitionRecord(
+                    partition_id=index, topic_id=TOPIC_ID, replicas=[1, 2], isr=[1, 2], leader=1, leader_epoch=1
+                )
+                for index in range(1, 200)
+            )
+        )
+        fetcher = follower.replicas.fetcher(1)
+        assert fetcher is not None
+
+        def settled() -> bool:
+            sessions = leader.fetch_sessions.sessions()
+            return (
+                len(fetcher._fetching) == 200
+                and not fetcher._truncating
+                and not fetcher._session.changed
+                and len(sessions) == 1
+                and len(sessions[0].partitions) == 200
+                and not sessions[0].awake
+                and not leader.replicas._behind
+            )
+
+        await wait_for_async(lambda: settled() or None, "200 idle partitions", 10)
+        [session] = leader.fetch_sessions.sessions()
+        assert sys.getsizeof(fetcher._truncating) == sys.getsizeof(session.awake) == sys.getsizeof({})
+        assert sys.getsizeof(fetcher._session.changed) == sys.getsizeof(leader.replicas._behind) == sys.getsizeof(set())
 
     with_cluster(tmp_path, body)
 
