@@ -11,7 +11,9 @@ count and the log rolls a segment when an index is full. A file is written
 only for an index with entries, and a missing one reads as empty: a segment
 that never grows past ``index.interval.bytes`` has no entries and so no index
 files (creating a file costs more than the few KiB of log a reopen reads
-instead). Entries live in
+instead). Nor is there an object for one: the segment holds None for an index
+until its first entry (or a file with entries), so an idle partition's two
+empty indexes cost no memory either. Entries live in
 memory once used, loaded lazily so idle segments cost nothing; new entries
 reach the file on ``flush`` (after a crash, recovery rebuilds the indexes of
 every segment that was not flushed).
@@ -43,8 +45,8 @@ def _max_entries(max_bytes: int, entry_size: int) -> int:
 class _Index:
     """Two parallel, non-decreasing columns persisted as fixed-size big-endian entries."""
 
-    # Slots: two indexes per segment, most of them empty, are the commonest objects of a broker with many
-    # partitions.
+    # Slots: two indexes per segment that has index entries (a segment keeps none for an index without entries),
+    # common objects of a broker with many partitions.
     __slots__ = ("_dirty", "_keys", "_persisted", "_values", "base_offset", "directory", "max_entries")
     _ENTRY: struct.Struct
     _KEY_TYPE: str
@@ -53,7 +55,7 @@ class _Index:
 
     def __init__(self, directory: str | Path, base_offset: int, max_bytes: int, entries_on_disk: int) -> None:
         # The directory is the log's own string and the file's path is derived when used: a broker with 10,000
-        # partitions keeps 20,000 indexes, most of them empty, and a Path of each cost 0.2 KiB apiece.
+        # partitions keeps up to 20,000 indexes, and a Path of each cost 0.2 KiB apiece.
         self.directory = directory
         self.base_offset = base_offset
         self.max_entries = _max_entries(max_bytes, self._ENTRY.size)

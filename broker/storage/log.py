@@ -460,8 +460,7 @@ class Log:
         return (
             active.size + size > self.config.segment_bytes
             or (active.rolling_ms is not None and now - active.rolling_ms > self.config.segment_ms)
-            or active.offset_index.is_full()
-            or active.time_index.is_full()
+            or active.index_full()
         )
 
     def _roll(self, base_offset: int) -> None:
@@ -854,8 +853,7 @@ class Log:
         base = old[0].base_offset
         with self._going_offline_on_disk_error(), disk_errors("swapping cleaned segments of", self._path):
             first = old[0]
-            first.offset_index.delete()
-            first.time_index.delete()
+            first.delete_index_files()
             os.replace(segment_path(cleaned, base, LOG_SUFFIX), first.path)
             for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
                 # A cleaned segment no bigger than index.interval.bytes has no index files.

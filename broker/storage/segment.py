@@ -9,12 +9,13 @@ decides when to roll, which segments to recover and where reads start.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from ..protocol.batch import HEADER_SIZE, BatchHeader, CorruptBatchError, is_transactional_at
 from ..protocol.records import RecordBatch, decode_batch
@@ -29,6 +30,13 @@ logger = logging.getLogger(__name__)
 
 # Index entries hold offsets relative to the segment's base as int32.
 MAX_RELATIVE_OFFSET = 2**31 - 1
+
+_IndexT = TypeVar("_IndexT", OffsetIndex, TimeIndex)
+
+
+def _with_entries(index: _IndexT) -> _IndexT | None:
+    """The index opened from a file, or None when the file has no entries (it reads as empty either way)."""
+    return index if len(index) else None
 
 
 class BatchMeta(NamedTuple):
@@ -104,24 +112,32 @@ def _open_file(path: str, flags: int) -> SegmentFile:
 
 
 class LogSegment:
+    """A segment's file and its indexes.
+
+    An index with no entries is None, not an object: that is most segments (one that never grows past
+    ``index.interval.bytes`` gets no entry), and two empty index objects cost 176 B per idle partition. None
+    reads as an empty index whose file does not exist; the object is made by the first entry appended, or
+    opened from a file that has entries. One that becomes empty again (a truncation, a rebuild) stays.
+    """
+
     # Slots: a broker keeps one of these per partition at least (see index.py's _Index).
     __slots__ = (
         "_bytes_since_index",
+        "_config",
         "_dirty",
         "_index_files_absent",
-        "_index_interval",
         "_index_problem",
+        "_offset_index",
         "_read_ahead",
+        "_time_index",
         "base_offset",
         "directory",
         "file",
         "max_timestamp",
         "next_offset",
-        "offset_index",
         "offset_of_max_timestamp",
         "rolling_ms",
         "size",
-        "time_index",
     )
 
     def __init__(
@@ -130,8 +146,8 @@ class LogSegment:
         base_offset: int,
         config: LogConfig,
         file: SegmentFile,
-        offset_index: OffsetIndex,
-        time_index: TimeIndex,
+        offset_index: OffsetIndex | None,
+        time_index: TimeIndex | None,
         index_problem: str | None,
         index_files_absent: bool = False,
     ) -> None:
@@ -139,8 +155,8 @@ class LogSegment:
         # The log's own directory string: the files' paths are derived when used (see index.py's _Index).
         self.directory = directory
         self.file = file
-        self.offset_index = offset_index
-        self.time_index = time_index
+        self._offset_index = offset_index
+        self._time_index = time_index
         self.size = os.fstat(file.fileno()).st_size
         self.next_offset = base_offset
         self.max_timestamp = NO_TIMESTAMP
@@ -148,7 +164,9 @@ class LogSegment:
         # When the segment began, for segment.ms: the wall time of its first append,
         # or after a restart the first batch's max timestamp (as Kafka does).
         self.rolling_ms: int | None = None
-        self._index_interval = config.index_interval_bytes
+        # The config the segment was made with (the log's may change later), for index.interval.bytes and for
+        # segment.index.bytes when an index is made at its first entry: one slot for both.
+        self._config = config
         self._bytes_since_index = 0
         self._index_problem = index_problem
         self._index_files_absent = index_files_absent
@@ -159,9 +177,7 @@ class LogSegment:
     @classmethod
     def create(cls, directory: str | Path, base_offset: int, config: LogConfig) -> LogSegment:
         file = _open_file(segment_path(directory, base_offset, LOG_SUFFIX), os.O_CREAT | os.O_EXCL)
-        offset_index = OffsetIndex.create(directory, base_offset, config.segment_index_bytes)
-        time_index = TimeIndex.create(directory, base_offset, config.segment_index_bytes)
-        return cls(directory, base_offset, config, file, offset_index, time_index, None)
+        return cls(directory, base_offset, config, file, None, None, None)
 
     @classmethod
     def open(
@@ -180,18 +196,73 @@ class LogSegment:
             )
         if not has_index_files:
             # A small segment's indexes (see the module's docstring); `load` checks that it is small.
-            offset_index = OffsetIndex.create(directory, base_offset, config.segment_index_bytes)
-            time_index = TimeIndex.create(directory, base_offset, config.segment_index_bytes)
-            return cls(directory, base_offset, config, file, offset_index, time_index, None, index_files_absent=True)
+            return cls(directory, base_offset, config, file, None, None, None, index_files_absent=True)
+        offset_index: OffsetIndex | None
+        time_index: TimeIndex | None
         try:
-            offset_index = OffsetIndex.open(directory, base_offset, config.segment_index_bytes)
-            time_index = TimeIndex.open(directory, base_offset, config.segment_index_bytes)
+            offset_index = _with_entries(OffsetIndex.open(directory, base_offset, config.segment_index_bytes))
+            time_index = _with_entries(TimeIndex.open(directory, base_offset, config.segment_index_bytes))
             problem = None
         except CorruptLogError as exc:
-            offset_index = OffsetIndex.create(directory, base_offset, config.segment_index_bytes)
-            time_index = TimeIndex.create(directory, base_offset, config.segment_index_bytes)
+            # Empty until `recover` rebuilds them (it empties the files left behind, see `_reset_indexes`).
+            offset_index = time_index = None
             problem = str(exc)
         return cls(directory, base_offset, config, file, offset_index, time_index, problem)
+
+    @property
+    def offset_index(self) -> OffsetIndex | None:
+        """None while the segment has no offset-index entries (see the class's docstring)."""
+        return self._offset_index
+
+    @property
+    def time_index(self) -> TimeIndex | None:
+        """None while the segment has no time-index entries (see the class's docstring)."""
+        return self._time_index
+
+    def _index_path(self, suffix: str) -> str:
+        return segment_path(self.directory, self.base_offset, suffix)
+
+    def _index_name(self, suffix: str) -> str:
+        return os.path.basename(self._index_path(suffix))
+
+    def index_full(self) -> bool:
+        """Whether an index holds all the entries ``segment.index.bytes`` allows: the log rolls the segment then."""
+        # The log asks before every append: two None checks for the segments that have no index objects.
+        offset_index, time_index = self._offset_index, self._time_index
+        return (offset_index is not None and offset_index.is_full()) or (
+            time_index is not None and time_index.is_full()
+        )
+
+    def _append_time(self, timestamp: int, offset: int) -> None:
+        """`TimeIndex.maybe_append`, making the index at its first entry."""
+        index = self._time_index
+        if index is None:
+            if timestamp <= NO_TIMESTAMP:  # what an empty TimeIndex ignores, so no object for it
+                return
+            index = self._time_index = TimeIndex.create(
+                self.directory, self.base_offset, self._config.segment_index_bytes
+            )
+        index.maybe_append(timestamp, offset)
+
+    def _reset_indexes(self) -> None:
+        """Drop every index entry for a rebuild, as `_Index.reset` does: a file there without an index object
+        (unreadable, or of no entries, at open) is emptied too, and the next flush removes it unless the rebuild
+        gave it entries (stale ones must not outlive the rebuild, nor a file with no entries stay)."""
+        max_bytes = self._config.segment_index_bytes
+        if self._offset_index is None and os.path.exists(self._index_path(INDEX_SUFFIX)):
+            self._offset_index = OffsetIndex.create(self.directory, self.base_offset, max_bytes)
+        if self._time_index is None and os.path.exists(self._index_path(TIME_INDEX_SUFFIX)):
+            self._time_index = TimeIndex.create(self.directory, self.base_offset, max_bytes)
+        if self._offset_index is not None:
+            self._offset_index.reset()
+        if self._time_index is not None:
+            self._time_index.reset()
+
+    def delete_index_files(self) -> None:
+        """Remove both index files, whether or not an index object exists (an empty file may lie there)."""
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._index_path(suffix))
 
     @property
     def path(self) -> Path:
@@ -227,25 +298,25 @@ class LogSegment:
     def _restore_state(self, check_unindexed: bool = False) -> None:
         """Derive next offset, largest timestamp and roll time from the indexes and the tail."""
         start = 0
-        last = self.offset_index.last_entry()
+        last = None if self._offset_index is None else self._offset_index.last_entry()
         if last is not None:
             last_offset, start = last
             if not 0 <= start < self.size or self._span_at(start).last_offset != last_offset:
-                raise CorruptLogError(f"{self.offset_index.name}: last entry does not match the log")
+                raise CorruptLogError(f"{self._index_name(INDEX_SUFFIX)}: last entry does not match the log")
         self.next_offset = self.base_offset
         self.max_timestamp, self.offset_of_max_timestamp = NO_TIMESTAMP, -1
         # The newest time entry covers every batch: the index is sealed when a segment rolls or closes.
-        time_last = self.time_index.last_entry()
+        time_last = None if self._time_index is None else self._time_index.last_entry()
         if time_last is not None:
             self.max_timestamp, self.offset_of_max_timestamp = time_last
         # Without index files the scan reads at most index.interval.bytes and one batch.
-        unindexed_end = self._index_interval if check_unindexed else self.size
+        unindexed_end = self._config.index_interval_bytes if check_unindexed else self.size
         for span in self._spans(start, self.size):
             if span.position > unindexed_end:
-                raise CorruptLogError(f"{self.offset_index.name} is missing")
+                raise CorruptLogError(f"{self._index_name(INDEX_SUFFIX)} is missing")
             self._observe(span.last_offset, span.max_timestamp)
         if time_last is not None and not self.base_offset <= time_last[1] < self.next_offset:
-            raise CorruptLogError(f"{self.time_index.name}: last entry points outside the segment")
+            raise CorruptLogError(f"{self._index_name(TIME_INDEX_SUFFIX)}: last entry points outside the segment")
         self._bytes_since_index = self.size - start
         self.rolling_ms = self._first_timestamp()
 
@@ -267,8 +338,7 @@ class LogSegment:
         Returns how many bytes were cut. A batch is good when whole, its CRC holds
         and its offsets continue the segment's.
         """
-        self.offset_index.reset()
-        self.time_index.reset()
+        self._reset_indexes()
         self._index_problem = None
         self.next_offset = self.base_offset
         self.max_timestamp, self.offset_of_max_timestamp = NO_TIMESTAMP, -1
@@ -302,9 +372,14 @@ class LogSegment:
 
     def _index_batch(self, position: int, size: int, last_offset: int, max_timestamp: int) -> None:
         self._observe(last_offset, max_timestamp)
-        if self._bytes_since_index > self._index_interval:
-            self.offset_index.append(last_offset, position)
-            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        if self._bytes_since_index > self._config.index_interval_bytes:
+            offset_index = self._offset_index
+            if offset_index is None:
+                offset_index = self._offset_index = OffsetIndex.create(
+                    self.directory, self.base_offset, self._config.segment_index_bytes
+                )
+            offset_index.append(last_offset, position)
+            self._append_time(self.max_timestamp, self.offset_of_max_timestamp)
             self._bytes_since_index = 0
         self._bytes_since_index += size
 
@@ -336,7 +411,8 @@ class LogSegment:
         ahead = self._read_ahead
         if ahead is not None and ahead.base_offset <= offset <= ahead.last_offset and start <= ahead.position:
             return ahead
-        position = max(start, self.offset_index.lookup(offset))
+        index = self._offset_index
+        position = max(start, 0 if index is None else index.lookup(offset))
         for span in self._spans(position, self.size):
             if span.last_offset >= offset:
                 return span
@@ -395,7 +471,8 @@ class LogSegment:
         if limit >= stop:
             return stop
         # Jump through the index so a large max_bytes does not walk every header.
-        end = max(start, self.offset_index.floor_position(limit))
+        index = self._offset_index
+        end = max(start, 0 if index is None else index.floor_position(limit))
         for span in self._spans(end, stop):
             if span.position + span.size > limit:
                 self._read_ahead = span  # so the next fetch of an in-order reader walks no header to find it
@@ -409,7 +486,10 @@ class LogSegment:
         Finds the batch through the time index, then decodes that one batch for the
         record (Kafka's ListOffsets answer: the record's own offset and timestamp).
         """
-        position = self.offset_index.lookup(max(min_offset, self.time_index.lookup(timestamp)))
+        # No index object answers as an empty one: the segment's base offset, position 0.
+        time_index, offset_index = self._time_index, self._offset_index
+        near = max(min_offset, self.base_offset if time_index is None else time_index.lookup(timestamp))
+        position = 0 if offset_index is None else offset_index.lookup(near)
         for span in self._spans(position, self.size):
             if span.max_timestamp < timestamp or span.last_offset < min_offset:
                 continue
@@ -443,8 +523,10 @@ class LogSegment:
         os.ftruncate(self._fd, found.position)
         self.size = found.position
         self._read_ahead = None  # its position may hold another batch after the next append
-        self.offset_index.truncate_to_position(found.position)
-        self.time_index.truncate_to_offset(found.base_offset)
+        if self._offset_index is not None:
+            self._offset_index.truncate_to_position(found.position)
+        if self._time_index is not None:
+            self._time_index.truncate_to_offset(found.base_offset)
         self._restore_state()
         self._dirty = True
 
@@ -453,8 +535,8 @@ class LogSegment:
 
         Not in a segment without offset-index entries: a reopen reads all its batches anyway, and it keeps no
         index files."""
-        if self.max_timestamp != NO_TIMESTAMP and len(self.offset_index):
-            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        if self.max_timestamp != NO_TIMESTAMP and self._offset_index is not None and len(self._offset_index):
+            self._append_time(self.max_timestamp, self.offset_of_max_timestamp)
 
     def flush(self, durable: bool = True) -> None:
         """Make the records and index entries durable (``durable`` False: write the index entries out, fsync
@@ -463,8 +545,11 @@ class LogSegment:
             return
         if durable:
             os.fdatasync(self._fd)
-        self.offset_index.flush(durable)
-        self.time_index.flush(durable)
+        # Without an object an index has no file to write, or only a stray one no flush would touch.
+        if self._offset_index is not None:
+            self._offset_index.flush(durable)
+        if self._time_index is not None:
+            self._time_index.flush(durable)
         self._dirty = False
 
     def close(self) -> None:
@@ -478,7 +563,8 @@ class LogSegment:
         removes ``.deleted`` files when it opens.
         """
         renamed = []
-        for path in (self.path, Path(self.offset_index.path), Path(self.time_index.path), self.txn_index_path):
+        index_paths = (Path(self._index_path(INDEX_SUFFIX)), Path(self._index_path(TIME_INDEX_SUFFIX)))
+        for path in (self.path, *index_paths, self.txn_index_path):
             target = path.with_name(path.name + DELETED_FILE_SUFFIX)
             try:
                 os.rename(path, target)
@@ -490,6 +576,5 @@ class LogSegment:
     def delete(self) -> None:
         self.file.close()
         self.path.unlink(missing_ok=True)
-        self.offset_index.delete()
-        self.time_index.delete()
+        self.delete_index_files()
         self.txn_index_path.unlink(missing_ok=True)

@@ -181,3 +181,59 @@ def test_a_log_dir_move_of_a_small_log(tmp_path: Path, make_batch: BatchFactory)
     check_lookups(moved, written)
     moved.close()
     current.close()
+
+
+@pytest.mark.parametrize("stray", ["empty .index", "empty .index and .timeindex", "stale .index"])
+def test_index_files_without_an_index_object(
+    tmp_path: Path, make_batch: BatchFactory, caplog: pytest.LogCaptureFixture, stray: str
+) -> None:
+    """Index files beside a small segment that has no index objects: 0-byte ones read as empty, and a rebuild
+    (here for the missing .timeindex) removes them as it does any index file it leaves without entries."""
+    log = Log.open(tmp_path / "t-0", SMALL)
+    written = fill(log, make_batch, 20)
+    log.close()
+    index, time_index = (log.directory / f"{0:020d}{suffix}" for suffix in (".index", ".timeindex"))
+    index.write_bytes(b"" if stray.startswith("empty") else (1).to_bytes(4, "big") + (7).to_bytes(4, "big"))
+    if stray.endswith("and .timeindex"):
+        time_index.write_bytes(b"")
+
+    reopened = Log.open(log.directory, SMALL, clean_shutdown=True)
+    seg = reopened._active
+    check_lookups(reopened, written)
+    reopened.close()
+    if stray.endswith("and .timeindex"):
+        # Both there and empty: nothing to rebuild, no index objects, and, as with empty index objects, nothing
+        # removes the files but the segment's deletion.
+        assert "rebuilding" not in caplog.text
+        assert seg.offset_index is None and seg.time_index is None
+        assert index_files(log.directory) == [index.name, time_index.name]
+        seg.delete_index_files()
+    else:
+        # The rebuild emptied the file it found (its index object may stay, empty) and its flush removed it.
+        assert "rebuilding its indexes" in caplog.text
+        assert [0 if i is None else len(i) for i in (seg.offset_index, seg.time_index)] == [0, 0]
+    assert index_files(log.directory) == []
+    caplog.clear()
+    again = Log.open(log.directory, SMALL, clean_shutdown=True)
+    assert "rebuilding" not in caplog.text
+    assert again._active.offset_index is None and again._active.time_index is None
+    check_lookups(again, written)
+    again.close()
+
+
+def test_a_rebuild_drops_stale_entries_of_an_index_file(tmp_path: Path, make_batch: BatchFactory) -> None:
+    """The rebuild of a segment whose .timeindex is missing truncates the .index it found before writing its own
+    entries (it holds no index object for the file while the segment is unloaded)."""
+    log = Log.open(tmp_path / "t-0", SMALL)
+    written = fill(log, make_batch, 80)
+    log.close()
+    index, time_index = (log.directory / f"{0:020d}{suffix}" for suffix in (".index", ".timeindex"))
+    originals = {index: index.read_bytes(), time_index: time_index.read_bytes()}
+    with open(index, "ab") as f:
+        f.write(originals[index][-8:] * 3)
+    time_index.unlink()
+
+    reopened = Log.open(log.directory, SMALL, clean_shutdown=True)
+    check_lookups(reopened, written)
+    reopened.close()
+    assert {path: path.read_bytes() for path in originals} == originals
