@@ -110,17 +110,17 @@ class FollowState:
     """One partition this broker follows, as of one leader epoch."""
 
     partition: Partition
+    # The replica manager's key of the partition: the fetcher's maps share it (a tuple of their own was 56 B).
+    key: PartitionKey
     leader_epoch: int
     fetch_offset: int
     needs_truncation: bool = True
     # time.monotonic() before which the partition is left alone after an error.
     retry_at: float = 0.0
-    key: PartitionKey = field(init=False)
     # Made once: the fetcher's map and the session's are keyed by this one tuple (one each was 56 B a partition).
     session_key: SessionPartition = field(init=False)
 
     def __post_init__(self) -> None:
-        self.key = (self.partition.topic, self.partition.index)
         self.session_key = (self.partition.topic_id, self.partition.index)
 
 
@@ -191,9 +191,10 @@ class ReplicaFetcher:
 
     # -- what the replica manager calls ---------------------------------------------------------
 
-    def add(self, partition: Partition) -> None:
-        """Follow ``partition`` from its current leader epoch; it is truncated before its first fetch."""
-        state = FollowState(partition, partition.leader_epoch, partition.log_end_offset)
+    def add(self, partition: Partition, key: PartitionKey) -> None:
+        """Follow ``partition`` (``key``: its topic and index) from its current leader epoch; it is truncated before
+        its first fetch."""
+        state = FollowState(partition, key, partition.leader_epoch, partition.log_end_offset)
         replaced = self._states.get(state.key)
         if replaced is not None:
             self._unplace(replaced)

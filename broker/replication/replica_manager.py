@@ -243,11 +243,11 @@ class ReplicaManager:
             partition.watch_behind(self._behind)
             self._partitions[key] = partition
             self._configure(partition, settings)
-            self._change_leadership(partition, state, roles)
+            self._change_leadership(key, partition, state, roles)
             return
         self._configure(partition, settings)
         if state.leader_epoch > partition.leader_epoch:
-            self._change_leadership(partition, state, roles)
+            self._change_leadership(key, partition, state, roles)
         else:
             partition.update_assignment(state.partition_epoch, state.replicas, state.isr)
 
@@ -258,7 +258,9 @@ class ReplicaManager:
             partition.log.config = settings.log_config
         partition.min_insync_replicas = settings.min_insync_replicas
 
-    def _change_leadership(self, partition: Partition, state: PartitionImage, roles: RoleChanges) -> None:
+    def _change_leadership(
+        self, key: TopicPartition, partition: Partition, state: PartitionImage, roles: RoleChanges
+    ) -> None:
         self._unfollow(partition)
         if state.leader == self.node_id:
             partition.become_leader(state.leader_epoch, state.partition_epoch, state.replicas, state.isr)
@@ -274,7 +276,7 @@ class ReplicaManager:
                 self.node_id, state.leader, self._address_of, self.config, self._broker_epoch, self.follower_throttle
             )
             self._fetchers[state.leader] = fetcher
-        fetcher.add(partition)
+        fetcher.add(partition, key)
         roles.add(partition.topic, partition.index, f"following broker {state.leader} at epoch {state.leader_epoch}")
 
     # -- moves between log directories ---------------------------------------------------------------

@@ -148,8 +148,9 @@ def test_a_follower_replicates_in_a_session_and_starts_over_when_the_leader_forg
 
 
 def test_an_idle_follower_keeps_one_key_and_one_parameters_object_per_partition(tmp_path: Path) -> None:
-    """Every answer asks for an idle partition's parameters again: the fetcher's map and its session share one
-    key, and what the session wants is the object the leader holds (equal copies were 0.1 KB a partition)."""
+    """Every answer asks for an idle partition's parameters again: the fetcher's maps share the replica manager's
+    key and its session one key of its own, and what the session wants is the object the leader holds (equal
+    copies were 0.15 KB a partition)."""
 
     async def body(cluster: Cluster) -> None:
         await cluster.start(leader=1, isr=(1, 2))
@@ -163,6 +164,9 @@ def test_an_idle_follower_keeps_one_key_and_one_parameters_object_per_partition(
         [(key, state)] = fetcher._fetching.items()
         [(wanted_key, wanted)] = fetcher._session.wanted.items()
         assert key is state.session_key and wanted_key is key
+        [partition_key] = follower.replicas._partitions
+        [states_key] = fetcher._states
+        assert state.key is partition_key and states_key is partition_key
         assert wanted is fetcher._session.held[key] and wanted.fetch_offset == 3
 
     with_cluster(tmp_path, body)
