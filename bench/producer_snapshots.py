@@ -53,12 +53,15 @@ class TimedRolls:
     def __init__(self, partition: Partition) -> None:
         self.partition = partition
         self.seconds: list[float] = []
-        partition.log.roll_listener = self
+        partition.log.listener = self
 
     def log_rolled(self, base_offset: int) -> None:
         started = time.perf_counter()
         self.partition.log_rolled(base_offset)
         self.seconds.append(time.perf_counter() - started)
+
+    def log_start_moved(self) -> None:
+        self.partition.log_start_moved()
 
 
 def fill(directory: Path, config: LogConfig, producers: int, segments: int) -> tuple[int, list[float], int]:

@@ -238,7 +238,7 @@ class Partition:
         self.index = index
         self.topic_id = topic_id
         self.log = log
-        log.roll_listener = self
+        log.listener = self
         self.settings = settings
         self.node_id = node_id
         self._clock = clock
@@ -268,10 +268,12 @@ class Partition:
         # kept batch by batch as leader and as follower: a restart with 10,000 partitions makes each one a
         # partition, then its leader.
         self._producers: ProducerStateTable | None = None
-        self._data_waiters: list[asyncio.Future[None]] | tuple[()] = NO_WAITERS
-        self._append_waiters: list[asyncio.Future[None]] | tuple[()] = NO_WAITERS
+        # Tuples, not lists: a waiting follower's fetch long-polls on every partition it follows, and a list of
+        # one or two was 16 B more a partition than the tuple.
+        self._data_waiters: tuple[asyncio.Future[None], ...] = NO_WAITERS
+        self._append_waiters: tuple[asyncio.Future[None], ...] = NO_WAITERS
         self._ack_waiters: list[tuple[int, int, asyncio.Future[ErrorCode]]] | tuple[()] = NO_WAITERS
-        self._parked: list[Parked] | tuple[()] = NO_WAITERS
+        self._parked: tuple[Parked, ...] = NO_WAITERS
 
     # -- offsets ------------------------------------------------------------
 
@@ -336,6 +338,10 @@ class Partition:
             self.log.open_transactions(), int(time.time() * 1000), self.settings.producer_id_expiration_ms
         )
         self.log.write_producer_snapshot(base_offset, entries)
+
+    def log_start_moved(self) -> None:
+        """Retention or DeleteRecords moved the log start: parked sessions read the partition again, to tell it."""
+        self._unpark()
 
     def watch_behind(self, watch: set[Partition]) -> None:
         """Add this partition to ``watch`` whenever an ISR follower may fall behind our log end (an append, a new
@@ -539,12 +545,7 @@ class Partition:
         (an ISR member at our log end) is recorded as `follower_fetched` would, without its checks; while it stays
         parked its fetches are not seen here, and its state is brought up to its session's last fetch when the
         partition changes."""
-        if not self._parked:
-            self._parked = []
-            # Retention and DeleteRecords move the log start in the log itself.
-            self.log.on_start_moved = self._unpark
-        self._parked = [other for other in self._parked if other.parked]
-        self._parked.append(parked)
+        self._parked = (*(other for other in self._parked if other.parked), parked)
         state = self._followers.get(parked.replica_id)
         if state is not None:
             state.record_fetch(fetch_offset, self.log.log_end_offset, self._clock())
@@ -555,7 +556,7 @@ class Partition:
         """Serve from ``log`` (a replica moved to another log dir)."""
         self._unpark()
         self.log = log
-        log.roll_listener = self
+        log.listener = self
 
     def _may_join_isr(self, state: FollowerState) -> bool:
         # At the HW, and past this epoch's start: a follower still holding an older epoch's
@@ -671,11 +672,9 @@ class Partition:
         fetch of thousands of idle partitions more than reading them."""
         # Long-polls cancel their waiters on timeout; drop those so idle partitions do not collect them.
         if up_to_log_end:
-            self._append_waiters = [other for other in self._append_waiters if not other.done()]
-            self._append_waiters.append(waiter)
+            self._append_waiters = (*(other for other in self._append_waiters if not other.done()), waiter)
         else:
-            self._data_waiters = [other for other in self._data_waiters if not other.done()]
-            self._data_waiters.append(waiter)
+            self._data_waiters = (*(other for other in self._data_waiters if not other.done()), waiter)
 
     def close(self) -> None:
         """The partition stops being served here: nobody may wait on it any more."""
@@ -735,7 +734,6 @@ class Partition:
         parked, self._parked = self._parked, NO_WAITERS
         if not parked:
             return
-        self.log.on_start_moved = None
         for entry in parked:
             if not entry.parked:
                 continue

@@ -96,9 +96,15 @@ class AppendResult(NamedTuple):
     record_count: int
 
 
-class RollListener(Protocol):
+class LogListener(Protocol):
+    """Told of a log's changes that its partition acts on. The partition itself, not bound methods of it: each
+    bound method held by a log was 64 B more a partition."""
+
     def log_rolled(self, base_offset: int) -> None:
         """The log rolled: its new segment begins at ``base_offset`` and holds nothing yet."""
+
+    def log_start_moved(self) -> None:
+        """Retention or DeleteRecords moved the log start offset."""
 
 
 class Log:
@@ -119,11 +125,10 @@ class Log:
         "_txn_scanned_from",
         "config",
         "high_watermark",
+        "listener",
         "offline_reason",
         "on_offline",
-        "on_start_moved",
         "on_truncate",
-        "roll_listener",
         "topic_id",
     )
 
@@ -174,13 +179,11 @@ class Log:
         # Told this log and the reason when the disk fails under it: the log manager takes the whole log dir
         # offline (one callback shared by every log, rather than a closure apiece).
         self.on_offline: Callable[[Log, str], None] | None = None
-        # Told when retention or DeleteRecords moves the log start offset: fetch sessions that found the partition
-        # quiet read it again, to tell their fetchers.
-        self.on_start_moved: Callable[[], None] | None = None
-        # Told the new segment's base offset when the log rolls, before anything is appended to it: the partition
-        # writes its producer-state snapshot there (`write_producer_snapshot`). The partition itself, not a bound
-        # method of it: that was 64 bytes more a partition.
-        self.roll_listener: RollListener | None = None
+        # Told the new segment's base offset when the log rolls, before anything is appended to it (the partition
+        # writes its producer-state snapshot there, `write_producer_snapshot`), and when retention or DeleteRecords
+        # moves the log start offset (fetch sessions that found the partition quiet read it again, to tell their
+        # fetchers).
+        self.listener: LogListener | None = None
         # The producer-state snapshots on disk, oldest first (usually none: only rolled logs of idempotent or
         # transactional producers have any).
         self._snapshot_offsets: tuple[int, ...] = ()
@@ -475,8 +478,8 @@ class Log:
         self._segments.append(LogSegment.create(self._path, base_offset, self.config))
         fsync_dir(self._path)
         logger.debug("%s: rolled segment at offset %d", self._path, base_offset)
-        if self.roll_listener is not None:
-            self.roll_listener.log_rolled(base_offset)
+        if self.listener is not None:
+            self.listener.log_rolled(base_offset)
 
     def flush_if_due(self) -> bool:
         """Flush when records wait for it and ``flush.ms`` has passed since the last flush (Kafka's flush
@@ -826,8 +829,8 @@ class Log:
         return self._log_start_offset
 
     def _start_moved(self) -> None:
-        if self.on_start_moved is not None:
-            self.on_start_moved()
+        if self.listener is not None:
+            self.listener.log_start_moved()
 
     def closed_segments(self) -> list[LogSegment]:
         """Every segment but the active one, oldest first: what the cleaner may rewrite."""

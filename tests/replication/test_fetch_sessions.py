@@ -211,6 +211,27 @@ def test_bookkeeping_emptied_once_many_partitions_settle_frees_its_tables(tmp_pa
     with_cluster(tmp_path, body)
 
 
+def test_a_parked_partition_holds_its_sessions_in_a_tuple_and_is_its_logs_only_listener(tmp_path: Path) -> None:
+    """Every idle follower parks on every partition it follows: a list per partition, and a bound method of the
+    partition held by its log to hear of a moved log start, were 80 B more a partition than a tuple and the log
+    telling the partition itself."""
+
+    async def body(cluster: Cluster) -> None:
+        await cluster.start(leader=1, isr=(1, 2))
+        leader = cluster.nodes[1]
+        assert (await produce(leader)).error_code == ErrorCode.NONE
+        partition = partition_of(leader)
+        [session] = leader.fetch_sessions.sessions()
+        [cached] = session.partitions.values()
+        await wait_for_async(lambda: cached.parked or None, "the follower's session parked on the partition")
+        assert type(partition._parked) is tuple and partition._parked == (cached,)
+        assert partition.log.listener is partition
+        partition.log.delete_records_before(2)  # as DeleteRecords does: the parked session reads it again
+        assert not cached.parked and partition._parked == ()
+
+    with_cluster(tmp_path, body)
+
+
 def test_with_no_slots_every_fetch_is_full(tmp_path: Path) -> None:
     async def body(cluster: Cluster) -> None:
         await cluster.start(leader=1, isr=(1, 2))

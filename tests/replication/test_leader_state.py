@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kafkette.broker.protocol.errors import ErrorCode, KafkaError
-from kafkette.broker.replication.partition import ISR_RETRY_BACKOFF_MS, Partition
+from kafkette.broker.replication.partition import ISR_RETRY_BACKOFF_MS, NO_WAITERS, Partition
 
 from .helpers import SETTINGS, TOPIC_ID, Clock, Proposals, batch, new_partition, open_log
 
@@ -450,15 +450,20 @@ def test_the_image_of_an_epoch_the_isr_answer_already_brought_still_changes_the_
     assert partition.follower_fetched(3, 0) == ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 
-def lists_held(partition: Partition) -> list[list[object]]:
-    values = (getattr(partition, name) for name in type(partition).__slots__)
-    return [value for value in values if isinstance(value, list)]
+WAITER_SLOTS = ("_ack_waiters", "_append_waiters", "_data_waiters", "_parked")
+
+
+def waiters_held(partition: Partition) -> list[Sequence[object]]:
+    """The partition's waiter sequences that hold something; the idle ones are all the one shared empty tuple."""
+    values = [getattr(partition, name) for name in WAITER_SLOTS]
+    assert all(value is NO_WAITERS for value in values if not value)
+    return [value for value in values if value]
 
 
 def test_an_idle_partition_holds_no_waiter_lists_and_waiters_are_still_answered(tmp_path: Path) -> None:
-    """A broker's partitions are mostly idle: waiters get a list while they wait and leave none behind."""
+    """A broker's partitions are mostly idle: waiters get a sequence while they wait and leave none behind."""
     partition, _ = leader(tmp_path, Clock())
-    assert lists_held(partition) == []
+    assert waiters_held(partition) == []
 
     async def body() -> None:
         outcome = partition.append_from_producer(batch(2), required_acks=-1)
@@ -466,18 +471,18 @@ def test_an_idle_partition_holds_no_waiter_lists_and_waiters_are_still_answered(
         second = partition.wait_for_acks(outcome.last_offset)
         fetch, follower_append = waiter(partition), waiter(partition, up_to_log_end=True)
         assert first is not None and second is not None
-        assert len(lists_held(partition)) == 3
+        assert len(waiters_held(partition)) == 3
         partition.follower_fetched(2, 2)
         partition.follower_fetched(3, 2)
         assert (await first, await second) == (ErrorCode.NONE, ErrorCode.NONE)
-        assert fetch.done() and lists_held(partition) == [[follower_append]]
+        assert fetch.done() and waiters_held(partition) == [(follower_append,)]
         partition.append_from_producer(batch(1))
-        assert follower_append.done() and lists_held(partition) == []
+        assert follower_append.done() and waiters_held(partition) == []
         # Leadership lost: the waiters of the moment are answered, and nothing is kept.
         late = partition.wait_for_acks(partition.log_end_offset - 1)
         assert late is not None
         partition.become_follower(2, 2, 2, (1, 2, 3), (1, 2, 3))
         assert await late == ErrorCode.NOT_LEADER_OR_FOLLOWER
-        assert lists_held(partition) == []
+        assert waiters_held(partition) == []
 
     run(body())
