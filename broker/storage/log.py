@@ -147,7 +147,9 @@ class Log:
         # The directory as a string, shared with the segments, their indexes and the leader-epoch cache: a Path
         # object (with its parts) held per partition cost 0.2 KB; `directory` makes one when asked.
         self._path = os.fspath(directory)
-        self._transactions = transactions if transactions is not None else TransactionTable()
+        # None until a transactional batch or an aborted transaction is found: most partitions never see one, and
+        # an empty table apiece was 48 B per partition. None reads as a table with nothing in it.
+        self._transactions = transactions
         # Where the scan that built ``_transactions`` began: every transactional batch from there on was observed.
         self._txn_scanned_from = segments[0].base_offset
         self.config = config
@@ -434,25 +436,28 @@ class Log:
 
     def _observe_transactions(self, txn_batches: Sequence[TxnBatch]) -> None:
         active = self._active
-        aborted = [self._transactions.observe(batch, active.base_offset) for batch in txn_batches]
+        table = self._transactions
+        if table is None:
+            table = self._transactions = TransactionTable()
+        aborted = [table.observe(batch, active.base_offset) for batch in txn_batches]
         if any(entry is not None for entry in aborted):
             # An abort is rare and must survive a crash with its segment: written whole, fsynced.
-            atomic_write(active.txn_index_path, encode_entries(self._transactions.aborted[active.base_offset]))
+            atomic_write(active.txn_index_path, encode_entries(table.aborted[active.base_offset]))
 
     # --- transactions ----------------------------------------------------------------------
 
     @property
     def first_unstable_offset(self) -> int | None:
         """The first offset of the oldest open transaction (None: none open); the LSO is at most this."""
-        return self._transactions.first_unstable_offset()
+        return None if self._transactions is None else self._transactions.first_unstable_offset()
 
     def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
         """The aborted transactions a read of offsets ``[start, end)`` overlaps, oldest first."""
-        return self._transactions.aborted_between(start, end)
+        return [] if self._transactions is None else self._transactions.aborted_between(start, end)
 
     def open_transactions(self) -> dict[int, int]:
         """Producer id -> first offset of each open transaction."""
-        return dict(self._transactions.ongoing)
+        return {} if self._transactions is None else dict(self._transactions.ongoing)
 
     def _should_roll(self, size: int, last_offset: int, now: int) -> bool:
         active = self._active
@@ -599,13 +604,13 @@ class Log:
 
     def _scan_transactions(
         self, first_unflushed: int, with_txn_index: Container[int] | None = None
-    ) -> TransactionTable:
-        """The transactions of this log: its index files, then a scan of its batches from the newest producer
-        snapshot's segment (or, without one, of its newest TXN_SCAN_SEGMENTS segments) and of the unflushed ones
-        from ``first_unflushed`` on, seeded with the transactions the snapshot says were open before the scan's
-        first batch (see `_load_transactions`). The segments before the scan are flushed, their index files
-        with them (an abort writes its file durably), so only their open transactions needed the scan, and the
-        snapshot names those."""
+    ) -> TransactionTable | None:
+        """The transactions of this log (None: none found): its index files, then a scan of its batches from the
+        newest producer snapshot's segment (or, without one, of its newest TXN_SCAN_SEGMENTS segments) and of the
+        unflushed ones from ``first_unflushed`` on, seeded with the transactions the snapshot says were open
+        before the scan's first batch (see `_load_transactions`). The segments before the scan are flushed, their
+        index files with them (an abort writes its file durably), so only their open transactions needed the
+        scan, and the snapshot names those."""
         snapshot = self.latest_producer_snapshot()
         if snapshot is None:
             window_start = max(0, len(self._segments) - TXN_SCAN_SEGMENTS)
@@ -683,7 +688,7 @@ class Log:
         # No transactional batch observed from where the last scan began leaves nothing for the truncation to take
         # from the table; rescanning anyway read every batch header of the scan's segments on the event loop, 0.3 s
         # a follower truncation of a 55,700-batch log.
-        rescan = not self._transactions.is_empty or offset < self._txn_scanned_from
+        rescan = self._transactions is not None or offset < self._txn_scanned_from
         with disk_errors("truncating", self._path):
             if offset <= self._segments[0].base_offset:
                 self._truncate_fully(offset)
@@ -729,7 +734,7 @@ class Log:
         for seg in self._segments:
             seg.delete()
         self._segments = [LogSegment.create(self._path, offset, self.config)]
-        self._transactions = TransactionTable()
+        self._transactions = None
         self._txn_scanned_from = offset
         self._drop_snapshots(self._snapshot_offsets)
         self._log_start_offset = offset
@@ -806,7 +811,8 @@ class Log:
         self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
         with self._going_offline_on_disk_error(), disk_errors("deleting segments of", self._path):
             renamed = [path for seg in doomed for path in seg.rename_to_deleted()]
-            self._transactions.drop_segments(seg.base_offset for seg in doomed)
+            if self._transactions is not None:
+                self._transactions.drop_segments(seg.base_offset for seg in doomed)
             self._leader_epochs.truncate_from_start(self._log_start_offset)
         logger.info("%s: deleted %d segments; log start offset now %d", self.directory, count, self._log_start_offset)
         self._start_moved()
@@ -865,16 +871,18 @@ class Log:
             os.rmdir(cleaned)
             fsync_dir(self._path)
             # The merged segment holds every old one's markers, so it takes their aborted transactions.
-            merged = [entry for seg in old for entry in self._transactions.aborted.get(seg.base_offset, [])]
+            table = self._transactions
+            merged = [] if table is None else [e for seg in old for e in table.aborted.get(seg.base_offset, [])]
             if merged:
                 atomic_write(first.txn_index_path, encode_entries(merged))
             renamed = [path for seg in old[1:] for path in seg.rename_to_deleted()]
             replacement = LogSegment.open(self._path, base, self.config)
             _loads_cleanly(replacement)
         self._segments[start : start + len(old)] = [replacement]
-        self._transactions.drop_segments(seg.base_offset for seg in old)
-        if merged:
-            self._transactions.set_aborted(base, merged)
+        if table is not None:
+            table.drop_segments(seg.base_offset for seg in old)
+            if merged:
+                table.set_aborted(base, merged)
         return renamed
 
 
@@ -919,10 +927,10 @@ def _load_transactions(
     scan_from: int,
     with_txn_index: Container[int] | None = None,
     open_before: Mapping[int, int] = MappingProxyType({}),
-) -> TransactionTable:
+) -> TransactionTable | None:
     """Aborted transactions from the index files of ``segments[:scan_from]``; from ``scan_from`` on the
     batches are scanned, which finds the open transactions and rewrites those segments' index files (they
-    may have been cut by recovery or never written before a crash).
+    may have been cut by recovery or never written before a crash). None when there is neither.
 
     ``with_txn_index``: the base offsets of the segments whose transaction index exists, when a listing tells;
     None to try each. ``open_before``: transactions open since before the scan's first batch (producer id ->
@@ -949,7 +957,7 @@ def _load_transactions(
                 atomic_write(seg.txn_index_path, encode_entries(rebuilt))
             else:
                 seg.txn_index_path.unlink(missing_ok=True)
-    return table
+    return None if table.is_empty else table
 
 
 def _read_txn_index(seg: LogSegment) -> list[AbortedTxn]:

@@ -178,3 +178,35 @@ def test_compaction_keeps_the_aborted_transactions_of_the_segments_it_merges(tmp
     reopened = Log.open(tmp_path / "t-0", config, clean_shutdown=True, recovery_point=log.log_end_offset)
     assert reopened.aborted_transactions(0, reopened.log_end_offset) == before
     reopened.close()
+
+
+def test_a_log_holds_a_transaction_table_only_while_it_has_transactions(tmp_path: Path) -> None:
+    """Most partitions never see a transaction, and an empty table apiece was 48 B: there is none until the first
+    transactional batch, and none again once a truncation or a reopening finds nothing transactional. (A table
+    that saw transactional batches is kept while any may be left: a truncation that cuts a commit marker must
+    find its transaction open again.)"""
+    log = Log.open(tmp_path / "t-0", SMALL)
+    log.append(build_batch([b"plain"]), leader_epoch=0)  # 0
+    assert log._transactions is None
+    assert (log.first_unstable_offset, log.aborted_transactions(0, 10), log.open_transactions()) == (None, [], {})
+    log.append(txn_batch(7, 0, [b"a"]), leader_epoch=0)  # 1
+    assert log._transactions is not None and log.open_transactions() == {7: 1}
+    log.truncate_to(1)
+    assert log._transactions is None and log.first_unstable_offset is None
+    log.append(txn_batch(7, 0, [b"b"]), leader_epoch=0)  # 1
+    log.append(marker(7, commit=False), leader_epoch=0)  # 2
+    log.close()
+    reopened = Log.open(tmp_path / "t-0", SMALL, clean_shutdown=True, recovery_point=3)
+    assert reopened.aborted_transactions(0, 10) == [AbortedTxn(7, 1, 2, 3)]
+    reopened.truncate_to(1)
+    assert reopened.aborted_transactions(0, 10) == [] and reopened.first_unstable_offset is None
+    reopened.close()
+    assert Log.open(tmp_path / "t-0", SMALL, clean_shutdown=True, recovery_point=1)._transactions is None
+    committed = Log.open(tmp_path / "u-0", SMALL)
+    committed.append(txn_batch(7, 0, [b"c"]), leader_epoch=0)  # 0
+    committed.append(marker(7, commit=True), leader_epoch=0)  # 1
+    committed.close()
+    committed = Log.open(tmp_path / "u-0", SMALL, clean_shutdown=True, recovery_point=2)
+    committed.truncate_to(1)  # cuts the commit marker
+    assert committed.first_unstable_offset == 0
+    committed.close()
