@@ -167,13 +167,13 @@ def test_an_idle_follower_keeps_one_key_and_one_parameters_object_per_partition(
         [partition_key] = follower.replicas._partitions
         [states_key] = fetcher._states
         assert state.key is partition_key and states_key is partition_key
-        assert wanted is fetcher._session.held[key] and wanted.fetch_offset == 3
+        assert wanted is fetcher._session.held(key) and wanted.fetch_offset == 3
 
     with_cluster(tmp_path, body)
 
 
 def test_bookkeeping_emptied_once_many_partitions_settle_frees_its_tables(tmp_path: Path) -> None:
-    """Every new partition passes through the follower's truncation map and changed set and the leader's awake
+    """Every new partition passes through the follower's truncation map and differing map and the leader's awake
     map and ISR watch, which empty once they settle; emptied by removals a dict or set keeps its table (0.1 KB a
     partition for good), so each is cleared once empty."""
 
@@ -196,7 +196,7 @@ def test_bookkeeping_emptied_once_many_partitions_settle_frees_its_tables(tmp_pa
             return (
                 len(fetcher._fetching) == 200
                 and not fetcher._truncating
-                and not fetcher._session.changed
+                and not fetcher._session.differing
                 and len(sessions) == 1
                 and len(sessions[0].partitions) == 200
                 and not sessions[0].awake
@@ -206,7 +206,8 @@ def test_bookkeeping_emptied_once_many_partitions_settle_frees_its_tables(tmp_pa
         await wait_for_async(lambda: settled() or None, "200 idle partitions", 10)
         [session] = leader.fetch_sessions.sessions()
         assert sys.getsizeof(fetcher._truncating) == sys.getsizeof(session.awake) == sys.getsizeof({})
-        assert sys.getsizeof(fetcher._session.changed) == sys.getsizeof(leader.replicas._behind) == sys.getsizeof(set())
+        assert sys.getsizeof(fetcher._session.differing) == sys.getsizeof({})
+        assert sys.getsizeof(leader.replicas._behind) == sys.getsizeof(set())
 
     with_cluster(tmp_path, body)
 
