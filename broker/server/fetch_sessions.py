@@ -18,8 +18,9 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 from uuid import UUID
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -28,8 +29,9 @@ from prometheus_client.registry import Collector
 from kafkette.broker.metrics.requests import records_size
 from kafkette.broker.protocol.errors import ErrorCode
 from kafkette.broker.protocol.fetch_metadata import FINAL_EPOCH, INITIAL_EPOCH, NO_SESSION, next_epoch
-from kafkette.broker.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
+from kafkette.broker.protocol.messages.fetch_request import FetchRequest, FetchTopic
 from kafkette.broker.protocol.messages.fetch_response import FetchableTopicResponse, PartitionData
+from kafkette.broker.protocol.types import ZERO_UUID
 from kafkette.broker.replication.partition import monotonic_ms
 
 # Kafka's min.incremental.fetch.session.eviction.ms (internal, not configurable there either).
@@ -39,19 +41,62 @@ EVICTION_AFTER_S = 120.0
 TopicKey = UUID | str
 
 
+class WantedPartition(Protocol):
+    """What the Fetch handler reads of a partition to fetch: the request's `FetchPartition`, or in a session the
+    `CachedPartition` that keeps it."""
+
+    @property
+    def partition(self) -> int: ...
+
+    @property
+    def current_leader_epoch(self) -> int: ...
+
+    @property
+    def fetch_offset(self) -> int: ...
+
+    @property
+    def last_fetched_epoch(self) -> int: ...
+
+    @property
+    def partition_max_bytes(self) -> int: ...
+
+
+class WantedTopic(Protocol):
+    """A topic to fetch: the request's `FetchTopic`, or in a session a `HeldTopic`."""
+
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def topic_id(self) -> UUID: ...
+
+    @property
+    def partitions(self) -> Sequence[WantedPartition]: ...
+
+
 @dataclass(slots=True, eq=False)
 class CachedPartition:
     """What the fetcher last asked of one partition, and what it was last told; `Parked` on the partition while
     an incremental fetch found nothing to read in it and nothing new to tell."""
 
-    wanted: FetchPartition
     session: FetchSession
     key: tuple[TopicKey, int]
+    # What the fetcher asked, the fields the handler reads: holding the decoded FetchPartition instead, with the
+    # fetcher's log start offset (read by nothing) and an int of its own for the byte limit, was 0.1 KB more a
+    # partition.
+    current_leader_epoch: int
+    fetch_offset: int
+    last_fetched_epoch: int
+    partition_max_bytes: int
     # -1: not told yet (or told an error), so the next answer includes the partition.
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
     parked: bool = False
+
+    @property
+    def partition(self) -> int:
+        return self.key[1]
 
     @property
     def replica_id(self) -> int:
@@ -98,6 +143,22 @@ class CachedPartition:
         return news
 
 
+@dataclass(slots=True)
+class HeldTopic:
+    """A run of a session's awake partitions of one topic, read as the `FetchTopic` a full fetch would send."""
+
+    key: TopicKey
+    partitions: list[CachedPartition]
+
+    @property
+    def topic(self) -> str:
+        return self.key if isinstance(self.key, str) else ""
+
+    @property
+    def topic_id(self) -> UUID:
+        return self.key if isinstance(self.key, UUID) else ZERO_UUID
+
+
 @dataclass(slots=True, eq=False)
 class FetchSession:
     id: int
@@ -115,6 +176,9 @@ class FetchSession:
     waiter: asyncio.Future[None] | None = None
     # A parked partition changed since the partitions to read were last listed.
     has_news: bool = False
+    # Decoded anew for each partition, the limit every partition repeats (a follower's 1 MiB) is kept as this one
+    # int, not 32 B apiece.
+    partition_max_bytes: int = 0
 
     @property
     def privileged(self) -> bool:
@@ -131,7 +195,16 @@ class FetchSession:
                 replaced = self.partitions.get(position)
                 if replaced is not None:
                     replaced.parked = False
-                self.partitions[position] = self.awake[position] = CachedPartition(wanted, self, position)
+                if wanted.partition_max_bytes != self.partition_max_bytes:
+                    self.partition_max_bytes = wanted.partition_max_bytes
+                self.partitions[position] = self.awake[position] = CachedPartition(
+                    self,
+                    position,
+                    wanted.current_leader_epoch,
+                    wanted.fetch_offset,
+                    wanted.last_fetched_epoch,
+                    self.partition_max_bytes,
+                )
         for key, indexes in forgotten:
             for index in indexes:
                 dropped = self.partitions.pop((key, index), None)
@@ -155,22 +228,19 @@ class FetchSession:
         if self.has_news:
             self.news()
 
-    def topics(self) -> tuple[list[FetchTopic], list[list[CachedPartition]]]:
+    def topics(self) -> tuple[list[HeldTopic], list[list[CachedPartition]]]:
         """The session's partitions not parked, as the fetch request a full fetch would have sent (consecutive
-        runs of a topic make one entry), and beside each topic what the session holds of its partitions."""
+        runs of a topic make one entry), and beside each topic the same partitions, typed as what the session
+        holds."""
         self.has_news = False
-        topics: list[FetchTopic] = []
-        held: list[list[CachedPartition]] = []
+        topics: list[HeldTopic] = []
         last: TopicKey | None = None
         for (key, _), cached in self.awake.items():
             if key != last:
-                topic = FetchTopic(topic_id=key) if isinstance(key, UUID) else FetchTopic(topic=key)
-                topics.append(topic)
-                held.append([])
+                topics.append(HeldTopic(key, []))
                 last = key
-            topics[-1].partitions.append(cached.wanted)
-            held[-1].append(cached)
-        return topics, held
+            topics[-1].partitions.append(cached)
+        return topics, [topic.partitions for topic in topics]
 
     def answer(self, responses: list[FetchableTopicResponse], incremental: bool) -> list[FetchableTopicResponse]:
         """Remember what ``responses`` tell; incrementally, keep only the partitions with news."""
@@ -206,7 +276,7 @@ class FetchContext:
     session: FetchSession | None
     incremental: bool
 
-    def listing(self) -> tuple[list[FetchTopic], list[list[CachedPartition]] | None]:
+    def listing(self) -> tuple[Sequence[WantedTopic], list[list[CachedPartition]] | None]:
         """The partitions to read now and, incrementally, beside each topic what the session holds of its
         partitions (those it holds parked are left out: nothing changed in them since they were found quiet)."""
         if self.incremental and self.session is not None:

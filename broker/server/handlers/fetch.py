@@ -19,7 +19,7 @@ from collections.abc import Awaitable
 
 from kafkette.broker.protocol.errors import ErrorCode
 from kafkette.broker.protocol.fetch_metadata import NO_SESSION
-from kafkette.broker.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
+from kafkette.broker.protocol.messages.fetch_request import FetchRequest
 from kafkette.broker.protocol.messages.fetch_response import (
     AbortedTransaction,
     EpochEndOffset,
@@ -31,7 +31,7 @@ from kafkette.broker.protocol.messages.fetch_response import (
 )
 from kafkette.broker.replication.partition import Partition
 from kafkette.broker.server.context import RequestContext
-from kafkette.broker.server.fetch_sessions import CachedPartition, FetchContext
+from kafkette.broker.server.fetch_sessions import CachedPartition, FetchContext, WantedPartition, WantedTopic
 from kafkette.broker.server.handlers.leader_hints import known_leader, leader_endpoints
 from kafkette.broker.storage.errors import LogStorageError, OffsetOutOfRangeError
 
@@ -83,7 +83,7 @@ class _FetchPass:
         answers = (partition for topic in response.responses for partition in topic.partitions)
         response.node_endpoints = leader_endpoints(self.ctx, self.leaders, answers, NodeEndpoint, LeaderIdAndEpoch)
 
-    def _topic(self, topic: FetchTopic, by_id: bool, held: list[CachedPartition] | None) -> FetchableTopicResponse:
+    def _topic(self, topic: WantedTopic, by_id: bool, held: list[CachedPartition] | None) -> FetchableTopicResponse:
         topics = self.ctx.broker.topics
         record = topics.topic_by_id(topic.topic_id) if by_id else topics.topic(topic.topic)
         missing = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -91,19 +91,19 @@ class _FetchPass:
         partitions = []
         for i, wanted in enumerate(topic.partitions):
             partition = topics.partition(name, wanted.partition) if record is not None else None
-            if partition is not None and held is not None and self._quiet(partition, wanted, held[i]):
+            if partition is not None and held is not None and self._quiet(partition, held[i]):
                 # Nothing to read and nothing the fetcher was not told: no answer, and not read again until the
                 # partition changes.
                 held[i].park()
-                partition.park(held[i], wanted.fetch_offset)
+                partition.park(held[i], held[i].fetch_offset)
                 continue
             partitions.append(self._partition(partition, wanted, missing))
         return FetchableTopicResponse(topic=topic.topic, topic_id=topic.topic_id, partitions=partitions)
 
-    def _quiet(self, partition: Partition, wanted: FetchPartition, held: CachedPartition) -> bool:
+    def _quiet(self, partition: Partition, held: CachedPartition) -> bool:
         """Whether reading ``partition`` for an incremental fetch could give neither records nor news: what the
         full read gives of an idle partition, at a tenth of its cost, for each of thousands on every fetch."""
-        if not partition.is_leader or partition.check_leader_epoch(wanted.current_leader_epoch) != ErrorCode.NONE:
+        if not partition.is_leader or partition.check_leader_epoch(held.current_leader_epoch) != ErrorCode.NONE:
             return False
         high_watermark, last_stable_offset = partition.high_watermark, partition.last_stable_offset
         if (high_watermark, last_stable_offset, partition.log_start_offset) != (
@@ -115,10 +115,10 @@ class _FetchPass:
         if self.from_follower:
             # In the ISR and at our log end: its fetch would change nothing but the time it was last caught up. A
             # follower outside the ISR is read in full, since its fetch is what proposes it back.
-            return wanted.fetch_offset == partition.log_end_offset and self.replica_id in partition.isr
-        return wanted.fetch_offset == (last_stable_offset if self.read_committed else high_watermark)
+            return held.fetch_offset == partition.log_end_offset and self.replica_id in partition.isr
+        return held.fetch_offset == (last_stable_offset if self.read_committed else high_watermark)
 
-    def _partition(self, partition: Partition | None, wanted: FetchPartition, missing: ErrorCode) -> PartitionData:
+    def _partition(self, partition: Partition | None, wanted: WantedPartition, missing: ErrorCode) -> PartitionData:
         if partition is None:
             self.has_error = True
             return PartitionData(partition_index=wanted.partition, error_code=missing, high_watermark=-1, records=b"")
@@ -196,7 +196,7 @@ class _FetchPass:
         return result
 
 
-def _diverging_epoch(partition: Partition, wanted: FetchPartition) -> EpochEndOffset | None:
+def _diverging_epoch(partition: Partition, wanted: WantedPartition) -> EpochEndOffset | None:
     """Where the follower's last fetched epoch ends in our log, when its fetch offset lies past that (KIP-595)."""
     if wanted.last_fetched_epoch < 0:
         return None
