@@ -228,10 +228,9 @@ class FetchSession:
         if self.has_news:
             self.news()
 
-    def topics(self) -> tuple[list[HeldTopic], list[list[CachedPartition]]]:
+    def topics(self) -> list[HeldTopic]:
         """The session's partitions not parked, as the fetch request a full fetch would have sent (consecutive
-        runs of a topic make one entry), and beside each topic the same partitions, typed as what the session
-        holds."""
+        runs of a topic make one entry)."""
         self.has_news = False
         topics: list[HeldTopic] = []
         last: TopicKey | None = None
@@ -240,7 +239,7 @@ class FetchSession:
                 topics.append(HeldTopic(key, []))
                 last = key
             topics[-1].partitions.append(cached)
-        return topics, [topic.partitions for topic in topics]
+        return topics
 
     def answer(self, responses: list[FetchableTopicResponse], incremental: bool) -> list[FetchableTopicResponse]:
         """Remember what ``responses`` tell; incrementally, keep only the partitions with news."""
@@ -276,12 +275,12 @@ class FetchContext:
     session: FetchSession | None
     incremental: bool
 
-    def listing(self) -> tuple[Sequence[WantedTopic], list[list[CachedPartition]] | None]:
-        """The partitions to read now and, incrementally, beside each topic what the session holds of its
-        partitions (those it holds parked are left out: nothing changed in them since they were found quiet)."""
+    def listing(self) -> Sequence[WantedTopic]:
+        """The partitions to read now: the request's, or incrementally the session's own (those it holds parked
+        are left out: nothing changed in them since they were found quiet)."""
         if self.incremental and self.session is not None:
             return self.session.topics()
-        return self.request_topics, None
+        return self.request_topics
 
     @property
     def has_parked(self) -> bool:

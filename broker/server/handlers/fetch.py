@@ -67,13 +67,10 @@ class _FetchPass:
         self.leaders.clear()
         by_id = self.ctx.api_version >= TOPIC_IDS_FROM_VERSION
         # The request's partitions, or its session's not parked: listed again each pass, as one may have changed.
-        topics, held = self.context.listing()
         response = FetchResponse(
             error_code=ErrorCode.NONE,
             session_id=0,
-            responses=[
-                self._topic(topic, by_id, held[i] if held is not None else None) for i, topic in enumerate(topics)
-            ],
+            responses=[self._topic(topic, by_id) for topic in self.context.listing()],
         )
         if self.leaders:
             self._leader_endpoints(response)
@@ -83,19 +80,20 @@ class _FetchPass:
         answers = (partition for topic in response.responses for partition in topic.partitions)
         response.node_endpoints = leader_endpoints(self.ctx, self.leaders, answers, NodeEndpoint, LeaderIdAndEpoch)
 
-    def _topic(self, topic: WantedTopic, by_id: bool, held: list[CachedPartition] | None) -> FetchableTopicResponse:
+    def _topic(self, topic: WantedTopic, by_id: bool) -> FetchableTopicResponse:
         topics = self.ctx.broker.topics
         record = topics.topic_by_id(topic.topic_id) if by_id else topics.topic(topic.topic)
         missing = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         name = record.name if record is not None else topic.topic
         partitions = []
-        for i, wanted in enumerate(topic.partitions):
+        for wanted in topic.partitions:
             partition = topics.partition(name, wanted.partition) if record is not None else None
-            if partition is not None and held is not None and self._quiet(partition, held[i]):
+            # A session's own partition: an incremental fetch's (a full fetch reads the request's).
+            if partition is not None and isinstance(wanted, CachedPartition) and self._quiet(partition, wanted):
                 # Nothing to read and nothing the fetcher was not told: no answer, and not read again until the
                 # partition changes.
-                held[i].park()
-                partition.park(held[i], held[i].fetch_offset)
+                wanted.park()
+                partition.park(wanted, wanted.fetch_offset)
                 continue
             partitions.append(self._partition(partition, wanted, missing))
         return FetchableTopicResponse(topic=topic.topic, topic_id=topic.topic_id, partitions=partitions)
