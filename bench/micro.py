@@ -18,7 +18,7 @@ from kafkette.broker.protocol.framing import decode_request, encode_request, enc
 from kafkette.broker.protocol.messages.fetch_response import FetchableTopicResponse, FetchResponse, PartitionData
 from kafkette.broker.protocol.messages.produce_request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kafkette.broker.protocol.records import Header, Record, encode_batch
-from kafkette.broker.replication.partition import Partition, PartitionSettings, monotonic_ms
+from kafkette.broker.replication.partition import Partition, PartitionHost, PartitionSettings, monotonic_ms
 from kafkette.broker.storage import Log, LogConfig
 
 PRODUCE_VERSION = 11
@@ -85,7 +85,7 @@ def main() -> None:
         # What a produce costs the broker per batch past the codec: header and CRC checks, producer state, append.
         settings = PartitionSettings(max_message_bytes=1 << 20, log_append_time=False)
         leader_log = Log.open(Path(directory) / "bench-1", LogConfig(segment_bytes=64 * 1024 * 1024))
-        partition = Partition("bench", 1, uuid.UUID(int=1), leader_log, settings, node_id=0, clock=monotonic_ms)
+        partition = Partition("bench", 1, uuid.UUID(int=1), leader_log, settings, PartitionHost(0, monotonic_ms))
         partition.become_leader(leader_epoch=1, partition_epoch=1, replicas=(0,), isr=(0,))
         led = rate(lambda: partition.append_from_producer(memoryview(bytearray(batch)), required_acks=1))
         print(f"Partition.append_from_producer of the same batch (leader, acks=1): {led:,.0f} /s")

@@ -20,7 +20,7 @@ import uuid
 from pathlib import Path
 
 from kafkette.broker.protocol.records import Record, encode_batch
-from kafkette.broker.replication.partition import Partition, PartitionSettings
+from kafkette.broker.replication.partition import Partition, PartitionHost, PartitionSettings
 from kafkette.broker.storage import Log, LogConfig
 from kafkette.broker.storage.producer_snapshot import parse_snapshot_name
 
@@ -42,7 +42,7 @@ def idempotent_batch(producer_id: int, sequence: int) -> memoryview:
 
 def leader_on(directory: Path, config: LogConfig, recovery_point: int, leader_epoch: int) -> Partition:
     log = Log.open(directory, config, recovery_point=recovery_point)
-    partition = Partition("bench", 0, TOPIC_ID, log, SETTINGS, node_id=1)
+    partition = Partition("bench", 0, TOPIC_ID, log, SETTINGS, PartitionHost(1))
     partition.become_leader(leader_epoch=leader_epoch, partition_epoch=leader_epoch, replicas=(1,), isr=(1,))
     return partition
 

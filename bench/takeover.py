@@ -29,7 +29,7 @@ from pathlib import Path
 from uuid import uuid4
 
 from kafkette.broker.protocol.records import Record, encode_batch
-from kafkette.broker.replication.partition import Partition, PartitionSettings
+from kafkette.broker.replication.partition import Partition, PartitionHost, PartitionSettings
 from kafkette.broker.storage import Log, LogConfig
 from kafkette.broker.storage.log import TXN_SCAN_SEGMENTS, _load_transactions
 
@@ -57,7 +57,7 @@ def batches(count: int, first_offset: int = 0, first_sequence: int = 0) -> list[
 
 def follower(directory: Path) -> Partition:
     settings = PartitionSettings(max_message_bytes=1 << 20, log_append_time=False)
-    partition = Partition("t", 0, uuid4(), Log.open(directory, LogConfig()), settings, node_id=1)
+    partition = Partition("t", 0, uuid4(), Log.open(directory, LogConfig()), settings, PartitionHost(1))
     partition.become_follower(leader_id=2, leader_epoch=1, partition_epoch=1, replicas=(1, 2), isr=(1, 2))
     return partition
 

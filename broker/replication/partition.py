@@ -190,13 +190,24 @@ class FollowerState:
             self.record_fetch(self.log_end_offset, self.last_fetch_leader_end_offset, now)
 
 
+@dataclass(slots=True, eq=False)
+class PartitionHost:
+    """What every partition of one broker shares, held once: four slots apiece were 24 B more a partition."""
+
+    node_id: int = -1
+    clock: Callable[[], int] = monotonic_ms
+    # Called with (partition, proposed ISR, token) to send an AlterPartition; answered by isr_change_done.
+    on_isr_proposal: IsrProposal | None = None
+    # The replica manager's set of leaders with an ISR follower that may be behind their log end: only those can
+    # fall out of the ISR, so its periodic check walks them, not every partition (see `maybe_shrink_isr`).
+    behind_watch: set[Partition] | None = None
+
+
 class Partition:
     # Slots: one per partition (0.05 KB less apiece than an instance dict's values).
     __slots__ = (
         "_ack_waiters",
         "_append_waiters",
-        "_behind_watch",
-        "_clock",
         "_data_waiters",
         "_epoch_start_offset",
         "_followers",
@@ -206,6 +217,7 @@ class Partition:
         "_pending_isr",
         "_pending_token",
         "_producers",
+        "host",
         "index",
         "is_leader",
         "isr",
@@ -213,8 +225,6 @@ class Partition:
         "leader_id",
         "log",
         "min_insync_replicas",
-        "node_id",
-        "on_isr_proposal",
         "partition_epoch",
         "replicas",
         "settings",
@@ -229,9 +239,7 @@ class Partition:
         topic_id: UUID,
         log: Log,
         settings: PartitionSettings,
-        *,
-        node_id: int = -1,
-        clock: Callable[[], int] = monotonic_ms,
+        host: PartitionHost,
     ) -> None:
         self.topic = topic
         self.index = index
@@ -239,21 +247,15 @@ class Partition:
         self.log = log
         log.listener = self
         self.settings = settings
-        self.node_id = node_id
-        self._clock = clock
+        self.host = host
         self.leader_epoch = 0
         self.partition_epoch = 0
         # Whether this broker leads the partition; the replica manager flips it on leadership changes.
         self.is_leader = True
-        self.leader_id = node_id
-        self.replicas: tuple[int, ...] = (node_id,)
-        self.isr: tuple[int, ...] = (node_id,)
+        self.leader_id = host.node_id
+        self.replicas: tuple[int, ...] = (host.node_id,)
+        self.isr: tuple[int, ...] = (host.node_id,)
         self.min_insync_replicas = 1
-        # Called with (partition, proposed ISR, token) to send an AlterPartition; answered by isr_change_done.
-        self.on_isr_proposal: IsrProposal | None = None
-        # The replica manager's set of leaders with an ISR follower that may be behind our log end: only those can
-        # fall out of the ISR, so its periodic check walks them, not every partition (set by `watch_behind`).
-        self._behind_watch: set[Partition] | None = None
         # A tuple searched by replica id, not a dict: two or three followers, and a dict of two was 0.1 KB more a
         # led partition.
         self._followers: tuple[FollowerState, ...] = ()
@@ -297,6 +299,10 @@ class Partition:
     @property
     def log_end_offset(self) -> int:
         return self.log.log_end_offset
+
+    @property
+    def node_id(self) -> int:
+        return self.host.node_id
 
     @property
     def pending_isr(self) -> tuple[int, ...] | None:
@@ -347,12 +353,6 @@ class Partition:
         """Retention or DeleteRecords moved the log start: parked sessions read the partition again, to tell it."""
         self._unpark()
 
-    def watch_behind(self, watch: set[Partition]) -> None:
-        """Add this partition to ``watch`` whenever an ISR follower may fall behind our log end (an append, a new
-        leadership or ISR, a fetch below our end); `maybe_shrink_isr` says when it can leave."""
-        self._behind_watch = watch
-        watch.add(self)
-
     # -- leadership ---------------------------------------------------------
 
     def become_leader(
@@ -361,7 +361,7 @@ class Partition:
         """Lead from ``leader_epoch`` on; follower states restart (unknown offsets, ISR members caught up now)."""
         self._unpark()
         self.is_leader = True
-        self.leader_id = self.node_id
+        self.leader_id = self.host.node_id
         self.leader_epoch = leader_epoch
         self.partition_epoch = partition_epoch
         self.replicas = tuple(replicas)
@@ -371,11 +371,11 @@ class Partition:
         self._epoch_start_offset = self.log.log_end_offset
         # As Kafka's maybeAssignEpochStartOffset: OffsetForLeaderEpoch answers for the new epoch before any append.
         self.log.assign_leader_epoch(leader_epoch, self._epoch_start_offset)
-        now = self._clock()
+        now = self.host.clock()
         self._followers = tuple(
             FollowerState(replica, last_caught_up_ms=now if replica in self.isr else 0)
             for replica in self.replicas
-            if replica != self.node_id
+            if replica != self.host.node_id
         )
         self._isr_updated()
 
@@ -424,7 +424,7 @@ class Partition:
             if self.is_leader:
                 kept = tuple(state for state in self._followers if state.replica_id in self.replicas)
                 known = {state.replica_id for state in kept}
-                added = (r for r in self.replicas if r != self.node_id and r not in known)
+                added = (r for r in self.replicas if r != self.host.node_id and r not in known)
                 self._followers = (*kept, *(FollowerState(replica) for replica in added))
         if self.is_leader:
             self._isr_updated()
@@ -441,7 +441,7 @@ class Partition:
         older than the partition's (the producer was fenced) is still refused, INVALID_PRODUCER_EPOCH.
         """
         if not self.is_leader:
-            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self.node_id} does not lead {self}")
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self.host.node_id} does not lead {self}")
         if required_acks == -1 and len(self.isr) < self.min_insync_replicas:
             raise KafkaError(
                 ErrorCode.NOT_ENOUGH_REPLICAS,
@@ -490,7 +490,7 @@ class Partition:
     ) -> AppendOutcome:
         """Write a transaction's COMMIT or ABORT marker (WriteTxnMarkers); raises KafkaError."""
         if not self.is_leader:
-            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self.node_id} does not lead {self}")
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self.host.node_id} does not lead {self}")
         self.producers.check_epoch(producer_id, producer_epoch)
         now = int(time.time() * 1000)
         batch = bytearray(end_txn_marker_batch(producer_id, producer_epoch, commit, coordinator_epoch, now))
@@ -533,7 +533,7 @@ class Partition:
         leader_end = self.log.log_end_offset
         if fetch_offset > leader_end:
             return ErrorCode.OFFSET_OUT_OF_RANGE  # a diverged follower: it truncates, then comes back
-        state.record_fetch(fetch_offset, leader_end, self._clock())
+        state.record_fetch(fetch_offset, leader_end, self.host.clock())
         state.broker_epoch = broker_epoch
         if fetch_offset != leader_end:
             self._may_fall_behind()
@@ -550,7 +550,7 @@ class Partition:
         self._parked = (*(other for other in self._parked if other.parked), parked)
         state = self.follower_state(parked.replica_id)
         if state is not None:
-            state.record_fetch(fetch_offset, self.log.log_end_offset, self._clock())
+            state.record_fetch(fetch_offset, self.log.log_end_offset, self.host.clock())
             if fetch_offset != self.log.log_end_offset:
                 self._may_fall_behind()
 
@@ -575,13 +575,13 @@ class Partition:
         behind = [
             replica
             for replica in self.isr
-            if replica != self.node_id
+            if replica != self.host.node_id
             and ((state := self.follower_state(replica)) is None or state.log_end_offset != leader_end)
         ]
         if not behind:
             return False
         if self._may_propose():
-            now = self._clock()
+            now = self.host.clock()
             lagging = {
                 replica
                 for replica in behind
@@ -598,15 +598,16 @@ class Partition:
         return state.log_end_offset != leader_end and now - state.last_caught_up_ms > lag_time_max_ms
 
     def _may_propose(self) -> bool:
-        return self._pending_isr is None and self._clock() >= self._next_proposal_ms
+        return self._pending_isr is None and self.host.clock() >= self._next_proposal_ms
 
     def _propose_isr(self, isr: tuple[int, ...]) -> None:
-        if self.on_isr_proposal is None:
+        send = self.host.on_isr_proposal
+        if send is None:
             return
         self._pending_isr = isr
         self._pending_token += 1
         self._recompute_hw_followers()
-        self.on_isr_proposal(self, isr, self._pending_token)
+        send(self, isr, self._pending_token)
 
     def awaits_isr_answer(self, token: int) -> bool:
         """Whether proposal ``token`` is still pending: no answer settled it and no newer image or leadership
@@ -627,7 +628,7 @@ class Partition:
             return
         self._pending_isr = None
         if isr is None:
-            self._next_proposal_ms = self._clock() + ISR_RETRY_BACKOFF_MS
+            self._next_proposal_ms = self.host.clock() + ISR_RETRY_BACKOFF_MS
         current = self.is_leader and leader_epoch == self.leader_epoch
         if isr is not None and current and partition_epoch > self.partition_epoch:
             self.partition_epoch = partition_epoch
@@ -704,12 +705,15 @@ class Partition:
             self._complete_ack_waiters(self.log.high_watermark)
 
     def _may_fall_behind(self) -> None:
-        if self._behind_watch is not None:
-            self._behind_watch.add(self)
+        """An ISR follower may fall behind our log end (an append, a new leadership or ISR, a fetch below our
+        end): the host's watch holds the partition until `maybe_shrink_isr` says it can leave."""
+        watch = self.host.behind_watch
+        if watch is not None:
+            watch.add(self)
 
     def _recompute_hw_followers(self) -> None:
         maximal = set(self.isr) | set(self._pending_isr or ())
-        self._hw_followers = tuple(replica for replica in maximal if replica != self.node_id)
+        self._hw_followers = tuple(replica for replica in maximal if replica != self.host.node_id)
 
     def _maybe_advance_high_watermark(self) -> None:
         if not self.is_leader:

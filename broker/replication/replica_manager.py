@@ -19,7 +19,7 @@ from kafkette.broker.protocol.errors import ErrorCode
 from kafkette.broker.replication.fetcher import ReplicaFetcher
 from kafkette.broker.replication.isr_sender import AlterPartition, IsrSender
 from kafkette.broker.replication.log_dir_mover import LogDirMover
-from kafkette.broker.replication.partition import Partition, PartitionSettings, monotonic_ms
+from kafkette.broker.replication.partition import Partition, PartitionHost, PartitionSettings, monotonic_ms
 from kafkette.broker.replication.role_changes import RoleChanges
 from kafkette.broker.replication.throttle import ReplicationQuota, ThrottledReplicas, throttled_on
 from kafkette.broker.replication.topic_settings import log_config_of, partition_settings_of
@@ -70,12 +70,11 @@ class ReplicaManager:
         self.config = config
         self._logs = logs
         self._broker_epoch = broker_epoch
-        self._clock = clock
         self._image = MetadataImage()
         self._applied = self._image  # the last image every partition took, with each topic's settings
         self._applied_settings: dict[str, _TopicSettings] = {}
         self._partitions: dict[PartitionKey, Partition] = {}
-        # Leaders with an ISR follower that may be behind (Partition.watch_behind): what the ISR check walks.
+        # Leaders with an ISR follower that may be behind (Partition._may_fall_behind): what the ISR check walks.
         self._behind: set[Partition] = set()
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._topic_settings: dict[str, _TopicSettings] = {}
@@ -86,8 +85,8 @@ class ReplicaManager:
         self._isr_checker: asyncio.Task[None] | None = None
         self._isr_sender = IsrSender(node_id, alter_partition, broker_epoch)
         self._stopped = False
-        # Bound once and shared by every partition (a bound method apiece cost 64 B per partition).
-        self._on_isr_proposal = self._isr_sender.submit
+        # Shared by every partition: this broker, its clock, where ISR proposals go and the ISR check's watch.
+        self._partition_host = PartitionHost(node_id, clock, self._isr_sender.submit, self._behind)
 
     # -- what the broker reads ---------------------------------------------------------------------
 
@@ -236,11 +235,7 @@ class ReplicaManager:
                 self._logs.delete(topic.name, index)
                 log = self._logs.get_or_create_for(key, settings.log_config)
             log.topic_id = topic.topic_id
-            partition = Partition(
-                topic.name, index, topic.topic_id, log, settings.settings, node_id=self.node_id, clock=self._clock
-            )
-            partition.on_isr_proposal = self._on_isr_proposal
-            partition.watch_behind(self._behind)
+            partition = Partition(topic.name, index, topic.topic_id, log, settings.settings, self._partition_host)
             self._partitions[key] = partition
             self._configure(partition, settings)
             self._change_leadership(key, partition, state, roles)

@@ -7,7 +7,7 @@ import uuid
 from pathlib import Path
 
 from kafkette.broker.protocol.records import Record, encode_batch
-from kafkette.broker.replication.partition import Partition, PartitionSettings
+from kafkette.broker.replication.partition import Partition, PartitionHost, PartitionSettings
 from kafkette.broker.storage import Log, LogConfig
 
 SETTINGS = PartitionSettings(max_message_bytes=1 << 20, log_append_time=False)
@@ -35,7 +35,7 @@ def open_log(directory: Path) -> Log:
 
 
 def new_partition(tmp_path: Path, clock: Clock, node_id: int = 1, name: str = "t-0") -> Partition:
-    return Partition("t", 0, TOPIC_ID, open_log(tmp_path / name), SETTINGS, node_id=node_id, clock=clock)
+    return Partition("t", 0, TOPIC_ID, open_log(tmp_path / name), SETTINGS, PartitionHost(node_id, clock))
 
 
 class Proposals:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from kafkette.broker.protocol.errors import ErrorCode, KafkaError
-from kafkette.broker.replication.partition import ISR_RETRY_BACKOFF_MS, NO_WAITERS, Partition
+from kafkette.broker.replication.partition import ISR_RETRY_BACKOFF_MS, NO_WAITERS, Partition, PartitionHost
 
 from .helpers import SETTINGS, TOPIC_ID, Clock, Proposals, batch, new_partition, open_log
 
@@ -27,10 +27,13 @@ def waiter(partition: Partition, up_to_log_end: bool = False) -> asyncio.Future[
     return future
 
 
-def leader(tmp_path: Path, clock: Clock, isr: tuple[int, ...] = (1, 2, 3)) -> tuple[Partition, Proposals]:
+def leader(
+    tmp_path: Path, clock: Clock, isr: tuple[int, ...] = (1, 2, 3), watch: set[Partition] | None = None
+) -> tuple[Partition, Proposals]:
     partition = new_partition(tmp_path, clock)
     proposals = Proposals()
-    partition.on_isr_proposal = proposals
+    partition.host.on_isr_proposal = proposals
+    partition.host.behind_watch = watch
     partition.become_leader(leader_epoch=1, partition_epoch=1, replicas=(1, 2, 3), isr=isr)
     return partition, proposals
 
@@ -64,7 +67,7 @@ def test_a_restarted_replica_starts_from_its_checkpointed_high_watermark(tmp_pat
     log = open_log(tmp_path / "t-0")
     log.append(batch(5), leader_epoch=1)
     log.high_watermark = 3  # as the log manager reads it from replication-offset-checkpoint
-    follower = Partition("t", 0, TOPIC_ID, log, SETTINGS, node_id=1, clock=Clock())
+    follower = Partition("t", 0, TOPIC_ID, log, SETTINGS, PartitionHost(1, Clock()))
     follower.become_follower(2, 2, 2, (1, 2), (1, 2))
     # Not its log end: offsets 3 and 4 were never known to be committed.
     assert follower.high_watermark == 3
@@ -135,10 +138,9 @@ def test_a_follower_at_the_log_end_is_never_lagging(tmp_path: Path) -> None:
 
 def test_a_leader_is_watched_for_lag_while_an_isr_follower_may_be_behind_its_log_end(tmp_path: Path) -> None:
     clock = Clock()
-    partition, proposals = leader(tmp_path, clock, isr=(1, 2))
     watch: set[Partition] = set()
-    partition.watch_behind(watch)
-    assert watch == {partition}
+    partition, proposals = leader(tmp_path, clock, isr=(1, 2), watch=watch)
+    assert watch == {partition}  # its new leadership
     assert partition.maybe_shrink_isr(LAG_MS)  # 2 has not fetched in this leadership
     partition.follower_fetched(2, 0)
     assert not partition.maybe_shrink_isr(LAG_MS)  # at our end: the check may leave it (3 is not in the ISR)
@@ -267,7 +269,7 @@ def test_isr_does_not_expand_below_the_start_of_the_leader_epoch(tmp_path: Path)
     partition = new_partition(tmp_path, clock)
     partition.append_from_producer(batch(3))  # written as the single-node leader
     proposals = Proposals()
-    partition.on_isr_proposal = proposals
+    partition.host.on_isr_proposal = proposals
     partition.become_leader(leader_epoch=2, partition_epoch=5, replicas=(1, 2), isr=(1,))
     assert partition.high_watermark == 3
     partition.follower_fetched(2, 3)
@@ -440,7 +442,7 @@ def test_the_image_of_an_epoch_the_isr_answer_already_brought_still_changes_the_
     must still drop the removed replica (Kafka applies an equal partition epoch)."""
     partition = new_partition(tmp_path, Clock())
     proposals = Proposals()
-    partition.on_isr_proposal = proposals
+    partition.host.on_isr_proposal = proposals
     partition.become_leader(leader_epoch=1, partition_epoch=1, replicas=(1, 4, 2, 3), isr=(1, 2, 3))
     partition.follower_fetched(4, 0)
     assert [isr for isr, _ in proposals.sent] == [(1, 2, 3, 4)]

@@ -16,7 +16,7 @@ import pytest
 
 from kafkette.broker.protocol.errors import ErrorCode, KafkaError
 from kafkette.broker.protocol.records import Record, encode_batch
-from kafkette.broker.replication.partition import PRODUCER_STATE_SEGMENTS, Partition, PartitionSettings
+from kafkette.broker.replication.partition import PRODUCER_STATE_SEGMENTS, Partition, PartitionHost, PartitionSettings
 from kafkette.broker.storage import Log, LogConfig
 from kafkette.broker.storage.moves import caught_up, copy_chunk
 from kafkette.broker.storage.producer_snapshot import parse_snapshot_name, read_snapshot
@@ -48,7 +48,7 @@ def leader_on(
     directory: Path, leader_epoch: int, settings: PartitionSettings = SETTINGS, recovery_point: int = 0
 ) -> Partition:
     log = Log.open(directory, ONE_BATCH_SEGMENTS, recovery_point=recovery_point)
-    partition = Partition("t", 0, TOPIC_ID, log, settings, node_id=1, clock=Clock())
+    partition = Partition("t", 0, TOPIC_ID, log, settings, PartitionHost(1, Clock()))
     partition.become_leader(leader_epoch=leader_epoch, partition_epoch=leader_epoch, replicas=(1,), isr=(1,))
     return partition
 
@@ -138,7 +138,7 @@ def copied(base_offset: int, producer_id: int = -1, sequence: int = -1) -> memor
 def test_a_follower_truncated_below_a_snapshot_does_not_read_it_back(tmp_path: Path) -> None:
     """The snapshot past the truncation counted a batch that is gone: read back, the resent batch would be
     acknowledged with the offsets of the dropped one, and lost."""
-    follower = Partition("t", 0, TOPIC_ID, Log.open(tmp_path / "t-0", ONE_BATCH_SEGMENTS), SETTINGS, node_id=2)
+    follower = Partition("t", 0, TOPIC_ID, Log.open(tmp_path / "t-0", ONE_BATCH_SEGMENTS), SETTINGS, PartitionHost(2))
     follower.become_follower(leader_id=1, leader_epoch=1, partition_epoch=1, replicas=(1, 2), isr=(1, 2))
     for roll in range(ROLLS):
         follower.append_as_follower(copied(2 * roll))

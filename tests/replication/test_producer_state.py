@@ -12,7 +12,7 @@ import pytest
 
 from kafkette.broker.protocol.batch import BatchHeader
 from kafkette.broker.protocol.records import Record, encode_batch
-from kafkette.broker.replication.partition import PRODUCER_STATE_SEGMENTS, Partition
+from kafkette.broker.replication.partition import PRODUCER_STATE_SEGMENTS, Partition, PartitionHost
 from kafkette.broker.storage import Log, LogConfig
 
 from .helpers import SETTINGS, TOPIC_ID, Clock, batch
@@ -34,7 +34,7 @@ def idempotent(sequence: int, base_offset: int = 0) -> memoryview:
 
 def leader_on(directory: Path, config: LogConfig, leader_epoch: int) -> Partition:
     """A partition on the log in ``directory``, made leader as the replica manager does after a (re)start."""
-    partition = Partition("t", 0, TOPIC_ID, Log.open(directory, config), SETTINGS, node_id=1, clock=Clock())
+    partition = Partition("t", 0, TOPIC_ID, Log.open(directory, config), SETTINGS, PartitionHost(1, Clock()))
     partition.become_leader(leader_epoch=leader_epoch, partition_epoch=leader_epoch, replicas=(1,), isr=(1,))
     return partition
 
@@ -88,7 +88,7 @@ def test_a_retry_is_known_after_other_producers_fill_the_tail(tmp_path: Path) ->
 
 def follower_of(directory: Path, *copied: memoryview) -> Partition:
     """A partition following broker 2 that copied ``copied`` from it."""
-    partition = Partition("t", 0, TOPIC_ID, Log.open(directory, LogConfig()), SETTINGS, node_id=1, clock=Clock())
+    partition = Partition("t", 0, TOPIC_ID, Log.open(directory, LogConfig()), SETTINGS, PartitionHost(1, Clock()))
     partition.become_follower(leader_id=2, leader_epoch=1, partition_epoch=1, replicas=(1, 2), isr=(1, 2))
     for records in copied:
         partition.append_as_follower(records)
