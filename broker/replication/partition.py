@@ -40,9 +40,8 @@ ACK_WAITERS_PRUNE_AT = 1024
 # After the controller refused an ISR change, wait this long before proposing again (not at every fetch).
 ISR_RETRY_BACKOFF_MS = 1000
 # Nobody waiting: a broker's partitions are mostly idle, and three empty lists and a counter apiece were 0.3 KiB
-# of its memory per partition; a list exists only while somebody waits.
+# of its memory per partition; the waiters exist only while somebody waits.
 NO_WAITERS: tuple[()] = ()
-# No follower to track (a single replica, or this broker follows): replaced, never changed, so shared.
 # Orders acks=all waiters with equal offsets (the heap never compares futures); shared, as only its order counts.
 _ACK_SEQUENCE = itertools.count()
 
