@@ -168,6 +168,17 @@ class Cluster:
         ]
         self.publish(*records)
 
+    def publish_partitions(self, count: int) -> None:
+        """Partitions 1 .. ``count - 1`` of the topic beside the one `start` made, led by node 1 and followed by 2."""
+        self.publish(
+            *(
+                PartitionRecord(
+                    partition_id=index, topic_id=TOPIC_ID, replicas=[1, 2], isr=[1, 2], leader=1, leader_epoch=1
+                )
+                for index in range(1, count)
+            )
+        )
+
     def publish(self, *records: Message) -> None:
         image = self.image
         for record in records:

@@ -10,13 +10,12 @@ from pathlib import Path
 
 from waiting import wait_for_async
 
-from kafkette.broker.controller.records.partition_record import PartitionRecord
 from kafkette.broker.protocol.codec import decode, encode
 from kafkette.broker.protocol.errors import ErrorCode
 from kafkette.broker.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic, ReplicaState
 from kafkette.broker.server.fetch_sessions import CachedPartition, FetchContext, FetchSessionCache
 
-from .cluster import TOPIC_ID, Cluster
+from .cluster import Cluster
 from .test_two_replicas import partition_of, produce, with_cluster
 
 FOLLOWER_FETCH_VERSION = 15
@@ -29,14 +28,7 @@ def test_a_followers_session_keeps_what_it_asked_of_each_partition_not_its_decod
     async def body(cluster: Cluster) -> None:
         await cluster.start(leader=1, isr=(1, 2))
         leader, follower = cluster.nodes[1], cluster.nodes[2]
-        cluster.publish(
-            *(
-                PartitionRecord(
-                    partition_id=index, topic_id=TOPIC_ID, replicas=[1, 2], isr=[1, 2], leader=1, leader_epoch=1
-                )
-                for index in range(1, 100)
-            )
-        )
+        cluster.publish_partitions(100)
         assert (await produce(leader)).error_code == ErrorCode.NONE
 
         def settled() -> list[CachedPartition] | None:

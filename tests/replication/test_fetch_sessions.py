@@ -8,7 +8,6 @@ from pathlib import Path
 
 from waiting import wait_for_async
 
-from kafkette.broker.controller.records.partition_record import PartitionRecord
 from kafkette.broker.metrics.requests import records_size
 from kafkette.broker.protocol.errors import ErrorCode
 from kafkette.broker.protocol.fetch_metadata import FINAL_EPOCH, INITIAL_EPOCH, NO_SESSION
@@ -181,14 +180,7 @@ def test_bookkeeping_emptied_once_many_partitions_settle_frees_its_tables(tmp_pa
     async def body(cluster: Cluster) -> None:
         await cluster.start(leader=1, isr=(1, 2))
         leader, follower = cluster.nodes[1], cluster.nodes[2]
-        cluster.publish(
-            *(
-                PartitionRecord(
-                    partition_id=index, topic_id=TOPIC_ID, replicas=[1, 2], isr=[1, 2], leader=1, leader_epoch=1
-                )
-                for index in range(1, 200)
-            )
-        )
+        cluster.publish_partitions(200)
         fetcher = follower.replicas.fetcher(1)
         assert fetcher is not None
 
@@ -241,14 +233,7 @@ def test_every_partition_of_a_broker_shares_its_one_host(tmp_path: Path) -> None
     async def body(cluster: Cluster) -> None:
         await cluster.start(leader=1, isr=(1, 2))
         leader, follower = cluster.nodes[1], cluster.nodes[2]
-        cluster.publish(
-            *(
-                PartitionRecord(
-                    partition_id=index, topic_id=TOPIC_ID, replicas=[1, 2], isr=[1, 2], leader=1, leader_epoch=1
-                )
-                for index in range(1, 20)
-            )
-        )
+        cluster.publish_partitions(20)
         await wait_for_async(lambda: len(follower.replicas._partitions) == 20 or None, "20 partitions followed")
         for node in (leader, follower):
             [host] = {id(partition.host): partition.host for partition in node.replicas._partitions.values()}.values()
