@@ -40,7 +40,12 @@ from kafkette.broker.replication.fetch_session import FollowerFetchSession, Para
 from kafkette.broker.replication.partition import Partition
 from kafkette.broker.replication.throttle import ReplicationQuota
 from kafkette.broker.security.tls import inter_broker_tls
-from kafkette.broker.storage.errors import InvalidAppendOffsetError, LogStorageError, OffsetOutOfRangeError
+from kafkette.broker.storage.errors import (
+    CorruptLogError,
+    InvalidAppendOffsetError,
+    LogStorageError,
+    OffsetOutOfRangeError,
+)
 from kafkette.broker.tasks import cancel_and_wait
 
 logger = logging.getLogger(__name__)
@@ -469,7 +474,8 @@ class ReplicaFetcher:
             state.needs_truncation = True
             self._back_off(state, str(exc))
             return
-        except (LogStorageError, CorruptBatchError) as exc:
+        except (LogStorageError, CorruptBatchError, CorruptLogError) as exc:
+            # CorruptLogError: a control batch whose marker does not decode, which the log refuses to hold.
             self._back_off(state, str(exc))
             return
         state.fetch_offset = max(state.fetch_offset, log.log_end_offset)

@@ -70,6 +70,12 @@ def iter_file_batches(fd: int, start: int, end: int, validate: bool) -> Iterator
         yield span
 
 
+def iter_valid_batches(fd: int, start: int, end: int) -> Iterator[tuple[bytes, int, BatchSpan]]:
+    """As `iter_file_batches` with validation, each span with a buffer holding the whole batch and where in it the
+    batch starts: what recovery validates, it can read more of without reading the file again."""
+    return _walk(fd, start, end, validate=True)
+
+
 def iter_file_headers(
     fd: int, start: int, end: int, wanted: Callable[[bytes, int], bool] | None = None
 ) -> Iterator[tuple[int, BatchHeader]]:

@@ -51,7 +51,15 @@ from .producer_snapshot import (
     write_snapshot,
 )
 from .retention import active_segment_expired, expired_segment_count
-from .segment import MAX_RELATIVE_OFFSET, BatchMeta, LogSegment, OffsetAndTimestamp, ReadResult, SegmentInfo
+from .segment import (
+    MAX_RELATIVE_OFFSET,
+    BatchMeta,
+    LogSegment,
+    OffsetAndTimestamp,
+    ReadResult,
+    SegmentInfo,
+    SegmentRecovery,
+)
 from .transactions import AbortedTxn, TransactionTable, TxnBatch, decode_entries, encode_entries, txn_batch
 
 logger = logging.getLogger(__name__)
@@ -255,14 +263,17 @@ class Log:
             # segments validated whole wait for the next flush, as appended data does (fsyncing them here was 42 %
             # of a crashed broker's restart with 1,000 partitions).
             durable_now = [seg for seg in segments[:first_unflushed] if not _loads_cleanly(seg)]
-            durable_now += _recover_from(directory, segments, first_unflushed)
+            recovered = _recover_from(directory, segments, first_unflushed)
+            durable_now += [seg for seg in segments[first_unflushed:] if recovered[seg].cut_bytes]
             for seg in durable_now:
                 seg.flush()
             if _drop_overlapping(segments) or durable_now:
                 # Rebuilding may have created index files; their names must survive a crash too.
                 fsync_dir(directory)
             # Nothing to read in a new directory: no listing, checkpoint, snapshot or transaction index.
-            leader_epochs = LeaderEpochCache(path) if created else _load_leader_epochs(path, segments, first_unflushed)
+            leader_epochs = (
+                LeaderEpochCache(path) if created else _load_leader_epochs(path, segments, first_unflushed, recovered)
+            )
             log = cls(
                 path,
                 config,
@@ -278,7 +289,7 @@ class Log:
             if names is not None:
                 log._adopt_snapshots(names)
                 with_txn_index = {base for base, suffixes in files.items() if TXN_INDEX_SUFFIX in suffixes}
-                log._transactions = log._scan_transactions(first_unflushed, with_txn_index)
+                log._transactions = log._scan_transactions(first_unflushed, with_txn_index, recovered)
             # The file is written before the data it describes, so after a crash it may run past the log.
             log._leader_epochs.truncate_from_end(log.log_end_offset)
             log._leader_epochs.truncate_from_start(log.log_start_offset)
@@ -603,7 +614,10 @@ class Log:
         self._drop_snapshots(self._snapshots_past(self._log_end_offset))
 
     def _scan_transactions(
-        self, first_unflushed: int, with_txn_index: Container[int] | None = None
+        self,
+        first_unflushed: int,
+        with_txn_index: Container[int] | None = None,
+        recovered: Mapping[LogSegment, SegmentRecovery] = MappingProxyType({}),
     ) -> TransactionTable | None:
         """The transactions of this log (None: none found): its index files, then a scan of its batches from the
         newest producer snapshot's segment (or, without one, of its newest TXN_SCAN_SEGMENTS segments) and of the
@@ -623,7 +637,7 @@ class Log:
             for entry in ([] if snapshot is None else snapshot[1])
             if 0 <= entry.current_txn_first_offset < scan_start
         }
-        return _load_transactions(self._segments, scan_from, with_txn_index, open_before)
+        return _load_transactions(self._segments, scan_from, with_txn_index, open_before, recovered)
 
     def _snapshots_past(self, end: int) -> list[int]:
         return [offset for offset in self._snapshot_offsets if offset > end]
@@ -901,9 +915,12 @@ def _loads_cleanly(seg: LogSegment) -> bool:
     return True
 
 
-def _load_leader_epochs(directory: str, segments: list[LogSegment], recovered_from: int) -> LeaderEpochCache:
+def _load_leader_epochs(
+    directory: str, segments: list[LogSegment], recovered_from: int, recovered: Mapping[LogSegment, SegmentRecovery]
+) -> LeaderEpochCache:
     """The partition's leader-epoch cache: the file's entries, but those of ``segments[recovered_from:]`` (which
     recovery validated) from their batch headers; all from the batch headers when the file is missing or corrupt.
+    The headers of a segment in ``recovered`` are those its recovery read.
 
     The file is written when the log flushes, before the recovery point passes its entries (see `Log.flush`), so
     after a crash its entries past the recovery point may be missing or stale; the batches are not.
@@ -918,7 +935,7 @@ def _load_leader_epochs(directory: str, segments: list[LogSegment], recovered_fr
     cache = LeaderEpochCache(directory, entries or (), written=entries is not None or not has_batches)
     rebuilt = segments[0 if entries is None else recovered_from :]
     if rebuilt:
-        cache.replace_from(rebuilt[0].base_offset, _batch_epochs(directory, rebuilt))
+        cache.replace_from(rebuilt[0].base_offset, _batch_epochs(directory, rebuilt, recovered))
     return cache
 
 
@@ -927,6 +944,7 @@ def _load_transactions(
     scan_from: int,
     with_txn_index: Container[int] | None = None,
     open_before: Mapping[int, int] = MappingProxyType({}),
+    recovered: Mapping[LogSegment, SegmentRecovery] = MappingProxyType({}),
 ) -> TransactionTable | None:
     """Aborted transactions from the index files of ``segments[:scan_from]``; from ``scan_from`` on the
     batches are scanned, which finds the open transactions and rewrites those segments' index files (they
@@ -934,7 +952,8 @@ def _load_transactions(
 
     ``with_txn_index``: the base offsets of the segments whose transaction index exists, when a listing tells;
     None to try each. ``open_before``: transactions open since before the scan's first batch (producer id ->
-    first offset), which the scan sees continue or end."""
+    first offset), which the scan sees continue or end. ``recovered``: segments whose transactional batches their
+    recovery read, which are not read again."""
     table = TransactionTable()
     table.assume_open(open_before)
     for seg in segments:
@@ -947,7 +966,7 @@ def _load_transactions(
         # A transaction that began before the scan is known only by its entry in the file.
         known = {(e.producer_id, e.last_offset): e.first_offset for e in table.pop_aborted(seg.base_offset)}
         try:
-            for batch in seg.transaction_batches():
+            for batch in recovered.get(seg, seg).transaction_batches():
                 table.observe(batch, seg.base_offset, known.get((batch.producer_id, batch.base_offset)))
         except CorruptLogError as exc:
             logger.warning("%s: transactions rebuilt only up to a corrupt batch: %s", seg.path, exc)
@@ -972,12 +991,14 @@ def _read_txn_index(seg: LogSegment) -> list[AbortedTxn]:
         return []
 
 
-def _batch_epochs(directory: str, segments: list[LogSegment]) -> Iterator[tuple[int, int]]:
+def _batch_epochs(
+    directory: str, segments: list[LogSegment], recovered: Mapping[LogSegment, SegmentRecovery]
+) -> Iterator[tuple[int, int]]:
     """(epoch, base offset) where the leader epoch of the batches of ``segments`` changes, from their headers."""
     previous = -1
     try:
         for seg in segments:
-            for epoch, base_offset in seg.leader_epochs():
+            for epoch, base_offset in recovered.get(seg, seg).leader_epochs():
                 if epoch >= 0 and epoch != previous:
                     yield epoch, base_offset
                     previous = epoch
@@ -986,19 +1007,21 @@ def _batch_epochs(directory: str, segments: list[LogSegment]) -> Iterator[tuple[
         logger.warning("%s: leader epochs rebuilt only up to a corrupt batch: %s", directory, exc)
 
 
-def _recover_from(directory: Path, segments: list[LogSegment], first: int) -> list[LogSegment]:
-    """Validate ``segments[first:]`` in order; after a corrupt one, the rest are unreliable and go. The segment
-    whose torn or corrupt tail was cut, if any."""
+def _recover_from(directory: Path, segments: list[LogSegment], first: int) -> dict[LogSegment, SegmentRecovery]:
+    """Validate ``segments[first:]`` in order; after one whose tail was cut (torn or corrupt), the rest are
+    unreliable and go. What each recovery found, by segment."""
+    recovered: dict[LogSegment, SegmentRecovery] = {}
     for i in range(first, len(segments)):
-        if segments[i].recover():
+        recovery = recovered[segments[i]] = segments[i].recover()
+        if recovery.cut_bytes:
             if i + 1 < len(segments):
                 logger.warning("%s: deleting %d segments after a corrupt one", directory, len(segments) - i - 1)
                 for later in segments[i + 1 :]:
                     later.delete()
                 del segments[i + 1 :]
                 fsync_dir(directory)
-            return [segments[i]]
-    return []
+            break
+    return recovered
 
 
 def _listing(path: str) -> list[str] | None:

@@ -74,9 +74,9 @@ def txn_batch(buf: bytes | bytearray | memoryview, position: int, header: BatchH
     if header.is_control:
         try:
             records = decode_batch(buf, position).records
+            marker = decode_control_record(records[0]).kind if records else None
         except CorruptBatchError as exc:
             raise CorruptLogError(f"control batch at offset {base_offset}: {exc}") from exc
-        marker = decode_control_record(records[0]).kind if records else None
     return TxnBatch(header.producer_id, base_offset, marker)
 
 

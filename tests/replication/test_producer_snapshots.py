@@ -20,7 +20,7 @@ from kafkette.broker.replication.partition import PRODUCER_STATE_SEGMENTS, Parti
 from kafkette.broker.storage import Log, LogConfig
 from kafkette.broker.storage.moves import caught_up, copy_chunk
 from kafkette.broker.storage.producer_snapshot import parse_snapshot_name, read_snapshot
-from kafkette.broker.storage.segment import LogSegment
+from kafkette.broker.storage.segment import LogSegment, SegmentRecovery
 from kafkette.broker.storage.transactions import TxnBatch
 
 from .helpers import SETTINGS, TOPIC_ID, Clock, batch
@@ -199,13 +199,19 @@ def test_a_restart_scans_for_transactions_only_from_the_newest_snapshot(
     partition.log.flush()
     newest_snapshot = snapshots_in(directory)[-1]
     scanned: list[int] = []
-    real_scan = LogSegment.transaction_batches
+    real_scan, real_recover = LogSegment.transaction_batches, LogSegment.recover
 
-    def counted(segment: LogSegment) -> Iterator[TxnBatch]:
+    def counted_scan(segment: LogSegment) -> Iterator[TxnBatch]:
         scanned.append(segment.base_offset)
         return real_scan(segment)
 
-    monkeypatch.setattr(LogSegment, "transaction_batches", counted)
+    def counted_recover(segment: LogSegment) -> SegmentRecovery:
+        # Recovery reads the transactional batches of what it validates, and they are not scanned again.
+        scanned.append(segment.base_offset)
+        return real_recover(segment)
+
+    monkeypatch.setattr(LogSegment, "transaction_batches", counted_scan)
+    monkeypatch.setattr(LogSegment, "recover", counted_recover)
     restarted = leader_on(directory, leader_epoch=2, recovery_point=partition.log.recovery_point)
     assert scanned == [newest_snapshot] == [restarted.log.segments[-1].base_offset]
     [aborted] = restarted.log.aborted_transactions(0, restarted.log_end_offset)

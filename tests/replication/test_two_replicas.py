@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +19,11 @@ from kafkette.broker.protocol.messages.fetch_request import FetchPartition, Fetc
 from kafkette.broker.protocol.messages.fetch_response import FetchResponse
 from kafkette.broker.protocol.messages.produce_request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kafkette.broker.protocol.messages.produce_response import PartitionProduceResponse, ProduceResponse
+from kafkette.broker.protocol.records import Record, encode_batch
 from kafkette.broker.protocol.types import Message
 from kafkette.broker.server.handlers.fetch import handle_fetch
 from kafkette.broker.server.handlers.produce import handle_produce
+from kafkette.broker.storage import Log, LogConfig
 
 from .cluster import HOST, TOPIC, TOPIC_ID, Cluster, Node
 from .helpers import batch
@@ -40,13 +43,15 @@ def with_cluster(
 
 
 async def produce_answer(
-    node: Node, acks: int = -1, count: int = 3, timeout_ms: int = 15_000, version: int = 9
+    node: Node, acks: int = -1, count: int = 3, timeout_ms: int = 15_000, version: int = 9, partition: int = 0
 ) -> ProduceResponse:
     """The whole answer, as a client of ``version`` reads it off the wire."""
     request = ProduceRequest(
         acks=acks,
         timeout_ms=timeout_ms,
-        topic_data=[TopicProduceData(name=TOPIC, partition_data=[PartitionProduceData(index=0, records=batch(count))])],
+        topic_data=[
+            TopicProduceData(name=TOPIC, partition_data=[PartitionProduceData(index=partition, records=batch(count))])
+        ],
     )
     answer = handle_produce(node.context(0, version), request)
     response = answer if isinstance(answer, ProduceResponse) else await answer  # type: ignore[misc]
@@ -84,8 +89,8 @@ async def fetch_answer(node: Node, version: int, current_leader_epoch: int = -1)
     return decode(FetchResponse, encode(response, version), version)
 
 
-def partition_of(node: Node) -> Any:
-    partition = node.replicas.partition(TOPIC, 0)
+def partition_of(node: Node, index: int = 0) -> Any:
+    partition = node.replicas.partition(TOPIC, index)
     assert partition is not None
     return partition
 
@@ -322,5 +327,36 @@ def test_a_follower_drops_an_epoch_it_led_without_writing_and_catches_up(tmp_pat
         assert (await produce(first, acks=1, count=2)).error_code == ErrorCode.NONE
         await wait_for_async(lambda: first.log_bytes() == second.log_bytes(), "the logs to be byte-identical")
         assert partition_of(second).log.leader_epoch_entries == partition_of(first).log.leader_epoch_entries
+
+    with_cluster(tmp_path, body)
+
+
+def test_a_batch_the_followers_log_refuses_holds_back_its_partition_alone(tmp_path: Path) -> None:
+    """A control batch whose CRC holds but whose record is no marker Kafka knows (a damaged or foreign log): the
+    follower's log refuses it, and that partition backs off while the others fetched from the same leader are
+    still copied. (The refusal had failed the fetcher's every turn, and every partition it fetched stalled.)"""
+    (tmp_path / "node-1").mkdir()
+    log = Log.open(tmp_path / "node-1" / f"{TOPIC}-0", LogConfig())
+    log.append(batch(3), leader_epoch=1)
+    log.close()
+    unknown = encode_batch(
+        [Record(3, 2000, b"\x00\x00\x00\x07", b"", [])], producer_id=8, transactional=True, control=True
+    )
+    with open(tmp_path / "node-1" / f"{TOPIC}-0" / "00000000000000000000.log", "ab") as segment:
+        segment.write(unknown)
+
+    async def body(cluster: Cluster) -> None:
+        await cluster.start(leader=1, isr=(1,))
+        cluster.publish_partitions(2)
+        leader, follower = cluster.nodes[1], cluster.nodes[2]
+        assert partition_of(leader).log_end_offset == 4
+        for _ in range(3):
+            answer = await produce_answer(leader, acks=1, partition=1)
+            written = answer.responses[0].partition_responses[0]
+            assert written.error_code == ErrorCode.NONE
+            copied = partial(lambda end: partition_of(follower, 1).log_end_offset == end, written.base_offset + 3)
+            await wait_for_async(copied, "the follower copies partition 1")
+        # The batches fetched with it are refused with it.
+        assert partition_of(follower).log_end_offset == 0
 
     with_cluster(tmp_path, body)
