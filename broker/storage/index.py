@@ -69,10 +69,6 @@ class _Index:
     def path(self) -> str:
         return segment_path(self.directory, self.base_offset, self._SUFFIX)
 
-    @property
-    def name(self) -> str:
-        return os.path.basename(self.path)
-
     @classmethod
     def create(cls, directory: str | Path, base_offset: int, max_bytes: int) -> Self:
         """An index with no entries; its file is created by the first flush that has an entry to write."""

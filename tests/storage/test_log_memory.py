@@ -46,8 +46,8 @@ def test_segments_indexes_and_epochs_hold_the_logs_own_directory_only(tmp_path: 
     for seg in segments[:-1]:  # the active segment's indexes are written by its next flush
         assert seg.offset_index is not None and seg.time_index is not None
         assert seg.path.is_file() and seg.path.parent == log.directory
-        assert Path(seg.offset_index.path).is_file() and seg.offset_index.name.endswith(".index")
-        assert Path(seg.time_index.path).is_file() and seg.time_index.name.endswith(".timeindex")
+        assert Path(seg.offset_index.path).is_file() and seg.offset_index.path.endswith(".index")
+        assert Path(seg.time_index.path).is_file() and seg.time_index.path.endswith(".timeindex")
     assert log._leader_epochs.path.is_file()
     log.close()
 
