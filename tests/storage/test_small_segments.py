@@ -206,7 +206,7 @@ def test_index_files_without_an_index_object(
         # removes the files but the segment's deletion.
         assert "rebuilding" not in caplog.text
         assert seg.offset_index is None and seg.time_index is None
-        assert index_files(log.directory) == [os.path.basename(index.path), os.path.basename(time_index.path)]
+        assert index_files(log.directory) == [index.name, time_index.name]
         seg.delete_index_files()
     else:
         # The rebuild emptied the file it found (its index object may stay, empty) and its flush removed it.
