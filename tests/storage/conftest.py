@@ -12,6 +12,7 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
+from kafkette.broker.protocol.records import end_txn_marker_batch
 from kafkette.broker.storage import ReadResult
 
 BatchFactory = Callable[..., bytearray]
@@ -35,6 +36,29 @@ def build_batch(
         timestamp = base_timestamp + delta if timestamps is None else timestamps[delta]
         builder.append(delta, timestamp=timestamp, key=None, value=value, headers=[])
     return builder.build()
+
+
+def build_txn_batch(
+    producer_id: int, sequence: int, values: Sequence[bytes], key: bytes | None = None, timestamp: int = 1000
+) -> bytearray:
+    """A transactional magic-2 batch at offset 0, one record per value."""
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=True,
+        producer_id=producer_id,
+        producer_epoch=0,
+        base_sequence=sequence,
+        batch_size=1 << 20,
+    )
+    for delta, value in enumerate(values):
+        builder.append(delta, timestamp=timestamp + delta, key=key, value=value, headers=[])
+    return builder.build()
+
+
+def build_marker(producer_id: int, commit: bool) -> bytearray:
+    """The COMMIT or ABORT control batch the transaction coordinator has a leader write (our own encoder)."""
+    return bytearray(end_txn_marker_batch(producer_id, 0, commit, coordinator_epoch=3, now=2000))
 
 
 def decode(data: bytes) -> list[tuple[int, int, int, Decoded]]:

@@ -9,11 +9,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import build_batch, calls_on
-from kafka.record.default_records import DefaultRecordBatchBuilder
+from conftest import build_batch, build_marker, build_txn_batch, calls_on
 
 from kafkette.broker.protocol.batch import patch_base_offset
-from kafkette.broker.protocol.records import Record, encode_batch, end_txn_marker_batch
+from kafkette.broker.protocol.records import Record, encode_batch
 from kafkette.broker.storage import Log, LogConfig
 from kafkette.broker.storage.cleaner import clean_segments
 from kafkette.broker.storage.errors import CorruptLogError
@@ -24,39 +23,19 @@ from kafkette.broker.storage.transactions import AbortedTxn
 SMALL = LogConfig(segment_bytes=400, index_interval_bytes=100)
 
 
-def txn_batch(producer_id: int, sequence: int, values: list[bytes], key: bytes | None = None) -> bytearray:
-    """A transactional batch built by kafka-python (an implementation independent of ours)."""
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=True,
-        producer_id=producer_id,
-        producer_epoch=0,
-        base_sequence=sequence,
-        batch_size=1 << 20,
-    )
-    for delta, value in enumerate(values):
-        builder.append(delta, timestamp=1000 + delta, key=key, value=value, headers=[])
-    return builder.build()
-
-
-def marker(producer_id: int, commit: bool) -> bytearray:
-    return bytearray(end_txn_marker_batch(producer_id, 0, commit, coordinator_epoch=3, now=2000))
-
-
 def test_open_transactions_bound_the_unstable_offset_and_aborts_are_indexed(tmp_path: Path) -> None:
     log = Log.open(tmp_path / "t-0", SMALL)
     assert log.first_unstable_offset is None
-    log.append(txn_batch(7, 0, [b"a", b"b"]), leader_epoch=0)  # 0-1
-    log.append(txn_batch(8, 0, [b"c"]), leader_epoch=0)  # 2
+    log.append(build_txn_batch(7, 0, [b"a", b"b"]), leader_epoch=0)  # 0-1
+    log.append(build_txn_batch(8, 0, [b"c"]), leader_epoch=0)  # 2
     assert log.first_unstable_offset == 0
-    log.append(txn_batch(7, 2, [b"d"]), leader_epoch=0)  # 3
-    aborted = log.append(marker(7, commit=False), leader_epoch=0)  # 4
+    log.append(build_txn_batch(7, 2, [b"d"]), leader_epoch=0)  # 3
+    aborted = log.append(build_marker(7, commit=False), leader_epoch=0)  # 4
     assert aborted.first_offset == 4
     # Producer 8 is still open from offset 2, so the LSO after the abort is 2.
     assert log.first_unstable_offset == 2
     assert log.aborted_transactions(0, 10) == [AbortedTxn(7, 0, 4, 2)]
-    log.append(marker(8, commit=True), leader_epoch=0)  # 5
+    log.append(build_marker(8, commit=True), leader_epoch=0)  # 5
     assert log.first_unstable_offset is None
     # A read past the abort marker, or ending before the transaction began, overlaps nothing.
     assert log.aborted_transactions(5, 10) == []
@@ -73,9 +52,9 @@ def test_open_transactions_bound_the_unstable_offset_and_aborts_are_indexed(tmp_
 
 def test_unclean_recovery_rebuilds_open_transactions_and_a_lost_index(tmp_path: Path) -> None:
     log = Log.open(tmp_path / "t-0", SMALL)
-    log.append(txn_batch(7, 0, [b"x"]), leader_epoch=0)
-    log.append(marker(7, commit=False), leader_epoch=0)
-    log.append(txn_batch(9, 0, [b"y"]), leader_epoch=0)  # open at offset 2
+    log.append(build_txn_batch(7, 0, [b"x"]), leader_epoch=0)
+    log.append(build_marker(7, commit=False), leader_epoch=0)
+    log.append(build_txn_batch(9, 0, [b"y"]), leader_epoch=0)  # open at offset 2
     log.close()
     for index in (tmp_path / "t-0").glob("*.txnindex"):
         index.unlink()
@@ -89,7 +68,7 @@ def test_unclean_recovery_rebuilds_open_transactions_and_a_lost_index(tmp_path: 
 def test_a_follower_copy_indexes_the_same_aborts(tmp_path: Path) -> None:
     leader = Log.open(tmp_path / "l-0", SMALL)
     follower = Log.open(tmp_path / "f-0", SMALL)
-    for batch in (txn_batch(7, 0, [b"x", b"y"]), marker(7, commit=False), txn_batch(7, 2, [b"z"])):
+    for batch in (build_txn_batch(7, 0, [b"x", b"y"]), build_marker(7, commit=False), build_txn_batch(7, 2, [b"z"])):
         result = leader.append(batch, leader_epoch=1)
         read = leader.read(result.first_offset, 1 << 20)
         assert read is not None
@@ -102,8 +81,8 @@ def test_a_follower_copy_indexes_the_same_aborts(tmp_path: Path) -> None:
 
 def test_truncation_reopens_a_transaction_whose_marker_it_removed(tmp_path: Path) -> None:
     log = Log.open(tmp_path / "t-0", SMALL)
-    log.append(txn_batch(7, 0, [b"x"]), leader_epoch=0)
-    log.append(marker(7, commit=False), leader_epoch=0)
+    log.append(build_txn_batch(7, 0, [b"x"]), leader_epoch=0)
+    log.append(build_marker(7, commit=False), leader_epoch=0)
     assert log.first_unstable_offset is None
     log.truncate_to(1)
     assert log.first_unstable_offset == 0
@@ -132,8 +111,8 @@ def test_truncating_below_the_segments_scanned_at_open_finds_a_transaction_reope
 ) -> None:
     """The COMMIT of a transaction in a segment the open did not scan: the table knows nothing of it."""
     log = Log.open(tmp_path / "t-0", SMALL)
-    log.append(txn_batch(7, 0, [b"x"]), leader_epoch=0)
-    log.append(marker(7, commit=True), leader_epoch=0)
+    log.append(build_txn_batch(7, 0, [b"x"]), leader_epoch=0)
+    log.append(build_marker(7, commit=True), leader_epoch=0)
     while len(log.segments) <= TXN_SCAN_SEGMENTS + 1:
         log.append(build_batch((b"filler" * 10,)), leader_epoch=0)
     log.close()
@@ -147,10 +126,10 @@ def test_truncating_below_the_segments_scanned_at_open_finds_a_transaction_reope
 def test_retention_drops_the_index_with_its_segment(tmp_path: Path) -> None:
     config = LogConfig(segment_bytes=400, index_interval_bytes=100, retention_bytes=1)
     log = Log.open(tmp_path / "t-0", config)
-    log.append(txn_batch(7, 0, [b"x" * 50]), leader_epoch=0)
-    log.append(marker(7, commit=False), leader_epoch=0)
+    log.append(build_txn_batch(7, 0, [b"x" * 50]), leader_epoch=0)
+    log.append(build_marker(7, commit=False), leader_epoch=0)
     for sequence in range(1, 12):
-        log.append(txn_batch(8, sequence, [b"y" * 50]), leader_epoch=0)
+        log.append(build_txn_batch(8, sequence, [b"y" * 50]), leader_epoch=0)
     assert len(log.segments) > 2
     assert log.aborted_transactions(0, 100) == [AbortedTxn(7, 0, 1, 2)]
     renamed = log.delete_expired_segments(now=10**13)
@@ -165,10 +144,10 @@ def test_compaction_keeps_the_aborted_transactions_of_the_segments_it_merges(tmp
     sequence = 0
     for producer_id in (7, 8, 9):
         for _ in range(3):
-            log.append(txn_batch(producer_id, sequence, [b"v" * 40], key=b"same-key"), leader_epoch=0)
+            log.append(build_txn_batch(producer_id, sequence, [b"v" * 40], key=b"same-key"), leader_epoch=0)
             sequence += 1
-        log.append(marker(producer_id, commit=producer_id == 8), leader_epoch=0)
-    log.append(txn_batch(10, 0, [b"tail"], key=b"k"), leader_epoch=0)
+        log.append(build_marker(producer_id, commit=producer_id == 8), leader_epoch=0)
+    log.append(build_txn_batch(10, 0, [b"tail"], key=b"k"), leader_epoch=0)
     before = log.aborted_transactions(0, log.log_end_offset)
     assert [entry.producer_id for entry in before] == [7, 9]
     assert len(log.closed_segments()) > 2
@@ -191,12 +170,12 @@ def test_a_log_holds_a_transaction_table_only_while_it_has_transactions(tmp_path
     log.append(build_batch([b"plain"]), leader_epoch=0)  # 0
     assert log._transactions is None
     assert (log.first_unstable_offset, log.aborted_transactions(0, 10), log.open_transactions()) == (None, [], {})
-    log.append(txn_batch(7, 0, [b"a"]), leader_epoch=0)  # 1
+    log.append(build_txn_batch(7, 0, [b"a"]), leader_epoch=0)  # 1
     assert log._transactions is not None and log.open_transactions() == {7: 1}
     log.truncate_to(1)
     assert log._transactions is None and log.first_unstable_offset is None
-    log.append(txn_batch(7, 0, [b"b"]), leader_epoch=0)  # 1
-    log.append(marker(7, commit=False), leader_epoch=0)  # 2
+    log.append(build_txn_batch(7, 0, [b"b"]), leader_epoch=0)  # 1
+    log.append(build_marker(7, commit=False), leader_epoch=0)  # 2
     log.close()
     reopened = Log.open(tmp_path / "t-0", SMALL, clean_shutdown=True, recovery_point=3)
     assert reopened.aborted_transactions(0, 10) == [AbortedTxn(7, 1, 2, 3)]
@@ -205,8 +184,8 @@ def test_a_log_holds_a_transaction_table_only_while_it_has_transactions(tmp_path
     reopened.close()
     assert Log.open(tmp_path / "t-0", SMALL, clean_shutdown=True, recovery_point=1)._transactions is None
     committed = Log.open(tmp_path / "u-0", SMALL)
-    committed.append(txn_batch(7, 0, [b"c"]), leader_epoch=0)  # 0
-    committed.append(marker(7, commit=True), leader_epoch=0)  # 1
+    committed.append(build_txn_batch(7, 0, [b"c"]), leader_epoch=0)  # 0
+    committed.append(build_marker(7, commit=True), leader_epoch=0)  # 1
     committed.close()
     committed = Log.open(tmp_path / "u-0", SMALL, clean_shutdown=True, recovery_point=2)
     committed.truncate_to(1)  # cuts the commit marker
@@ -238,10 +217,10 @@ def test_recovery_after_a_crash_reads_each_segment_once_for_its_epochs_and_trans
     config = LogConfig(segment_bytes=4000, index_interval_bytes=100)
     log = Log.open(tmp_path / "t-0", config)
     for epoch in (0, 0, 3, 3, 5):
-        log.append(txn_batch(7, log.log_end_offset, [b"x" * 300, b"y" * 300]), leader_epoch=epoch)
+        log.append(build_txn_batch(7, log.log_end_offset, [b"x" * 300, b"y" * 300]), leader_epoch=epoch)
         log.append(build_batch([b"plain" * 60]), leader_epoch=epoch)
-    log.append(marker(7, commit=False), leader_epoch=5)
-    log.append(txn_batch(9, 0, [b"open" * 80]), leader_epoch=6)
+    log.append(build_marker(7, commit=False), leader_epoch=5)
+    log.append(build_txn_batch(9, 0, [b"open" * 80]), leader_epoch=6)
     epochs, aborted = log.leader_epoch_entries, log.aborted_transactions(0, log.log_end_offset)
     assert [entry.epoch for entry in epochs] == [0, 3, 5, 6] and [a.producer_id for a in aborted] == [7]
     assert len(log.segments) >= 2
@@ -266,9 +245,9 @@ def test_a_marker_that_does_not_decode_ends_the_transactions_rebuilt_not_the_log
     """A control batch whose CRC holds but whose record is no marker Kafka knows: after a crash the log keeps it
     and everything after it, and the transactions before it are rebuilt. (Opening had failed on it.)"""
     log = Log.open(tmp_path / "t-0", SMALL)
-    log.append(txn_batch(7, 0, [b"x"]), leader_epoch=0)  # 0
-    log.append(marker(7, commit=False), leader_epoch=0)  # 1
-    log.append(txn_batch(8, 0, [b"y"]), leader_epoch=0)  # 2
+    log.append(build_txn_batch(7, 0, [b"x"]), leader_epoch=0)  # 0
+    log.append(build_marker(7, commit=False), leader_epoch=0)  # 1
+    log.append(build_txn_batch(8, 0, [b"y"]), leader_epoch=0)  # 2
     log.close()
     unknown = bytearray(
         encode_batch(

@@ -21,9 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka.record.default_records import DefaultRecordBatchBuilder
+from conftest import build_marker, build_txn_batch
 
-from kafkette.broker.protocol.records import end_txn_marker_batch
 from kafkette.broker.storage import Log, LogConfig, ReadResult
 from kafkette.broker.storage.file_batches import BatchSpan, iter_file_batches
 
@@ -150,12 +149,12 @@ def txn_template(tmp_path: Path, make_batch: Callable[..., bytearray]) -> TxnTem
         epoch = i // 25
         producer = rng.choice([7, 8, 9])
         if producer in open_since and (i - open_since[producer] >= 3 or rng.random() < 0.4):
-            log.append(bytearray(end_txn_marker(producer, rng.random() < 0.5)), leader_epoch=epoch)
+            log.append(build_marker(producer, rng.random() < 0.5), leader_epoch=epoch)
             del open_since[producer]
         else:
             batch = [bytes([97 + i % 26]) * rng.randint(1, 60) for _ in range(rng.randint(1, 4))]
             transactional = rng.random() < 0.5
-            data = txn_data_batch(producer, i, batch) if transactional else make_batch(batch, base_timestamp=1000 + i)
+            data = build_txn_batch(producer, i, batch) if transactional else make_batch(batch, base_timestamp=1000 + i)
             first = log.append(data, leader_epoch=epoch).first_offset
             values.update({first + j: value for j, value in enumerate(batch)})
             if transactional:
@@ -174,25 +173,6 @@ def txn_template(tmp_path: Path, make_batch: Callable[..., bytearray]) -> TxnTem
         finally:
             os.close(fd)
     return TxnTemplate(Template(directory, values, active.base_offset, spans), batches)
-
-
-def txn_data_batch(producer_id: int, sequence: int, values: list[bytes]) -> bytearray:
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=True,
-        producer_id=producer_id,
-        producer_epoch=0,
-        base_sequence=sequence,
-        batch_size=1 << 20,
-    )
-    for delta, value in enumerate(values):
-        builder.append(delta, timestamp=1000 + sequence, key=None, value=value, headers=[])
-    return builder.build()
-
-
-def end_txn_marker(producer_id: int, commit: bool) -> bytes:
-    return end_txn_marker_batch(producer_id, 0, commit, coordinator_epoch=1, now=2000)
 
 
 @pytest.mark.parametrize("seed", range(CASES))
