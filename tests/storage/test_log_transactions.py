@@ -17,7 +17,7 @@ from kafkette.broker.storage import Log, LogConfig
 from kafkette.broker.storage.cleaner import clean_segments
 from kafkette.broker.storage.errors import CorruptLogError
 from kafkette.broker.storage.log import TXN_SCAN_SEGMENTS
-from kafkette.broker.storage.segment import LogSegment
+from kafkette.broker.storage.segment import LogSegment, SegmentRecovery
 from kafkette.broker.storage.transactions import AbortedTxn
 
 SMALL = LogConfig(segment_bytes=400, index_interval_bytes=100)
@@ -272,4 +272,36 @@ def test_a_marker_that_does_not_decode_ends_the_transactions_rebuilt_not_the_log
     with pytest.raises(CorruptLogError):
         reopened.append_as_follower(unknown)
     assert reopened.log_end_offset == 5
+    reopened.close()
+
+
+def test_recovery_keeps_of_a_transactions_batches_only_those_that_change_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A transaction of many batches: recovery keeps its first batch and its marker for the transaction table
+    (the batches between find it open already), and the table is the one the whole scan built."""
+    log = Log.open(tmp_path / "t-0", LogConfig(segment_bytes=1 << 20))
+    for sequence in range(50):
+        log.append(build_txn_batch(7, sequence, [b"x"]), leader_epoch=0)
+    log.append(build_marker(7, commit=False), leader_epoch=0)  # 50
+    log.append(build_txn_batch(7, 50, [b"y"]), leader_epoch=0)  # 51, open
+    log.append(build_txn_batch(7, 51, [b"z"]), leader_epoch=0)
+    log.close()
+    recoveries: list[SegmentRecovery] = []
+    real = LogSegment.recover
+
+    def kept(segment: LogSegment) -> SegmentRecovery:
+        recoveries.append(real(segment))
+        return recoveries[-1]
+
+    monkeypatch.setattr(LogSegment, "recover", kept)
+    reopened = Log.open(tmp_path / "t-0", LogConfig(segment_bytes=1 << 20), clean_shutdown=False, recovery_point=0)
+    [recovery] = recoveries
+    assert [(batch.base_offset, batch.marker is not None) for batch in recovery.txn_batches] == [
+        (0, False),
+        (50, True),
+        (51, False),
+    ]
+    assert reopened.aborted_transactions(0, 53) == [AbortedTxn(7, 0, 50, 51)]
+    assert reopened.open_transactions() == {7: 51}
     reopened.close()
