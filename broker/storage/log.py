@@ -774,18 +774,34 @@ class Log:
     def detach(self) -> Callable[[], None]:
         """Rename the directory to its ``-delete`` name (durably) and take no more writes; the returned function
         closes the files and removes them. Reads already handed out (file regions) stay valid until it runs."""
+        doomed = self._rename_for_deletion()
         with disk_errors("deleting", self._path):
-            self._closed = True
-            doomed = self.directory.with_name(deleted_dir_name(self.directory.name))
-            os.rename(self.directory, doomed)
-            fsync_dir(doomed.parent)
+            fsync_dir(os.path.dirname(doomed))
 
         def remove() -> None:
-            for seg in self._segments:
-                seg.close()
+            self._close_segments()
             shutil.rmtree(doomed, ignore_errors=True)
 
         return remove
+
+    def discard(self) -> str:
+        """Rename the directory to its ``-delete`` name, take no more writes and close the files; the renamed
+        directory, for the caller to make the rename durable (one fsync of the parent for many logs) and to remove
+        (in a worker thread, say: no file of it is open any more)."""
+        doomed = self._rename_for_deletion()
+        self._close_segments()
+        return doomed
+
+    def _rename_for_deletion(self) -> str:
+        with disk_errors("deleting", self._path):
+            self._closed = True
+            doomed = os.path.join(self.log_dir, deleted_dir_name(os.path.basename(self._path)))
+            os.rename(self._path, doomed)
+        return doomed
+
+    def _close_segments(self) -> None:
+        for seg in self._segments:
+            seg.close()
 
     def _check_open(self) -> None:
         if self._closed:

@@ -297,6 +297,24 @@ class LogManager:
         if log is not None:
             log.delete()
 
+    def delete_many(self, partitions: Sequence[tuple[str, int]]) -> Callable[[], None]:
+        """Remove the logs of ``partitions`` as `delete` removes one, their renames made durable by one fsync of
+        each log directory; the returned function removes the renamed directories, and may run in a worker thread.
+        Deleting a 10,000-partition topic log by log on the event loop (a rename, an fsync and a tree removal
+        each) held it 8 s."""
+        doomed: list[str] = []
+        for topic, partition in partitions:
+            tp = TopicPartition(topic, partition)
+            self._preferred.pop(tp, None)
+            self.cancel_future(topic, partition)
+            log = self._logs.pop(tp, None)
+            if log is not None:
+                doomed.append(log.discard())
+        for parent in {os.path.dirname(path) for path in doomed}:
+            with disk_errors("deleting logs in", parent):
+                fsync_dir(parent)
+        return partial(_remove_trees, doomed)
+
     def all_logs(self) -> dict[TopicPartition, Log]:
         return dict(self._logs)
 
@@ -555,6 +573,11 @@ class _DirContents:
         self.topic_ids = _read_topic_ids(log_dir / TOPIC_ID_CHECKPOINT)
         self.currents: dict[TopicPartition, list[Path]] = {}
         self.futures: dict[TopicPartition, list[Path]] = {}
+
+
+def _remove_trees(paths: Sequence[str]) -> None:
+    for path in paths:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _scan(log_dir: Path) -> _DirContents:
