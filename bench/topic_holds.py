@@ -72,7 +72,8 @@ def probed(bootstrap: str, action: Callable[[], float]) -> dict[str, float]:
 def delete_topic(bootstrap: str, data_dir: Path, topic: str) -> float:
     """Seconds from DeleteTopics to the topic's last directory gone from ``data_dir``."""
     started = time.monotonic()
-    AdminClient({"bootstrap.servers": bootstrap}).delete_topics([topic], request_timeout=300)[topic].result(300)
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept: a client dropped at once fails its futures
+    admin.delete_topics([topic], request_timeout=300)[topic].result(300)
     while any(path.name.startswith(f"{topic}-") for path in data_dir.iterdir()):
         time.sleep(0.01)
     return time.monotonic() - started
