@@ -29,8 +29,8 @@ from kafkette.broker.tasks import cancel_and_wait
 logger = logging.getLogger(__name__)
 
 NO_LEADER = -1
-# An image that takes at least this many partitions away from this broker has their logs' files removed in a
-# worker thread (10,000 on the event loop held it 8 s); fewer are removed as it is applied.
+# When an image takes at least this many partitions away from this broker, or a start finds this many stray logs,
+# their files are removed in a worker thread (10,000 on the event loop held it 8 s); fewer are removed at once.
 DELETE_FILES_IN_THREAD_AT = 200
 
 PartitionKey = tuple[str, int]
@@ -337,18 +337,22 @@ class ReplicaManager:
         logger.info("%s-%d: no longer replicated here; log deleted", *key)
 
     def _remove_all(self, keys: list[PartitionKey]) -> None:
-        """Stop replicating ``keys`` here and delete their logs: renamed on the event loop, their files removed in a
-        worker thread when they are many, and logged one line per topic."""
-        removed = RoleChanges()
-        for topic, index in keys:
-            self._stop_replicating((topic, index))
-            removed.add(topic, index, "no longer replicated here; log deleted")
+        for key in keys:
+            self._stop_replicating(key)
+        self._delete_logs(keys, "no longer replicated here; log deleted")
+
+    def _delete_logs(self, keys: list[PartitionKey], why: str) -> None:
+        """Delete the logs of ``keys``: renamed on the event loop, their files removed in a worker thread when they
+        are many, and logged one line per topic."""
         remove_files = self._logs.delete_many(keys)
         if len(keys) >= DELETE_FILES_IN_THREAD_AT:
             asyncio.get_running_loop().run_in_executor(None, remove_files)
         else:
             remove_files()
-        for line in removed.lines():
+        deleted = RoleChanges()
+        for topic, index in keys:
+            deleted.add(topic, index, why)
+        for line in deleted.lines():
             logger.info("%s", line)
 
     def _stop_replicating(self, key: PartitionKey) -> None:
@@ -361,10 +365,9 @@ class ReplicaManager:
         """Delete the logs on disk of partitions no longer replicated here: a move or a topic deletion that
         completed while this broker was down. Called once the broker has caught up with the metadata log (it is
         unfenced), so the image is complete, as Kafka does with stray logs at start-up."""
-        for tp in self._logs.all_logs():
-            if (tp.topic, tp.partition) not in self._partitions:
-                self._logs.delete(tp.topic, tp.partition)
-                logger.info("%s-%d: not a replica here after catching up; stray log deleted", tp.topic, tp.partition)
+        strays = [(tp.topic, tp.partition) for tp in self._logs.all_logs() if tp not in self._partitions]
+        if strays:
+            self._delete_logs(strays, "not a replica here after catching up; stray log deleted")
 
     # -- ISR changes -------------------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ from waiting import wait_for
 
 from kafkette.broker.server.app import CREATE_LOGS_IN_THREAD_AT
 from kafkette.broker.server.handlers import topics as topics_handlers
-from kafkette.broker.storage import Log
+from kafkette.broker.storage import Log, LogConfig
 from kafkette.broker.testing import InProcessBroker, in_process_broker
 
 MANY = CREATE_LOGS_IN_THREAD_AT + 50
@@ -165,3 +165,26 @@ def test_a_deleted_topic_of_many_partitions_has_its_files_removed_off_the_loop(
     assert len(data_dir_syncs) < 10  # one for the renames, and the checkpoints' own
     admin.create_topics([NewTopic("many", 2, 1)], request_timeout=60)["many"].result(60)
     assert round_trip(broker.bootstrap, "many", 1) == b"many-1"
+
+
+def test_many_stray_logs_found_at_start_have_their_files_removed_off_the_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Logs of a topic deleted while the broker was down are stray once it has caught up: many of them are removed
+    as a deleted topic's are, their files in a worker thread and the data directory fsynced once for all."""
+    data = tmp_path / "data"
+    data.mkdir()
+    for index in range(MANY):
+        Log.open(data / f"gone-{index}", LogConfig()).close()
+    removed_on: set[str] = set()
+    real_rmtree = shutil.rmtree
+
+    def recording_rmtree(path: Any, *args: Any, **kwargs: Any) -> None:
+        if os.path.basename(str(path)).startswith("gone-"):
+            removed_on.add(threading.current_thread().name)
+        real_rmtree(path, *args, **kwargs)
+
+    monkeypatch.setattr(shutil, "rmtree", recording_rmtree)
+    with in_process_broker(data_dir=data):
+        wait_for(lambda: not any(path.name.startswith("gone-") for path in data.iterdir()), "the stray logs gone", 30)
+    assert removed_on and "kafkette-broker" not in removed_on
