@@ -370,13 +370,16 @@ class Broker:
                 await _started(self._logs, "the log manager").create_in_thread(missing)
             except Exception:
                 log.exception("creating %d logs in a worker thread failed; the image creates them", len(missing))
-                break
-            made.update((key, key) for key, _ in missing)
-            missing = replicas.changes(self._latest_image, made).missing_logs
-            if len(missing) < CREATE_LOGS_IN_THREAD_AT:
+                failed = True
+            else:
+                made.update((key, key) for key, _ in missing)
+                failed = False
+            changes = replicas.changes(self._latest_image, made)
+            missing = changes.missing_logs
+            if failed or len(missing) < CREATE_LOGS_IN_THREAD_AT:
                 break
         self._creating_logs = None
-        self._apply_image(replicas.changes(self._latest_image, made))
+        self._apply_image(changes)
 
     def _apply_image(self, changes: ImageChanges) -> None:
         image = changes.image

@@ -39,20 +39,20 @@ class Template:
     active_spans: list[BatchSpan]
 
 
-@pytest.fixture
-def template(tmp_path: Path, make_batch: Callable[..., bytearray]) -> Template:
-    rng = random.Random(4)
-    directory = tmp_path / "template" / "t-0"
+def built_template(
+    directory: Path, count: int, append: Callable[[Log, int], dict[int, bytes]], check: Callable[[Log], None]
+) -> Template:
+    """A closed log of at least ``count`` batches, older segments and then an active one at least half full to
+    damage; ``append(log, i)`` writes the i-th batch and returns the values it wrote by offset, and ``check`` sees
+    the log before it closes."""
     directory.parent.mkdir()
     log = Log.open(directory, CONFIG)
     values: dict[int, bytes] = {}
     i = 0
-    # Older segments, then an active segment of several dozen batches to damage.
-    while i < 80 or log.segments[-1].size_bytes < CONFIG.segment_bytes // 2:
-        batch = [bytes([97 + i % 26]) * rng.randint(1, 60) for _ in range(rng.randint(1, 4))]
-        first = log.append(make_batch(batch, base_timestamp=1000 + i), leader_epoch=0).first_offset
-        values.update({first + j: value for j, value in enumerate(batch)})
+    while i < count or log.segments[-1].size_bytes < CONFIG.segment_bytes // 2:
+        values.update(append(log, i))
         i += 1
+    check(log)
     active = log.segments[-1]
     log.close()
     fd = os.open(active.path, os.O_RDONLY)
@@ -62,6 +62,22 @@ def template(tmp_path: Path, make_batch: Callable[..., bytearray]) -> Template:
         os.close(fd)
     assert len(spans) > 10 and len(log.segments) >= 3
     return Template(directory, values, active.base_offset, spans)
+
+
+def random_values(rng: random.Random, i: int) -> list[bytes]:
+    return [bytes([97 + i % 26]) * rng.randint(1, 60) for _ in range(rng.randint(1, 4))]
+
+
+@pytest.fixture
+def template(tmp_path: Path, make_batch: Callable[..., bytearray]) -> Template:
+    rng = random.Random(4)
+
+    def append(log: Log, i: int) -> dict[int, bytes]:
+        batch = random_values(rng, i)
+        first = log.append(make_batch(batch, base_timestamp=1000 + i), leader_epoch=0).first_offset
+        return {first + j: value for j, value in enumerate(batch)}
+
+    return built_template(tmp_path / "template" / "t-0", 80, append, lambda log: None)
 
 
 def damage(rng: random.Random, directory: Path, template: Template) -> int:
@@ -137,42 +153,38 @@ class TxnTemplate:
 @pytest.fixture
 def txn_template(tmp_path: Path, make_batch: Callable[..., bytearray]) -> TxnTemplate:
     rng = random.Random(6)
-    directory = tmp_path / "txn-template" / "t-0"
-    directory.parent.mkdir()
-    log = Log.open(directory, CONFIG)
-    values: dict[int, bytes] = {}
     # Transactions end within a few batches, as the scan without producer snapshots (a bare Log writes none)
     # assumes: it reads the newest two segments.
     open_since: dict[int, int] = {}
-    i = 0
-    while i < 120 or log.segments[-1].size_bytes < CONFIG.segment_bytes // 2:
+
+    def append(log: Log, i: int) -> dict[int, bytes]:
         epoch = i // 25
         producer = rng.choice([7, 8, 9])
         if producer in open_since and (i - open_since[producer] >= 3 or rng.random() < 0.4):
             log.append(build_marker(producer, rng.random() < 0.5), leader_epoch=epoch)
             del open_since[producer]
-        else:
-            batch = [bytes([97 + i % 26]) * rng.randint(1, 60) for _ in range(rng.randint(1, 4))]
-            transactional = rng.random() < 0.5
-            data = build_txn_batch(producer, i, batch) if transactional else make_batch(batch, base_timestamp=1000 + i)
-            first = log.append(data, leader_epoch=epoch).first_offset
-            values.update({first + j: value for j, value in enumerate(batch)})
-            if transactional:
-                open_since.setdefault(producer, i)
-        i += 1
-    active = log.segments[-1]
-    assert log.aborted_transactions(0, log.log_end_offset) and len(log.leader_epoch_entries) >= 4
-    log.close()
+            return {}
+        batch = random_values(rng, i)
+        transactional = rng.random() < 0.5
+        data = build_txn_batch(producer, i, batch) if transactional else make_batch(batch, base_timestamp=1000 + i)
+        first = log.append(data, leader_epoch=epoch).first_offset
+        if transactional:
+            open_since.setdefault(producer, i)
+        return {first + j: value for j, value in enumerate(batch)}
+
+    def check(log: Log) -> None:
+        assert log.aborted_transactions(0, log.log_end_offset) and len(log.leader_epoch_entries) >= 4
+
+    directory = tmp_path / "txn-template" / "t-0"
+    base = built_template(directory, 120, append, check)
     batches: list[bytes] = []
     for segment in sorted(directory.glob("*.log")):
         fd = os.open(segment, os.O_RDONLY)
         try:
             batches += [os.pread(fd, s.size, s.position) for s in iter_file_batches(fd, 0, os.fstat(fd).st_size, True)]
-            if segment.name == f"{active.base_offset:020d}.log":
-                spans = list(iter_file_batches(fd, 0, active.size_bytes, validate=True))
         finally:
             os.close(fd)
-    return TxnTemplate(Template(directory, values, active.base_offset, spans), batches)
+    return TxnTemplate(base, batches)
 
 
 @pytest.mark.parametrize("seed", range(CASES))
