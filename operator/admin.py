@@ -11,6 +11,7 @@ import concurrent.futures
 import os
 import ssl
 import tempfile
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -199,6 +200,8 @@ class Admin:
         self.bootstrap = bootstrap
         self.timeout = timeout
         self._tls = tls.context() if tls is not None else None
+        # When the metadata reads began failing (time.monotonic), None while the last one was answered.
+        self._unanswered_since: float | None = None
         # librdkafka logs every failed reconnect (several a second) as an error; the failure reaches
         # the resource's status through the call's exception, so only critical logs are kept.
         self._client = AdminClient(
@@ -223,9 +226,17 @@ class Admin:
         # list_topics blocks its thread until the answer comes; keep it off the event loop.
         loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(None, lambda: self._client.list_topics(topic, timeout=self.timeout))
+            metadata = await loop.run_in_executor(None, lambda: self._client.list_topics(topic, timeout=self.timeout))
         except KafkaException as exc:
+            if self._unanswered_since is None:
+                self._unanswered_since = time.monotonic()
             raise AdminError(f"metadata from {self.bootstrap}: {exc.args[0].str()}", exc.args[0].code()) from None
+        self._unanswered_since = None
+        return metadata
+
+    def unanswered_for(self, now: float) -> float:
+        """Seconds since this client's metadata reads began failing (`now` from time.monotonic); 0 while answered."""
+        return 0.0 if self._unanswered_since is None else now - self._unanswered_since
 
     async def cluster(self) -> ClusterState:
         metadata = await self._metadata()

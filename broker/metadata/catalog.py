@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from uuid import UUID
@@ -63,6 +63,16 @@ class TopicCatalog:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), remaining)
         return True
+
+    async def wait_until_live(self, broker_id: int, epoch: Callable[[], int]) -> None:
+        """Wait until this broker's metadata shows `broker_id` unfenced in its registration of `epoch()` (read
+        again at each change: a broker may register again meanwhile)."""
+        while not self._is_live(broker_id, epoch()):
+            await self._changed.wait()
+
+    def _is_live(self, broker_id: int, epoch: int) -> bool:
+        found = self.image.brokers.get(broker_id)
+        return found is not None and found.epoch == epoch and not found.fenced
 
     # -- topics ---------------------------------------------------------------------------
 

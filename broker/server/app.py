@@ -259,6 +259,11 @@ class Broker:
         )
         await self._lifecycle.start()
         await self._lifecycle.wait_unfenced()
+        # The controller says so before this broker has applied the record that unfences it. Serving at once, it
+        # answered Metadata without itself (in 3-broker starts, with no broker at all), and librdkafka, which
+        # forgets every broker a Metadata answer leaves out, could be left with none to ask.
+        lifecycle = self._lifecycle
+        await self.topics.wait_until_live(self.node_id, lambda: lifecycle.epoch)
         _started(self._replicas, "the replica manager").delete_stray_logs()
         self._replicas.resume_moves()
         await self._groups.start()

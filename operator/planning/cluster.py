@@ -117,9 +117,11 @@ def assess(
     statefulset: Mapping[str, Any] | None,
     pods: Sequence[BrokerPod],
     kafka: ClusterState | None,
+    unreachable: str = "",
 ) -> Outcome:
     """Ready only when the StatefulSet is current, every broker pod is ready on the latest revision, and
-    the cluster answers metadata with every broker registered; otherwise why not."""
+    the cluster answers metadata with every broker registered; otherwise why not. `unreachable`: why the
+    metadata could not be read, when `kafka` is None."""
     stuck = [pod.stuck for pod in sorted(pods, key=lambda pod: pod.ordinal) if pod.stuck]
     if stuck:
         return Outcome("Stalled", "BrokerPodsStuck", "; ".join(stuck))
@@ -134,7 +136,8 @@ def assess(
     if len(pods) > brokers:
         return Outcome("Reconciling", "BrokersStopping", f"{len(pods) - brokers} broker pods are shutting down")
     if kafka is None:
-        return Outcome("Reconciling", "BrokersUnreachable", "the operator cannot read the cluster's metadata")
+        why = f": {unreachable}" if unreachable else ""
+        return Outcome("Reconciling", "BrokersUnreachable", f"the operator cannot read the cluster's metadata{why}")
     missing = sorted(set(range(brokers)) - set(kafka.brokers))
     if missing:
         return Outcome("Reconciling", "BrokersRegistering", f"brokers {missing} are not registered yet")

@@ -40,6 +40,9 @@ def test_ready_only_when_pods_are_ready_and_every_broker_is_registered() -> None
         "2 of 3 broker pods are ready",
     )
     assert assess(3, statefulset(), pods, None).reason == "BrokersUnreachable"
+    why = "metadata from main-bootstrap.data.svc:9092: Local: Broker transport failure"
+    unreachable = assess(3, statefulset(), pods, None, why)
+    assert unreachable.message == f"the operator cannot read the cluster's metadata: {why}"
     assert assess(3, statefulset(), pods, kafka((0, 2))).message == "brokers [1] are not registered yet"
     assert assess(3, statefulset(generation=2), pods, kafka()).reason == "StatefulSetUpdating"
     assert assess(3, None, [], None).reason == "StatefulSetPending"

@@ -111,10 +111,11 @@ async def _observe(
     pods = [BrokerPod.from_api(pod) for pod in pod_objects]
     bootstrap = cluster_bootstrap(dict(body))
     admin = admin_for(bootstrap, await certs.operator_tls(names) if spec.secured else None)
+    unreachable = ""
     try:
         kafka: ClusterState | None = await admin.cluster()
-    except AdminError:
-        kafka = None
+    except AdminError as exc:
+        kafka, unreachable = None, str(exc)
     # Only the timer applies dynamic configs too: one writer, as for the roll.
     config_problem = await _apply_dynamic_config(body, spec, admin) if rolling and kafka is not None else None
     if rolling and statefulset is not None:
@@ -133,7 +134,7 @@ async def _observe(
             await _apply_children(name, namespace, body["metadata"]["uid"], body, spec, scaled.brokers)
         scale_now = scaled.scale
     sts_status = (statefulset or {}).get("status") or {}
-    outcome = rack_problem or assess(spec.brokers, statefulset, pods, kafka)
+    outcome = rack_problem or assess(spec.brokers, statefulset, pods, kafka, unreachable)
     if step.outcome is not None and outcome.phase != "Stalled":
         outcome = step.outcome
     scale_problem = scale.scale_outcome(scale_now)
