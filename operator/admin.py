@@ -67,6 +67,9 @@ MIN_ISR_KEY = "min.insync.replicas"
 BROKER_RESOURCE = 4  # Kafka's ConfigResource type code
 CLUSTER_DEFAULT = ""  # the BROKER resource that names the cluster-wide default
 CLIENT_ID = "kafkette-operator"
+# librdkafka forgets every broker a Metadata answer leaves out (2.10 on), and one answer listing none can leave it
+# with no broker to ask for good (confluentinc/librdkafka#5301): three of the operator's observations of a cluster.
+RENEW_UNANSWERED_CLIENT_S = 30.0
 SCRAM_ITERATIONS = 8192  # Kafka's tools' default; the broker takes 4096 to 16384
 # Kafka's CLUSTER resource type is BROKER in librdkafka's enum; every other name is the same in both.
 _LIBRDKAFKA_RESOURCE = {"CLUSTER": "BROKER"}
@@ -194,24 +197,24 @@ class GroupState:
 
 
 class Admin:
-    """One AdminClient for one cluster; cheap to keep, safe to share between handlers."""
+    """One AdminClient for one cluster; cheap to keep, safe to share between handlers. Its librdkafka client is
+    started afresh once metadata reads have failed for RENEW_UNANSWERED_CLIENT_S."""
 
     def __init__(self, bootstrap: str, timeout: float = DEFAULT_TIMEOUT, tls: ClientTls | None = None) -> None:
         self.bootstrap = bootstrap
         self.timeout = timeout
         self._tls = tls.context() if tls is not None else None
-        # When the metadata reads began failing (time.monotonic), None while the last one was answered.
-        self._unanswered_since: float | None = None
         # librdkafka logs every failed reconnect (several a second) as an error; the failure reaches
         # the resource's status through the call's exception, so only critical logs are kept.
-        self._client = AdminClient(
-            {
-                "bootstrap.servers": bootstrap,
-                "socket.timeout.ms": int(timeout * 1000),
-                "log_level": 2,
-                **(tls.librdkafka() if tls is not None else {}),
-            }
-        )
+        self._config: dict[str, str | int | float | bool] = {
+            "bootstrap.servers": bootstrap,
+            "socket.timeout.ms": int(timeout * 1000),
+            "log_level": 2,
+            **(tls.librdkafka() if tls is not None else {}),
+        }
+        self._client = AdminClient(self._config)
+        # When the metadata reads began failing (time.monotonic), None while the last one was answered.
+        self._unanswered_since: float | None = None
 
     async def _await(self, future: concurrent.futures.Future[Any], what: str) -> Any:
         try:
@@ -228,15 +231,18 @@ class Admin:
         try:
             metadata = await loop.run_in_executor(None, lambda: self._client.list_topics(topic, timeout=self.timeout))
         except KafkaException as exc:
-            if self._unanswered_since is None:
-                self._unanswered_since = time.monotonic()
+            self._unanswered(time.monotonic())
             raise AdminError(f"metadata from {self.bootstrap}: {exc.args[0].str()}", exc.args[0].code()) from None
         self._unanswered_since = None
         return metadata
 
-    def unanswered_for(self, now: float) -> float:
-        """Seconds since this client's metadata reads began failing (`now` from time.monotonic); 0 while answered."""
-        return 0.0 if self._unanswered_since is None else now - self._unanswered_since
+    def _unanswered(self, now: float) -> None:
+        if self._unanswered_since is None:
+            self._unanswered_since = now
+        elif now - self._unanswered_since >= RENEW_UNANSWERED_CLIENT_S:
+            # Dropping the old client (its threads joined) took 4 ms.
+            self._client = AdminClient(self._config)
+            self._unanswered_since = None
 
     async def cluster(self) -> ClusterState:
         metadata = await self._metadata()

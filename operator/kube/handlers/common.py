@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
@@ -97,19 +96,14 @@ def parse_spec(model: type[M], spec: Any) -> M:
 
 
 _admins: dict[tuple[str, ClientTls | None], Admin] = {}
-# librdkafka forgets every broker a Metadata answer leaves out (2.10 on), and one answer listing none can leave it
-# with no broker to ask for good (confluentinc/librdkafka#5301): a client unanswered this long is started afresh.
-REPLACE_UNANSWERED_ADMIN_S = 30.0
 
 
 def admin_for(bootstrap: str, tls: ClientTls | None = None) -> Admin:
-    """One AdminClient per bootstrap address (and client certificate), kept while it is answered (each holds
-    connections); a new certificate gets a new client, and so does one whose metadata reads have failed for
-    REPLACE_UNANSWERED_ADMIN_S."""
-    admin = _admins.get((bootstrap, tls))
-    if admin is None or admin.unanswered_for(time.monotonic()) >= REPLACE_UNANSWERED_ADMIN_S:
-        admin = _admins[bootstrap, tls] = Admin(bootstrap, tls=tls)
-    return admin
+    """One AdminClient per bootstrap address (and client certificate) for the operator's lifetime (each holds
+    connections); a new certificate gets a new client."""
+    if (bootstrap, tls) not in _admins:
+        _admins[bootstrap, tls] = Admin(bootstrap, tls=tls)
+    return _admins[bootstrap, tls]
 
 
 def cluster_bootstrap(cluster: dict[str, Any], clients: bool = False) -> str:
