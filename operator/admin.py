@@ -198,7 +198,7 @@ class GroupState:
 
 class Admin:
     """One AdminClient for one cluster; cheap to keep, safe to share between handlers. Its librdkafka client is
-    started afresh once metadata reads have failed for RENEW_UNANSWERED_CLIENT_S."""
+    started afresh once its calls have gone unanswered for RENEW_UNANSWERED_CLIENT_S."""
 
     def __init__(self, bootstrap: str, timeout: float = DEFAULT_TIMEOUT, tls: ClientTls | None = None) -> None:
         self.bootstrap = bootstrap
@@ -213,17 +213,21 @@ class Admin:
             **(tls.librdkafka() if tls is not None else {}),
         }
         self._client = AdminClient(self._config)
-        # When the metadata reads began failing (time.monotonic), None while the last one was answered.
+        # When its calls began going unanswered (time.monotonic), None while the last one was answered.
         self._unanswered_since: float | None = None
 
     async def _await(self, future: concurrent.futures.Future[Any], what: str) -> Any:
         try:
-            return await asyncio.wait_for(asyncio.wrap_future(future), self.timeout)
+            result = await asyncio.wait_for(asyncio.wrap_future(future), self.timeout)
         except TimeoutError:
+            self._unanswered()
             raise AdminError(f"{what}: no answer from {self.bootstrap} within {self.timeout:g}s") from None
         except KafkaException as exc:
             error: KafkaError = exc.args[0]
+            self._failed(error)
             raise AdminError(f"{what}: {error.str()}", error.code()) from None
+        self._unanswered_since = None
+        return result
 
     async def _metadata(self, topic: str | None = None) -> Any:
         # list_topics blocks its thread until the answer comes; keep it off the event loop.
@@ -231,12 +235,22 @@ class Admin:
         try:
             metadata = await loop.run_in_executor(None, lambda: self._client.list_topics(topic, timeout=self.timeout))
         except KafkaException as exc:
-            self._unanswered(time.monotonic())
-            raise AdminError(f"metadata from {self.bootstrap}: {exc.args[0].str()}", exc.args[0].code()) from None
+            error: KafkaError = exc.args[0]
+            self._failed(error)
+            raise AdminError(f"metadata from {self.bootstrap}: {error.str()}", error.code()) from None
         self._unanswered_since = None
         return metadata
 
-    def _unanswered(self, now: float) -> None:
+    def _failed(self, error: KafkaError) -> None:
+        """An error the cluster answered (a Kafka error code) is an answer; librdkafka's own (negative codes: no
+        broker to ask, timed out) is none."""
+        if error.code() < 0:
+            self._unanswered()
+        else:
+            self._unanswered_since = None
+
+    def _unanswered(self) -> None:
+        now = time.monotonic()
         if self._unanswered_since is None:
             self._unanswered_since = now
         elif now - self._unanswered_since >= RENEW_UNANSWERED_CLIENT_S:
