@@ -223,9 +223,7 @@ class Admin:
             self._unanswered()
             raise AdminError(f"{what}: no answer from {self.bootstrap} within {self.timeout:g}s") from None
         except KafkaException as exc:
-            error: KafkaError = exc.args[0]
-            self._failed(error)
-            raise AdminError(f"{what}: {error.str()}", error.code()) from None
+            raise self._failed(exc.args[0], what) from None
         self._unanswered_since = None
         return result
 
@@ -235,19 +233,18 @@ class Admin:
         try:
             metadata = await loop.run_in_executor(None, lambda: self._client.list_topics(topic, timeout=self.timeout))
         except KafkaException as exc:
-            error: KafkaError = exc.args[0]
-            self._failed(error)
-            raise AdminError(f"metadata from {self.bootstrap}: {error.str()}", error.code()) from None
+            raise self._failed(exc.args[0], f"metadata from {self.bootstrap}") from None
         self._unanswered_since = None
         return metadata
 
-    def _failed(self, error: KafkaError) -> None:
-        """An error the cluster answered (a Kafka error code) is an answer; librdkafka's own (negative codes: no
-        broker to ask, timed out) is none."""
+    def _failed(self, error: KafkaError, what: str) -> AdminError:
+        """The error to raise for `what`. An error the cluster answered (a Kafka error code) is an answer;
+        librdkafka's own (negative codes: no broker to ask, timed out) is none."""
         if error.code() < 0:
             self._unanswered()
         else:
             self._unanswered_since = None
+        return AdminError(f"{what}: {error.str()}", error.code())
 
     def _unanswered(self) -> None:
         now = time.monotonic()

@@ -11,7 +11,6 @@ the race left open for milliseconds.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +38,8 @@ def unfencing_applied_late(monkeypatch: pytest.MonkeyPatch) -> list[float]:
             return
         loop = asyncio.get_running_loop()
 
-        def now_apply(apply_it: Callable[[Broker, Any], None] = apply) -> None:
-            apply_it(broker, changes)
+        def now_apply() -> None:
+            apply(broker, changes)
             applied_at.append(loop.time())
 
         loop.call_later(LATE_S, now_apply)
