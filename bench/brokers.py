@@ -220,6 +220,17 @@ def restart(broker: RunningBroker, kill: bool, ready: Ready = _first_produce) ->
     return again
 
 
+def work_trees(specs: list[str]) -> list[tuple[str, Path]]:
+    """``--tree name=path`` arguments: each git work tree's name and resolved path, in the order given."""
+    return [(spec.split("=", 1)[0], Path(spec.split("=", 1)[1]).resolve()) for spec in specs]
+
+
+def tree_env(tree: Path) -> dict[str, str]:
+    """This environment with ``tree``'s code first on the path: a process started with it runs that tree's
+    ``kafkette`` (its ``typecheck/`` holds the package links)."""
+    return {**os.environ, "PYTHONPATH": str(tree / "typecheck")}
+
+
 def start_kafkette(extra: dict[str, str] | None = None, env: dict[str, str] | None = None) -> RunningBroker:
     """A Kafkette broker from this venv; ``env`` may point PYTHONPATH at another tree's ``kafkette`` package."""
     data_dir = Path(tempfile.mkdtemp(prefix="bench-kafkette-"))

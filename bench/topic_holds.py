@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from brokers import start_kafkette
+from brokers import start_kafkette, tree_env, work_trees
 from confluent_kafka.admin import AdminClient
 from growth import SETTINGS, create_topic
 
@@ -80,7 +80,7 @@ def delete_topic(bootstrap: str, data_dir: Path, topic: str) -> float:
 
 
 def one_round(tree: Path, partitions: int) -> dict[str, dict[str, float]]:
-    broker = start_kafkette(SETTINGS["kafkette"], env={**os.environ, "PYTHONPATH": str(tree / "typecheck")})
+    broker = start_kafkette(SETTINGS["kafkette"], env=tree_env(tree))
     try:
         log = broker.data_dir / "broker.log"
         create = probed(broker.bootstrap, lambda: create_topic(broker, "growth", partitions))
@@ -101,7 +101,7 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    trees = [(spec.split("=", 1)[0], Path(spec.split("=", 1)[1]).resolve()) for spec in args.tree]
+    trees = work_trees(args.tree)
     for round_ in range(args.rounds):
         for name, tree in trees if round_ % 2 == 0 else trees[::-1]:
             results = one_round(tree, args.partitions)

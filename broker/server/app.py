@@ -409,6 +409,8 @@ class Broker:
             await asyncio.sleep(self.config.checkpoint_interval_ms / 1000)
             if self._logs is not None:
                 self._logs.checkpoint()
+                # Off the loop: after a restart, that is one file for every partition led.
+                await asyncio.to_thread(self._logs.leader_epoch_writer())
 
     async def _flush_periodically(self, interval_ms: int) -> None:
         """Kafka's log flusher: every log.flush.scheduler.interval.ms, the logs whose last flush is flush.ms old.

@@ -410,6 +410,17 @@ class Log:
         where it ends), as Kafka's ``endOffsetFor``; (-1, -1) when no epoch qualifies."""
         return self._leader_epochs.end_offset_for(leader_epoch, self._log_end_offset)
 
+    @property
+    def leader_epochs_unwritten(self) -> bool:
+        """Whether the leader-epoch checkpoint lacks entries this log holds in memory."""
+        return self._leader_epochs.unwritten
+
+    def write_leader_epochs(self) -> bool:
+        """From any thread: write the leader-epoch checkpoint, not durably, if it lacks entries, so that the next
+        flush or close need not; whether it did. OSError as the write raised it: the log was deleted meanwhile, or
+        its disk failed, which the next flush meets (and reports) on the log's own thread."""
+        return self._leader_epochs.write_unwritten()
+
     def assign_leader_epoch(self, leader_epoch: int, start_offset: int) -> None:
         """Record that ``leader_epoch`` starts at ``start_offset`` before any record of it is written.
 
@@ -795,6 +806,9 @@ class Log:
     def _rename_for_deletion(self) -> str:
         with disk_errors("deleting", self._path):
             self._closed = True
+            # Before the rename: the checkpoint pass's thread must not write these epochs into a log made under
+            # this name afterwards (a topic deleted and created again).
+            self._leader_epochs.retire()
             doomed = os.path.join(self.log_dir, deleted_dir_name(os.path.basename(self._path)))
             os.rename(self._path, doomed)
         return doomed

@@ -458,6 +458,34 @@ class LogManager:
                 logger.error("flushing %s: %s", log.directory, exc)
         return flushed
 
+    def leader_epoch_writer(self) -> Callable[[], int]:
+        """Take the logs whose leader-epoch checkpoints lack entries now; the returned function writes those files,
+        not durably, from any thread, and answers how many it wrote.
+
+        Kafka writes the file at every change of a log's epochs; Kafkette leaves it to the log's next flush, which
+        for most logs is the broker's close: a broker leading 10,000 partitions spent 63 % of its shutdown writing
+        10,000 of these files. Written here, from the checkpoint pass, a close finds only the changes since.
+        """
+        logs = [
+            log
+            for log in chain(self._logs.values(), self._futures.values())
+            if log.leader_epochs_unwritten and log.offline_reason is None
+        ]
+
+        def write() -> int:
+            written = 0
+            for log in logs:
+                try:
+                    written += log.write_leader_epochs()
+                except FileNotFoundError:
+                    pass  # deleted (or moved away) meanwhile
+                except OSError as exc:
+                    # Left unwritten: the log's next flush or close meets the disk again, and takes it offline.
+                    logger.warning("writing the leader-epoch checkpoint of %s: %s", log.directory, exc)
+            return written
+
+        return write
+
     def checkpoint(self) -> None:
         """Write each directory's recovery-point, log-start-offset and replication-offset checkpoints."""
         self.checkpoint_writer()()

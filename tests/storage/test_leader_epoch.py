@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import gc
+import threading
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
 
-from kafkette.broker.storage import CorruptLogError, EpochEntry, LeaderEpochCache
+from kafkette.broker.storage import CorruptLogError, EpochEntry, LeaderEpochCache, leader_epoch
 from kafkette.broker.storage.leader_epoch import (
     LEADER_EPOCH_CHECKPOINT,
     read_leader_epoch_checkpoint,
@@ -94,6 +96,66 @@ def test_changes_wait_in_memory_for_sync(tmp_path: Path) -> None:
     assert cache.sync() is True
     assert read_leader_epoch_checkpoint(cache.path) == [E(2, 6), E(3, 9)]
     assert cache.sync() is False
+
+
+def test_a_file_written_in_the_background_is_left_to_a_closes_syncfs_and_made_durable_by_a_flush(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = cache_with(tmp_path, (2, 6))
+    assert cache.write_unwritten() is False  # nothing changed since the flush
+    cache.assign(3, 9)
+    assert cache.unwritten
+    writes: list[bool] = []
+    write = leader_epoch.write_leader_epoch_checkpoint
+
+    def recorded(path: Path, entries: Iterable[EpochEntry], durable: bool = True) -> None:
+        writes.append(durable)
+        write(path, entries, durable)
+
+    monkeypatch.setattr(leader_epoch, "write_leader_epoch_checkpoint", recorded)
+    assert cache.write_unwritten() is True
+    assert read_leader_epoch_checkpoint(cache.path) == [E(2, 6), E(3, 9)]
+    assert not cache.unwritten
+    assert writes == [False]
+    # A close that syncs the file system after its logs finds nothing left to write.
+    assert cache.sync(durable=False) is False
+    # A flush makes the file durable: written again, with its fsyncs.
+    assert cache.sync(durable=True) is True
+    assert cache.sync(durable=True) is False
+    assert writes == [False, True]
+
+
+def test_a_change_made_while_the_background_writes_is_written_later(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker thread writes the entries it read; a change on the loop meanwhile must leave the cache
+    unwritten, or the close would skip a file that lacks it."""
+    cache = cache_with(tmp_path, (2, 6))
+    cache.assign(3, 9)
+    writing, release = threading.Event(), threading.Event()
+    write = leader_epoch.write_leader_epoch_checkpoint
+
+    def slow(path: Path, entries: Iterable[EpochEntry], durable: bool = True) -> None:
+        entries = list(entries)
+        writing.set()
+        assert release.wait(5)
+        write(path, entries, durable)
+
+    monkeypatch.setattr(leader_epoch, "write_leader_epoch_checkpoint", slow)
+    background = threading.Thread(target=cache.write_unwritten)
+    background.start()
+    assert writing.wait(5)
+    changer = threading.Thread(target=cache.assign, args=(4, 12))
+    changer.start()
+    changer.join(0.2)  # the change, as far as it gets while the write holds the cache
+    release.set()
+    background.join(5)
+    changer.join(5)
+    monkeypatch.setattr(leader_epoch, "write_leader_epoch_checkpoint", write)
+    assert cache.entries == (E(2, 6), E(3, 9), E(4, 12))
+    assert cache.unwritten
+    assert cache.sync(durable=False) is True
+    assert read_leader_epoch_checkpoint(cache.path) == [E(2, 6), E(3, 9), E(4, 12)]
 
 
 def test_same_epoch_earlier_offset_moves_its_start(tmp_path: Path) -> None:

@@ -13,13 +13,22 @@ from pathlib import Path
 import pytest
 from small_disk import fill, small_tmpfs
 
-from kafkette.broker.storage import CorruptLogError, Log, LogConfig, LogManager, StorageError, TopicPartition
+from kafkette.broker.storage import (
+    CorruptLogError,
+    EpochEntry,
+    Log,
+    LogConfig,
+    LogManager,
+    StorageError,
+    TopicPartition,
+)
 from kafkette.broker.storage import manager as manager_module
 from kafkette.broker.storage.checkpoint import (
     read_offset_checkpoint,
     read_topic_id_checkpoint,
     write_offset_checkpoint,
 )
+from kafkette.broker.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, read_leader_epoch_checkpoint
 from kafkette.broker.storage.manager import TOPIC_ID_CHECKPOINT
 from kafkette.broker.storage.naming import (
     deleted_dir_name,
@@ -414,3 +423,27 @@ def test_what_the_checkpoint_keeps_to_compare_is_small(tmp_path: Path) -> None:
     kept = sum(stat.size_diff for stat in after.compare_to(before, "filename"))
     assert 0 < kept / count < 64, kept / count
     manager.close()
+
+
+def test_the_epoch_writer_leaves_the_close_nothing_and_never_writes_into_a_log_made_under_a_deleted_name(
+    tmp_path: Path,
+) -> None:
+    """The checkpoint pass takes the logs to write on the loop and writes from a thread: a topic deleted and made
+    again under its name meanwhile must not get the deleted log's epochs."""
+    log_dir = tmp_path / "d1"
+    manager = LogManager.open([log_dir], CONFIG)
+    kept, doomed = manager.get_or_create("kept", 0), manager.get_or_create("again", 0)
+    kept.assign_leader_epoch(3, 0)
+    doomed.assign_leader_epoch(7, 0)
+    writer = manager.leader_epoch_writer()
+    manager.delete("again", 0)
+    remade = manager.get_or_create("again", 0)
+    remade.assign_leader_epoch(0, 0)
+    assert writer() == 1
+    assert read_leader_epoch_checkpoint(kept.directory / LEADER_EPOCH_CHECKPOINT) == [EpochEntry(3, 0)]
+    assert not (remade.directory / LEADER_EPOCH_CHECKPOINT).exists()
+    assert not kept.leader_epochs_unwritten and remade.leader_epochs_unwritten
+    inode = (kept.directory / LEADER_EPOCH_CHECKPOINT).stat().st_ino
+    manager.close()
+    assert (kept.directory / LEADER_EPOCH_CHECKPOINT).stat().st_ino == inode  # the close wrote it no more
+    assert read_leader_epoch_checkpoint(remade.directory / LEADER_EPOCH_CHECKPOINT) == [EpochEntry(0, 0)]
