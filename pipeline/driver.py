@@ -5,7 +5,10 @@ Everything here is a thin shell over AdminClient; decisions live in offsets.py a
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import TypeVar
 
 from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -13,6 +16,10 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from kafkette.pipeline.offsets import Offsets, TopicPartition
 from kafkette.pipeline.options import SourceOptions
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class KafkaUnavailableError(RuntimeError):
@@ -42,6 +49,9 @@ class DriverClient:
         return self._admin
 
     def partition_counts(self) -> dict[str, int]:
+        return self._with_retries("reading the partitions", self._partition_counts)
+
+    def _partition_counts(self) -> dict[str, int]:
         try:
             metadata = self.admin.list_topics(timeout=self._timeout)
         except KafkaException as exc:
@@ -70,6 +80,9 @@ class DriverClient:
     def _list_offsets(self, specs: Mapping[TopicPartition, OffsetSpec]) -> Offsets:
         if not specs:
             return {}
+        return self._with_retries("listing offsets", lambda: self._list_offsets_once(specs))
+
+    def _list_offsets_once(self, specs: Mapping[TopicPartition, OffsetSpec]) -> Offsets:
         request = {KafkaTopicPartition(topic, partition): spec for (topic, partition), spec in specs.items()}
         isolation = IsolationLevel.READ_COMMITTED if self._options.read_committed else IsolationLevel.READ_UNCOMMITTED
         futures = self.admin.list_offsets(request, isolation_level=isolation, request_timeout=self._timeout)
@@ -93,3 +106,28 @@ class DriverClient:
 
     def close(self) -> None:
         self._admin = None
+
+    def _with_retries(self, what: str, read: Callable[[], T]) -> T:
+        """``read``, tried fetchOffset.numRetries times, fetchOffset.retryIntervalMs apart, each try after the
+        first with a new admin client, as Spark's own source reads partitions and offsets: a client whose
+        connections failed, or that librdkafka left with no broker to ask, is replaced rather than asked again."""
+        attempts = self._options.fetch_offset_attempts
+        attempt = 1
+        while True:
+            try:
+                return read()
+            except KafkaUnavailableError as exc:
+                if attempt >= attempts:
+                    raise KafkaUnavailableError(f"{exc} ({attempts} attempts, fetchOffset.numRetries)") from exc
+                pause_s = self._options.fetch_offset_retry_interval_ms / 1000
+                logger.warning(
+                    "%s failed (attempt %d of %d); trying again with a new client in %g s: %s",
+                    what,
+                    attempt,
+                    attempts,
+                    pause_s,
+                    exc,
+                )
+                time.sleep(pause_s)
+                self._admin = None
+                attempt += 1

@@ -17,6 +17,10 @@ from kafkette.pipeline.offsets import OffsetSpec, OptionError, TopicPartition, p
 
 KAFKA_PREFIX = "kafka."
 DEFAULT_POLL_TIMEOUT_MS = 30_000
+# Spark's fetchOffset.numRetries and fetchOffset.retryIntervalMs defaults: the driver reads partitions and offsets
+# this many times, so long apart, each time with a new admin client, before it fails the query.
+DEFAULT_FETCH_OFFSET_ATTEMPTS = 3
+DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS = 1_000
 # The source reads only committed transactions unless told otherwise (librdkafka's default too; Spark's own
 # source, on the Java client, defaults to read_uncommitted): exactly-once pipelines need it, and a topic
 # without transactions reads the same either way.
@@ -45,6 +49,8 @@ _SOURCE_OPTIONS = {
     "failondataloss",
     "includeheaders",
     "kafkaconsumer.polltimeoutms",
+    "fetchoffset.numretries",
+    "fetchoffset.retryintervalms",
 }
 _SINK_OPTIONS = {"topic", "deliveryguarantee", "transactionalidprefix"}
 # Spark passes these to every data source itself.
@@ -92,6 +98,8 @@ class SourceOptions:
     poll_timeout_ms: int
     group_id: str
     client: Mapping[str, str]  # librdkafka settings: the kafka.* options without the prefix
+    fetch_offset_attempts: int = DEFAULT_FETCH_OFFSET_ATTEMPTS
+    fetch_offset_retry_interval_ms: int = DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS
     # kafka.isolation.level, kept out of ``client``: the driver's admin client is no consumer and warns about it.
     isolation_level: str = DEFAULT_ISOLATION_LEVEL
 
@@ -140,6 +148,10 @@ def parse_source(options: Mapping[str, str], *, streaming: bool) -> SourceOption
         poll_timeout_ms=_positive(lowered, "kafkaconsumer.polltimeoutms") or DEFAULT_POLL_TIMEOUT_MS,
         group_id=client.get("group.id") or default_group_id(subscription),
         client={k: v for k, v in client.items() if k not in ("group.id", "isolation.level")},
+        fetch_offset_attempts=_positive(lowered, "fetchoffset.numretries") or DEFAULT_FETCH_OFFSET_ATTEMPTS,
+        fetch_offset_retry_interval_ms=_at_least_zero(
+            lowered, "fetchoffset.retryintervalms", DEFAULT_FETCH_OFFSET_RETRY_INTERVAL_MS
+        ),
         isolation_level=_choice(lowered, "kafka.isolation.level", ISOLATION_LEVELS, DEFAULT_ISOLATION_LEVEL),
     )
 
@@ -252,6 +264,15 @@ def _positive(lowered: Mapping[str, str], name: str) -> int | None:
     number = _integer(lowered, name)
     if number <= 0:
         raise OptionError(f"{name}: expected a positive integer, got {number}")
+    return number
+
+
+def _at_least_zero(lowered: Mapping[str, str], name: str, default: int) -> int:
+    if name not in lowered:
+        return default
+    number = _integer(lowered, name)
+    if number < 0:
+        raise OptionError(f"{name}: expected zero or a positive integer, got {number}")
     return number
 
 

@@ -54,6 +54,8 @@ def test_offsets_round_trip_through_spark_json() -> None:
         ({"subscribe": "t", "startingOffsets": "{bad"}, "startingOffsets: expected JSON"),
         ({"subscribePattern": "("}, "not a regular expression"),
         ({"subscribe": "t", "kafka.bootstrap.servers": ""}, "kafka.bootstrap.servers is required"),
+        ({"subscribe": "t", "fetchOffset.numRetries": "0"}, "fetchoffset.numretries: expected a positive integer"),
+        ({"subscribe": "t", "fetchOffset.retryIntervalMs": "-1"}, "retryintervalms: expected zero or a positive"),
     ],
 )
 def test_bad_options_name_the_problem(options: dict[str, str], message: str) -> None:
@@ -78,3 +80,15 @@ def test_options_are_case_insensitive_and_kafka_settings_pass_through() -> None:
         ("orders", 1),
     ]
     assert parsed.starting.kind == "latest"
+    # Spark's fetchOffset defaults, and its names for them.
+    assert (parsed.fetch_offset_attempts, parsed.fetch_offset_retry_interval_ms) == (3, 1000)
+    tuned = parse_source(
+        {
+            "kafka.bootstrap.servers": "h:1",
+            "subscribe": "t",
+            "FETCHOFFSET.NUMRETRIES": "5",
+            "fetchOffset.retryIntervalMs": "0",
+        },
+        streaming=True,
+    )
+    assert (tuned.fetch_offset_attempts, tuned.fetch_offset_retry_interval_ms) == (5, 0)
