@@ -1,10 +1,12 @@
 """How long a clean shutdown of a broker leading many partitions takes once it has been up a while, and its
 restart: each git work tree's code in turn.
 
-    python bench/shutdown.py --tree old=/path/to/base --tree new=. [--partitions 10000] [--up-s 70] [--rounds 2]
+    python bench/shutdown.py --tree old=/path/to/base --tree new=. [--kafka] [--partitions 10000] [--up-s 70]
+        [--rounds 2]
 
-One fresh single Kafkette broker per tree and round (PYTHONPATH=<tree>/typecheck; the order alternates every
-round), with bench/growth.py's settings and its way of creating N partitions. A record is acknowledged on every
+One fresh single Kafkette broker per tree and round (PYTHONPATH=<tree>/typecheck), and with ``--kafka`` one Apache
+Kafka broker, the order alternating every round, with bench/growth.py's settings and its way of creating N
+partitions. A record is acknowledged on every
 partition, the broker stays up ``--up-s`` (past its first offset checkpoint pass, every 60 s by default), and is
 stopped with SIGTERM: the signal to the process's exit is the first shutdown. It is started again on its data
 (every partition written again: a new leader epoch each) and, ``--up-s`` later, stopped a second time, as a broker
@@ -17,14 +19,15 @@ import argparse
 import os
 import statistics
 import time
-from pathlib import Path
+from collections.abc import Callable
+from functools import partial
 
-from brokers import restart, start_kafkette, tree_env, work_trees
+from brokers import RunningBroker, restart, start_kafka, start_kafkette, tree_env, work_trees
 from growth import SETTINGS, TOPIC, create_topic, every_partition_written
 
 
-def one_round(tree: Path, partitions: int, up_s: float) -> dict[str, float]:
-    broker = start_kafkette(SETTINGS["kafkette"], env=tree_env(tree))
+def one_round(start: Callable[[], RunningBroker], partitions: int, up_s: float) -> dict[str, float]:
+    broker = start()
     try:
         started = time.monotonic()
         create_topic(broker, TOPIC, partitions)
@@ -46,16 +49,21 @@ def one_round(tree: Path, partitions: int, up_s: float) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tree", action="append", required=True, help="name=path of a git work tree")
+    parser.add_argument("--tree", action="append", default=[], help="name=path of a git work tree")
+    parser.add_argument("--kafka", action="store_true", help="Apache Kafka too")
     parser.add_argument("--partitions", type=int, default=10_000)
     parser.add_argument("--up-s", type=float, default=70.0)
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
-    trees = work_trees(args.tree)
-    points: dict[str, list[dict[str, float]]] = {name: [] for name, _ in trees}
+    brokers: list[tuple[str, Callable[[], RunningBroker]]] = [
+        (name, partial(start_kafkette, SETTINGS["kafkette"], tree_env(tree))) for name, tree in work_trees(args.tree)
+    ]
+    if args.kafka:
+        brokers.append(("kafka", partial(start_kafka, settings=SETTINGS["kafka"])))
+    points: dict[str, list[dict[str, float]]] = {name: [] for name, _ in brokers}
     for round_ in range(args.rounds):
-        for name, tree in trees if round_ % 2 == 0 else trees[::-1]:
-            point = one_round(tree, args.partitions, args.up_s)
+        for name, start in brokers if round_ % 2 == 0 else brokers[::-1]:
+            point = one_round(start, args.partitions, args.up_s)
             points[name].append(point)
             print(
                 f"round {round_ + 1} {name}: first shutdown {point['first_shutdown_s']:.2f} s, restart listening "

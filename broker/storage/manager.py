@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from itertools import chain
+from itertools import chain, count
 from pathlib import Path
 from typing import Self, TypeVar
 from uuid import UUID
@@ -56,6 +56,9 @@ TOPIC_ID_CHECKPOINT = "topic-id-checkpoint"
 LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
 HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
+# How many shares of the logs each closing thread takes in turn: enough that one share of slow logs (fsyncs to
+# wait for) does not leave the other threads idle at the end.
+CLOSE_SHARES_PER_THREAD = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +115,10 @@ class LogManager:
         # Per log directory, what its checkpoint files last received: an idle broker's periodic checkpoint then
         # writes (and fsyncs) nothing, however many partitions it holds.
         self._checkpointed: dict[Path, _Checkpointed] = {}
+        # Each take of the checkpoints' contents is numbered, and a directory's files remember the take they hold:
+        # a writer that comes late (a worker thread's, behind the close's own) never puts older offsets back.
+        self._checkpoint_takes = count(1)
+        self._checkpoint_take_written: dict[Path, int] = {}
         # Where AlterReplicaLogDirs asked a partition not hosted yet to be created (Kafka's preferred log dir).
         self._preferred: dict[TopicPartition, Path] = {}
         self._clock = clock
@@ -490,14 +497,16 @@ class LogManager:
         """Write each directory's recovery-point, log-start-offset and replication-offset checkpoints."""
         self.checkpoint_writer()()
 
-    def checkpoint_writer(self) -> Callable[[], None]:
-        """Take the checkpoints' contents now; the returned function writes them, from any thread.
+    def checkpoint_writer(self, every_dir: bool = False) -> Callable[[], None]:
+        """Take the checkpoints' contents now; the returned function writes them, from any thread: those of the
+        directories whose offsets changed since their files were last written, or with ``every_dir`` all.
 
         A directory whose disk fails keeps its old checkpoints (recovery then starts
         earlier, which is slower but safe); the others are still written. Future logs are in their own
         directory's checkpoints, as in Kafka.
         """
         files = (RECOVERY_POINT_CHECKPOINT, LOG_START_CHECKPOINT, HIGH_WATERMARK_CHECKPOINT)
+        take = next(self._checkpoint_takes)
         contents = {}
         for log_dir in self.online_dirs():
             currents, futures = self.logs_in(log_dir)
@@ -505,21 +514,22 @@ class LogManager:
             offsets = {tp: (log.recovery_point, log.log_start_offset, log.high_watermark) for tp, log in logs}
             topic_ids = {tp: log.topic_id for tp, log in logs if log.topic_id is not None}
             packed = _Checkpointed.of(offsets, topic_ids)
-            if packed != self._checkpointed.get(log_dir):
+            if every_dir or packed != self._checkpointed.get(log_dir):
                 contents[log_dir] = (offsets, topic_ids, packed)
 
         def write() -> None:
             for log_dir, (offsets, topic_ids, packed) in contents.items():
                 try:
                     with self._checkpoint_lock, disk_errors("checkpointing", log_dir):
+                        if self._checkpoint_take_written.get(log_dir, 0) > take:
+                            continue  # a later take's offsets are in the files already
                         for column, name in enumerate(files):
                             write_offset_checkpoint(log_dir / name, {tp: row[column] for tp, row in offsets.items()})
                         write_topic_id_checkpoint(log_dir / TOPIC_ID_CHECKPOINT, topic_ids)
+                        self._checkpoint_take_written[log_dir] = take
+                        self._checkpointed[log_dir] = packed
                 except LogStorageError as exc:
                     logger.error("%s", exc)
-                else:
-                    # Two writers may overlap; one recording older offsets only makes the next pass write again.
-                    self._checkpointed[log_dir] = packed
 
         return write
 
@@ -536,8 +546,14 @@ class LogManager:
         logs = [*self._logs.values(), *self._futures.values()]
         log_dirs = {log.directory.parent for log in logs}
         by_file_system = self.shutdown_sync == "syncfs"
-        with ThreadPoolExecutor(self.recovery_threads_per_dir * max(1, len(log_dirs)), "log-close") as pool:
-            for _ in pool.map(partial(_close, durable=not by_file_system), logs):
+        threads = self.recovery_threads_per_dir * max(1, len(log_dirs))
+        # A few interleaved shares per thread, not a task per log: with nothing left to write, a close is a few
+        # system calls, and 10,000 tasks' futures and queue hand-offs were most of a 10,000-partition close.
+        shares = [
+            logs[start :: threads * CLOSE_SHARES_PER_THREAD] for start in range(threads * CLOSE_SHARES_PER_THREAD)
+        ]
+        with ThreadPoolExecutor(threads, "log-close") as pool:
+            for _ in pool.map(partial(_close_all, durable=not by_file_system), shares):
                 pass
         # Before the recovery points and markers: the logs' files (syncfs), or only new logs' own entries in their
         # log directory, once per directory rather than once per log (fsync).
@@ -550,7 +566,9 @@ class LogManager:
                         fsync_dir(log_dir)
             except LogStorageError as exc:
                 self.mark_offline(log_dir, str(exc))
-        self.checkpoint()
+        # Every directory, changed or not: a pass's writer still in a worker thread may be about to write what the
+        # files held when it took them, and this take, being later, makes it skip.
+        self.checkpoint_writer(every_dir=True)()
         for log_dir in self.online_dirs():
             currents, futures = self.logs_in(log_dir)
             if any(log.offline_reason is not None for log in [*currents.values(), *futures.values()]):
@@ -562,11 +580,12 @@ class LogManager:
                 logger.error("%s", exc)
 
 
-def _close(log: Log, durable: bool) -> None:
-    try:
-        log.close(sync_parent=False, durable=durable)
-    except LogStorageError as exc:  # its directory is offline now: left to recovery at the next start
-        logger.error("closing %s: %s", log.directory, exc)
+def _close_all(logs: Sequence[Log], durable: bool) -> None:
+    for log in logs:
+        try:
+            log.close(sync_parent=False, durable=durable)
+        except LogStorageError as exc:  # its directory is offline now: left to recovery at the next start
+            logger.error("closing %s: %s", log.directory, exc)
 
 
 def _marker(broker_epoch: int) -> bytes:

@@ -447,3 +447,27 @@ def test_the_epoch_writer_leaves_the_close_nothing_and_never_writes_into_a_log_m
     manager.close()
     assert (kept.directory / LEADER_EPOCH_CHECKPOINT).stat().st_ino == inode  # the close wrote it no more
     assert read_leader_epoch_checkpoint(remade.directory / LEADER_EPOCH_CHECKPOINT) == [EpochEntry(0, 0)]
+
+
+def test_a_checkpoint_writer_that_comes_late_never_puts_older_offsets_back(tmp_path: Path, make_batch) -> None:
+    """The periodic pass takes the offsets on the loop and writes them from a worker thread; the close's own
+    checkpoint, taken later, must be what the files hold however the two end up ordered."""
+    log_dir = tmp_path / "d1"
+    manager = LogManager.open([log_dir], CONFIG)
+    log = manager.get_or_create("events", 0)
+    log.append(make_batch(), leader_epoch=0)
+    log.flush()
+    log.high_watermark = first_end = log.log_end_offset
+    manager.checkpoint()
+    log.append(make_batch(), leader_epoch=0)
+    log.flush()
+    log.high_watermark = log.log_end_offset
+    late = manager.checkpoint_writer()  # a pass's take, its write still to come
+    # A follower's truncation brings the offsets back to what the files hold: an unchanged directory to the
+    # close's comparison, but not to the late writer's.
+    log.truncate_to(first_end)
+    manager.close()
+    late()
+    wanted = {TopicPartition("events", 0): first_end}
+    assert read_offset_checkpoint(log_dir / "recovery-point-offset-checkpoint") == wanted
+    assert read_offset_checkpoint(log_dir / "replication-offset-checkpoint") == wanted
