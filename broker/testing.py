@@ -14,6 +14,7 @@ which a test may kill and restart) and ``kafkette_broker_in_process`` (cheaper, 
 from __future__ import annotations
 
 import asyncio
+import socket
 import tempfile
 import threading
 from collections.abc import Coroutine, Iterator, Mapping
@@ -100,6 +101,15 @@ def in_process_broker(
         broker = loop.run(start(), timeout)
         stack.callback(lambda: loop.run(broker.stop(), timeout))
         yield InProcessBroker(broker=broker, data_dir=Path(data_dir), address=broker.bound_address, loop=loop.loop)
+
+
+@pytest.fixture
+def refusing_address() -> Iterator[str]:
+    """A 127.0.0.1 address bound but not listening: every connection to it is refused at once."""
+    with socket.socket() as bound:
+        bound.bind((HOST, 0))
+        host, port = bound.getsockname()
+        yield f"{host}:{port}"
 
 
 @pytest.fixture

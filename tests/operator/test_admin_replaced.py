@@ -11,9 +11,7 @@ client answers is read from `Admin._client`: no Kafka answer tells one librdkafk
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,14 +28,6 @@ WINDOW_S = 1.0
 @pytest.fixture(autouse=True)
 def short_window(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(admin_module, "RENEW_UNANSWERED_CLIENT_S", WINDOW_S)
-
-
-@pytest.fixture
-def refusing_address() -> Iterator[str]:
-    with socket.socket() as bound:
-        bound.bind(("127.0.0.1", 0))
-        host, port = bound.getsockname()
-        yield f"{host}:{port}"
 
 
 def read_fails(admin: Admin) -> None:

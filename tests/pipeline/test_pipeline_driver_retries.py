@@ -9,10 +9,8 @@ librdkafka client from another.
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -39,14 +37,6 @@ def clients_made(monkeypatch: pytest.MonkeyPatch) -> list[AdminClient]:
 
     monkeypatch.setattr(driver, "AdminClient", Counted)
     return made
-
-
-@pytest.fixture
-def refusing_address() -> Iterator[str]:
-    with socket.socket() as bound:
-        bound.bind(("127.0.0.1", 0))
-        host, port = bound.getsockname()
-        yield f"{host}:{port}"
 
 
 def client(bootstrap: str, tries: int, interval_ms: int) -> DriverClient:
