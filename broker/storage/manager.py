@@ -63,22 +63,29 @@ CLOSE_SHARES_PER_THREAD = 8
 
 @dataclass(frozen=True, slots=True)
 class _Checkpointed:
-    """What a directory's checkpoint files hold, packed for the next pass to compare with: 40 B a partition, where
-    the dictionaries the files were written from kept 0.2 KB for good."""
+    """A directory's checkpoint contents, packed: 40 B a partition (the dictionaries the files are written from
+    kept 0.2 KB for good), taken on the event loop with no object made per partition, compared with what the files
+    hold there, and unpacked into the files' rows by the writer's thread."""
 
     partitions: tuple[TopicPartition, ...]
     offsets: array[int]  # each partition's recovery point, log start offset and high watermark, in turn
     topic_ids: tuple[UUID | None, ...]
 
     @classmethod
-    def of(
-        cls, offsets: Mapping[TopicPartition, tuple[int, int, int]], topic_ids: Mapping[TopicPartition, UUID]
-    ) -> Self:
-        return cls(
-            tuple(offsets),
-            array("q", chain.from_iterable(offsets.values())),
-            tuple(topic_ids.get(tp) for tp in offsets),
-        )
+    def of(cls, partitions: Sequence[TopicPartition], logs: Sequence[Log]) -> Self:
+        offsets = array("q", bytes(24 * len(logs)))
+        for row, log in enumerate(logs):
+            offsets[3 * row] = log.recovery_point
+            offsets[3 * row + 1] = log.log_start_offset
+            offsets[3 * row + 2] = log.high_watermark
+        return cls(tuple(partitions), offsets, tuple([log.topic_id for log in logs]))
+
+    def column(self, column: int) -> dict[TopicPartition, int]:
+        """One checkpoint file's rows: 0 the recovery points, 1 the log start offsets, 2 the high watermarks."""
+        return dict(zip(self.partitions, self.offsets[column::3], strict=True))
+
+    def known_topic_ids(self) -> dict[TopicPartition, UUID]:
+        return {tp: topic_id for tp, topic_id in zip(self.partitions, self.topic_ids, strict=True) if topic_id}
 
 
 class LogManager:
@@ -338,6 +345,23 @@ class LogManager:
         """The current and the future logs in ``log_dir``."""
         return _in_dir(self._logs, log_dir), _in_dir(self._futures, log_dir)
 
+    def _logs_by_dir(self) -> dict[Path, tuple[list[TopicPartition], list[Log]]]:
+        """Each online directory's partitions and their logs, the future logs first, in one walk over them all.
+        With one directory there is nothing to match: a log's directory name is derived per call, 6 ms for 10,000
+        logs."""
+        online = self.online_dirs()
+        if len(self.log_dirs) == 1:
+            futures, currents = self._futures, self._logs
+            return {log_dir: ([*futures, *currents], [*futures.values(), *currents.values()]) for log_dir in online}
+        by_name: dict[str, tuple[list[TopicPartition], list[Log]]] = {os.fspath(d): ([], []) for d in online}
+        for logs in (self._futures, self._logs):
+            for tp, log in logs.items():
+                in_dir = by_name.get(log.log_dir)
+                if in_dir is not None:
+                    in_dir[0].append(tp)
+                    in_dir[1].append(log)
+        return {log_dir: by_name[os.fspath(log_dir)] for log_dir in online}
+
     def prefer(self, topic: str, partition: int, log_dir: Path) -> None:
         """Create the partition in ``log_dir`` when it comes to this broker (AlterReplicaLogDirs ahead of it)."""
         self._preferred[TopicPartition(topic, partition)] = log_dir
@@ -509,24 +533,20 @@ class LogManager:
         files = (RECOVERY_POINT_CHECKPOINT, LOG_START_CHECKPOINT, HIGH_WATERMARK_CHECKPOINT)
         take = next(self._checkpoint_takes)
         contents = {}
-        for log_dir in self.online_dirs():
-            currents, futures = self.logs_in(log_dir)
-            logs = [*futures.items(), *currents.items()]
-            offsets = {tp: (log.recovery_point, log.log_start_offset, log.high_watermark) for tp, log in logs}
-            topic_ids = {tp: log.topic_id for tp, log in logs if log.topic_id is not None}
-            packed = _Checkpointed.of(offsets, topic_ids)
+        for log_dir, (partitions, logs) in self._logs_by_dir().items():
+            packed = _Checkpointed.of(partitions, logs)
             if every_dir or packed != self._checkpointed.get(log_dir):
-                contents[log_dir] = (offsets, topic_ids, packed)
+                contents[log_dir] = packed
 
         def write() -> None:
-            for log_dir, (offsets, topic_ids, packed) in contents.items():
+            for log_dir, packed in contents.items():
                 try:
                     with self._checkpoint_lock, disk_errors("checkpointing", log_dir):
                         if self._checkpoint_take_written.get(log_dir, 0) > take:
                             continue  # a later take's offsets are in the files already
                         for column, name in enumerate(files):
-                            write_offset_checkpoint(log_dir / name, {tp: row[column] for tp, row in offsets.items()})
-                        write_topic_id_checkpoint(log_dir / TOPIC_ID_CHECKPOINT, topic_ids)
+                            write_offset_checkpoint(log_dir / name, packed.column(column))
+                        write_topic_id_checkpoint(log_dir / TOPIC_ID_CHECKPOINT, packed.known_topic_ids())
                         self._checkpoint_take_written[log_dir] = take
                         self._checkpointed[log_dir] = packed
                 except LogStorageError as exc:

@@ -425,6 +425,41 @@ def test_what_the_checkpoint_keeps_to_compare_is_small(tmp_path: Path) -> None:
     manager.close()
 
 
+def test_the_checkpoint_take_keeps_no_collectable_object_per_partition(tmp_path: Path, make_batch) -> None:
+    """The take runs on the event loop and what it takes lives until the worker thread has written it: an object a
+    partition that the cyclic GC tracks (the tuple of three offsets it took before) made each pass push thousands
+    into the collector's oldest generation, whose full collections hold every thread. Packed, the take keeps a few
+    whatever the count, and the files still get each partition's offsets."""
+    dirs = [tmp_path / "d1", tmp_path / "d2"]
+    manager = LogManager.open(dirs, CONFIG)
+    count = 500
+    for partition in range(count):
+        manager.get_or_create("many", partition)
+    written_to = manager.get("many", 7)
+    assert written_to is not None
+    written_to.append(make_batch(), leader_epoch=0)
+    written_to.high_watermark = written_to.log_end_offset
+    gc.collect()
+    gc.disable()
+    try:
+        before = len(gc.get_objects())
+        write = manager.checkpoint_writer()
+        kept = len(gc.get_objects()) - before
+    finally:
+        gc.enable()
+    assert kept < 50, kept
+    write()
+    written = {}
+    for log_dir in dirs:
+        points = read_offset_checkpoint(log_dir / "recovery-point-offset-checkpoint")
+        ends = read_offset_checkpoint(log_dir / "replication-offset-checkpoint")
+        assert set(points) == {parse_log_dir_name(p.name) for p in log_dir.iterdir() if p.is_dir()}
+        written.update(ends)
+    assert len(written) == count
+    assert written[TopicPartition("many", 7)] == written_to.log_end_offset > 0
+    manager.close()
+
+
 def test_the_epoch_writer_leaves_the_close_nothing_and_never_writes_into_a_log_made_under_a_deleted_name(
     tmp_path: Path,
 ) -> None:
