@@ -85,7 +85,8 @@ class _Checkpointed:
         return dict(zip(self.partitions, self.offsets[column::3], strict=True))
 
     def known_topic_ids(self) -> dict[TopicPartition, UUID]:
-        return {tp: topic_id for tp, topic_id in zip(self.partitions, self.topic_ids, strict=True) if topic_id}
+        pairs = zip(self.partitions, self.topic_ids, strict=True)
+        return {tp: topic_id for tp, topic_id in pairs if topic_id is not None}
 
 
 class LogManager:
