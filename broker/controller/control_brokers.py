@@ -16,6 +16,7 @@ from kafkette.broker.controller.election import elect_offline, evacuate
 from kafkette.broker.controller.image import MetadataImage, replay_all
 from kafkette.broker.controller.records.broker_registration_change_record import BrokerRegistrationChangeRecord
 from kafkette.broker.controller.records.fence_broker_record import FenceBrokerRecord
+from kafkette.broker.controller.records.partition_change_record import PartitionChangeRecord
 from kafkette.broker.controller.records.producer_ids_record import ProducerIdsRecord
 from kafkette.broker.controller.records.register_broker_record import (
     BrokerEndpoint,
@@ -89,7 +90,7 @@ def register_broker(
     image = _then(image, records, [_registration_record(request, broker_epoch)])
     unclean = previous is not None and request.previous_broker_epoch != previous.epoch
     if previous is not None and (unclean or not previous.fenced):
-        _then(image, records, list(evacuate(image, request.broker_id, settings, unclean_shutdown=unclean)))
+        records += evacuate(image, request.broker_id, settings, unclean_shutdown=unclean)
     return records, BrokerRegistrationResponse(broker_epoch=broker_epoch)
 
 
@@ -152,17 +153,26 @@ def heartbeat(
         records: list[Message] = []
         after = _then(image, records, _controlled_shutdown(image, broker.broker_id, settings))
         if should_shut_down:
-            _then(after, records, _fence(after, broker.broker_id, settings))
+            records += _fence(after, broker.broker_id, settings)
     elif request.want_fence:
         records = _fence(image, broker.broker_id, settings)
     elif broker.fenced and caught_up and not broker.in_controlled_shutdown:
         records = _unfence(image, broker.broker_id, settings)
     else:
         records = []
-    after = replay_all(image, records)
     return records, BrokerHeartbeatResponse(
-        is_caught_up=caught_up, is_fenced=after.brokers[broker.broker_id].fenced, should_shut_down=should_shut_down
+        is_caught_up=caught_up,
+        is_fenced=_fenced_after(image, records, broker.broker_id),
+        should_shut_down=should_shut_down,
     )
+
+
+def _fenced_after(image: MetadataImage, records: list[Message], broker_id: int) -> bool:
+    """Whether ``broker_id`` is fenced once ``records`` apply: only the records of brokers are replayed, not the
+    partitions' (an unfencing elects the broker leader of every partition it holds, 10,000 records to replay for
+    one flag)."""
+    of_brokers = [record for record in records if not isinstance(record, PartitionChangeRecord)]
+    return replay_all(image, of_brokers).brokers[broker_id].fenced
 
 
 class BrokerLiveness:
