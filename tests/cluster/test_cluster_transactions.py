@@ -39,9 +39,10 @@ def transaction_coordinator_of(cluster: Cluster, transactional_id: str) -> int:
     return transaction_coordinator(cluster, cluster.alive()[0], transactional_id)
 
 
-def last_stable_offsets(cluster: Cluster, topic: str = TOPIC) -> dict[int, int]:
+def last_stable_offsets(cluster: Cluster, topic: str = TOPIC, isolation: str = "read_committed") -> dict[int, int]:
+    """Each partition's last stable offset (its high watermark with ``isolation`` read_uncommitted)."""
     consumer = Consumer(
-        {"bootstrap.servers": cluster.bootstrap, "group.id": "lso", "isolation.level": "read_committed", "log_level": 2}
+        {"bootstrap.servers": cluster.bootstrap, "group.id": "lso", "isolation.level": isolation, "log_level": 2}
     )
     try:
         return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1] for p in range(PARTITIONS)}
@@ -49,11 +50,19 @@ def last_stable_offsets(cluster: Cluster, topic: str = TOPIC) -> dict[int, int]:
         consumer.close()
 
 
+def settled_offsets(cluster: Cluster) -> dict[int, int] | None:
+    """The last stable offsets once no transaction is open on any partition (each at its high watermark), else
+    None. EndTxn is answered once the coordinator has logged its decision, and the markers follow, as in Kafka: a
+    reader right after a commit may find the partitions' last stable offsets still before the transaction."""
+    stable = last_stable_offsets(cluster)
+    return stable if stable == last_stable_offsets(cluster, isolation="read_uncommitted") else None
+
+
 def read_committed(cluster: Cluster) -> list[bytes]:
     # Right after a kill a client may still be learning the new leaders: asked again until they answer.
     ends = wait_for(
-        lambda: last_stable_offsets(cluster),
-        "the partitions' last stable offsets",
+        lambda: settled_offsets(cluster),
+        "the transaction's markers on every partition",
         timeout=60,
         ignoring=(KafkaException,),
     )
