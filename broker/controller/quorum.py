@@ -294,7 +294,7 @@ class QuorumController:
             self._load_snapshot()
         while self.applied < self.raft.high_watermark and self._apply_some(self.raft.high_watermark):
             pass
-        if self._proposed:
+        if self._proposed and min(self._proposed) < self.applied:
             # Truncated away under a later leader, or passed by a snapshot: never to be applied from memory.
             self._proposed = {start: p for start, p in self._proposed.items() if start >= self.applied}
         if self.image is not before and self.on_image is not None:

@@ -566,7 +566,7 @@ class LogManager:
         one wait on the disk instead of three or more per log (PostgreSQL's recovery_init_sync_method=syncfs).
         """
         logs = [*self._logs.values(), *self._futures.values()]
-        log_dirs = {log.directory.parent for log in logs}
+        log_dirs = [log_dir for log_dir, (_, in_dir) in self._logs_by_dir().items() if in_dir]
         by_file_system = self.shutdown_sync == "syncfs"
         threads = self.recovery_threads_per_dir * max(1, len(log_dirs))
         # A few interleaved shares per thread, not a task per log: with nothing left to write, a close is a few
@@ -579,7 +579,9 @@ class LogManager:
                 pass
         # Before the recovery points and markers: the logs' files (syncfs), or only new logs' own entries in their
         # log directory, once per directory rather than once per log (fsync).
-        for log_dir in log_dirs & set(self.online_dirs()):
+        for log_dir in log_dirs:
+            if log_dir in self.offline_dirs:
+                continue
             try:
                 with disk_errors("closing", log_dir):
                     if by_file_system:
@@ -591,9 +593,8 @@ class LogManager:
         # Every directory, changed or not: a pass's writer still in a worker thread may be about to write what the
         # files held when it took them, and this take, being later, makes it skip.
         self.checkpoint_writer(every_dir=True)()
-        for log_dir in self.online_dirs():
-            currents, futures = self.logs_in(log_dir)
-            if any(log.offline_reason is not None for log in [*currents.values(), *futures.values()]):
+        for log_dir, (_, in_dir) in self._logs_by_dir().items():
+            if any(log.offline_reason is not None for log in in_dir):
                 continue
             try:
                 with disk_errors("closing", log_dir):
