@@ -14,11 +14,12 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+from kafkette.broker.clocks import monotonic_ms
 from kafkette.broker.protocol.framing import decode_request, encode_request, encode_response
 from kafkette.broker.protocol.messages.fetch_response import FetchableTopicResponse, FetchResponse, PartitionData
 from kafkette.broker.protocol.messages.produce_request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kafkette.broker.protocol.records import Header, Record, encode_batch
-from kafkette.broker.replication.partition import Partition, PartitionHost, PartitionSettings, monotonic_ms
+from kafkette.broker.replication.partition import Partition, PartitionHost, PartitionSettings
 from kafkette.broker.storage import Log, LogConfig
 
 PRODUCE_VERSION = 11

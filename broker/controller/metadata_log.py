@@ -14,6 +14,7 @@ import re
 import struct
 from pathlib import Path
 
+from kafkette.broker.clocks import wall_clock_ms
 from kafkette.broker.controller import epochs
 from kafkette.broker.controller.messages import OffsetAndEpoch
 from kafkette.broker.protocol.batch import iter_batches
@@ -22,7 +23,7 @@ from kafkette.broker.protocol.records import ControlRecordType, Record, encode_b
 from kafkette.broker.storage import EpochEntry
 from kafkette.broker.storage.config import LogConfig
 from kafkette.broker.storage.files import atomic_write, fsync_dir, remove_files
-from kafkette.broker.storage.log import Log, wall_clock_ms
+from kafkette.broker.storage.log import Log
 from kafkette.broker.storage.segment import ReadResult
 
 METADATA_PARTITION = "__cluster_metadata-0"

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 from uuid import UUID
 
+from kafkette.broker.clocks import monotonic_ms
 from kafkette.broker.protocol.batch import (
     ATTR_COMPRESSION_MASK,
     BatchHeader,
@@ -69,10 +70,6 @@ class Parked(Protocol):
         ...
 
     def partition_changed(self) -> None: ...
-
-
-def monotonic_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,13 +13,14 @@ import logging
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
+from kafkette.broker.clocks import monotonic_ms
 from kafkette.broker.config import BrokerConfig, DynamicBrokerConfigs, effective_topic_config
 from kafkette.broker.controller.image import MetadataImage, PartitionImage, TopicImage
 from kafkette.broker.protocol.errors import ErrorCode
 from kafkette.broker.replication.fetcher import ReplicaFetcher
 from kafkette.broker.replication.isr_sender import AlterPartition, IsrSender
 from kafkette.broker.replication.log_dir_mover import LogDirMover
-from kafkette.broker.replication.partition import Partition, PartitionHost, PartitionSettings, monotonic_ms
+from kafkette.broker.replication.partition import Partition, PartitionHost, PartitionSettings
 from kafkette.broker.replication.role_changes import RoleChanges
 from kafkette.broker.replication.throttle import ReplicationQuota, ThrottledReplicas, throttled_on
 from kafkette.broker.replication.topic_settings import log_config_of, partition_settings_of

@@ -26,13 +26,13 @@ from uuid import UUID
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from kafkette.broker.clocks import monotonic_ms
 from kafkette.broker.metrics.requests import records_size
 from kafkette.broker.protocol.errors import ErrorCode
 from kafkette.broker.protocol.fetch_metadata import FINAL_EPOCH, INITIAL_EPOCH, NO_SESSION, next_epoch
 from kafkette.broker.protocol.messages.fetch_request import FetchRequest, FetchTopic
 from kafkette.broker.protocol.messages.fetch_response import FetchableTopicResponse, PartitionData
 from kafkette.broker.protocol.types import ZERO_UUID
-from kafkette.broker.replication.partition import monotonic_ms
 
 # Kafka's min.incremental.fetch.session.eviction.ms (internal, not configurable there either).
 EVICTION_AFTER_S = 120.0

@@ -15,12 +15,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ..clocks import wall_clock_ms
 from ..protocol.batch import CorruptBatchError
 from ..tasks import cancel_and_wait
 from .cleaner import CleanerCheckpoint, clean_segments, cleanable_segment_count
 from .errors import StorageError
 from .files import remove_files
-from .log import Log, wall_clock_ms
+from .log import Log
 from .manager import LogManager
 from .naming import TopicPartition
 

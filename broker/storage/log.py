@@ -11,7 +11,6 @@ import contextlib
 import logging
 import os
 import shutil
-import time
 from bisect import bisect_right
 from collections.abc import Callable, Collection, Container, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -19,6 +18,7 @@ from types import MappingProxyType, TracebackType
 from typing import NamedTuple, Protocol
 from uuid import UUID
 
+from ..clocks import wall_clock_ms
 from ..protocol.batch import BatchHeader, iter_batches, patch_base_offset, patch_leader_epoch, set_log_append_time
 from .config import LogConfig
 from .errors import (
@@ -89,10 +89,6 @@ class _GoingOfflineOnDiskError:
     ) -> None:
         if isinstance(exc, LogStorageError):
             self._log._go_offline(exc)
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class AppendResult(NamedTuple):

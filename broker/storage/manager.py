@@ -26,6 +26,7 @@ from uuid import UUID
 
 from kafkette.broker.config import ShutdownSync
 
+from ..clocks import wall_clock_ms
 from .checkpoint import (
     read_offset_checkpoint,
     read_topic_id_checkpoint,
@@ -35,7 +36,7 @@ from .checkpoint import (
 from .config import LogConfig
 from .errors import CorruptLogError, LogStorageError, StorageError, disk_errors
 from .files import atomic_write, fsync_dir, syncfs, syncfs_available
-from .log import Log, wall_clock_ms
+from .log import Log
 from .naming import (
     METADATA_TOPIC,
     TopicPartition,
