@@ -13,15 +13,17 @@ from collections.abc import Callable
 
 def _shared_ms(read_ns: Callable[[], int]) -> Callable[[], int]:
     """``read_ns``'s reading in milliseconds, the last object returned again while the millisecond is the same.
-    Two threads reading at once may each make their own object: only sharing is lost."""
+    Every caller gets its own reading: threads racing to replace the kept one lose only the sharing."""
     last = -1
 
     def now_ms() -> int:
         nonlocal last
         now = read_ns() // 1_000_000
-        if now != last:
-            last = now
-        return last
+        kept = last
+        if now == kept:
+            return kept
+        last = now
+        return now
 
     return now_ms
 
