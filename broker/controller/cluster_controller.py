@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from functools import partial
 
+from kafkette.broker.clocks import monotonic_ms
 from kafkette.broker.config import BrokerConfig, Voter
 from kafkette.broker.controller import control
 from kafkette.broker.controller.image import MetadataImage
@@ -68,10 +69,6 @@ def quorum_voters(config: BrokerConfig) -> dict[int, Voter]:
     return {config.node_id: Voter(config.node_id, "127.0.0.1", 0)}
 
 
-def _monotonic_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
-
-
 class ClusterController:
     def __init__(self, quorum: QuorumController, config: BrokerConfig, cluster_id: str) -> None:
         self.quorum = quorum
@@ -106,7 +103,7 @@ class ClusterController:
         try:
             async with self._lock:
                 await self._caught_up()
-                now = _monotonic_ms()
+                now = monotonic_ms()
                 records, response = self._decide(self.quorum.image, body, now)
                 if records:
                     await self.quorum.propose(records)
@@ -212,10 +209,10 @@ class ClusterController:
 
     async def _watch_sessions(self) -> None:
         session_ms = self.config.broker_session_timeout_ms
-        checked = _monotonic_ms()
+        checked = monotonic_ms()
         while True:
             await asyncio.sleep(SESSION_CHECK_S)
-            now = _monotonic_ms()
+            now = monotonic_ms()
             late_ms, checked = now - checked - int(SESSION_CHECK_S * 1000), now
             leader = self.quorum.raft.is_leader
             if leader and not self._was_leader:

@@ -13,11 +13,11 @@ import logging
 import os
 import random
 import ssl
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import NamedTuple
 
+from kafkette.broker.clocks import monotonic_ms, wall_clock_ms
 from kafkette.broker.config import Voter
 from kafkette.broker.controller import messages as m
 from kafkette.broker.controller.describe_quorum import describe_quorum
@@ -69,13 +69,9 @@ class _Proposal(NamedTuple):
     records: tuple[Message, ...]
 
 
-def _monotonic_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
-
-
 def _snapshot_data(image: MetadataImage) -> bytes:
     """A snapshot's content: the records that rebuild ``image``, in one batch."""
-    now = int(time.time() * 1000)
+    now = wall_clock_ms()
     records = [Record(i, now, None, encode_record(r), []) for i, r in enumerate(image_records(image))]
     return encode_batch(records, base_offset=0) if records else b""
 
@@ -115,7 +111,7 @@ class QuorumController:
         self.cluster_id = cluster_id
         self.log = MetadataLog(directory)
         store = FileElectionStore(directory / "quorum-state", cluster_id, frozenset(voters))
-        self.raft = RaftNode(node_id, frozenset(voters), self.log, store, timing, random.Random(), _monotonic_ms())
+        self.raft = RaftNode(node_id, frozenset(voters), self.log, store, timing, random.Random(), monotonic_ms())
         self.image = MetadataImage()
         self.applied = 0
         # Called with each new image once committed records changed it (the broker reacts to it).
@@ -156,11 +152,11 @@ class QuorumController:
                 reuse_address=True,
                 ssl=self._tls_server,
             )
-        self._run(self.raft.tick(_monotonic_ms()))
+        self._run(self.raft.tick(monotonic_ms()))
 
     async def stop(self) -> None:
         self._stopping = True
-        self._run(self.raft.resign(_monotonic_ms()))
+        self._run(self.raft.resign(monotonic_ms()))
         await asyncio.sleep(0.05)  # let EndQuorumEpoch leave
         if self._timer is not None:
             self._timer.cancel()
@@ -175,7 +171,7 @@ class QuorumController:
     async def propose(self, records: list[Message]) -> int:
         """Append records as the active controller; returns their end offset once committed and applied."""
         start = self.log.end_offset
-        end, out = self.raft.propose(_monotonic_ms(), [encode_record(r) for r in records])
+        end, out = self.raft.propose(monotonic_ms(), [encode_record(r) for r in records])
         if end < 0:
             raise NotLeaderError(self.raft.leader_id)
         self._proposed[start] = _Proposal(end, self.raft.epoch, tuple(records))  # the caller's list may change
@@ -220,10 +216,10 @@ class QuorumController:
         body = request_to_wire(request, self.cluster_id)
 
         def on_response(answer: Message) -> None:
-            self._run(self.raft.handle(_monotonic_ms(), destination, response_from_wire(answer)))
+            self._run(self.raft.handle(monotonic_ms(), destination, response_from_wire(answer)))
 
         def on_failure() -> None:
-            self._run(self.raft.request_failed(_monotonic_ms(), destination, request))
+            self._run(self.raft.request_failed(monotonic_ms(), destination, request))
 
         timeout_s = self.raft.timing.request_timeout_ms / 1000  # controller.quorum.request.timeout.ms
         peer.send(body, VERSIONS[body.API_KEY], timeout_s, on_response, on_failure)  # type: ignore[index]
@@ -231,12 +227,12 @@ class QuorumController:
     def _schedule(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
-        delay = max(0, self.raft.next_deadline() - _monotonic_ms()) / 1000
+        delay = max(0, self.raft.next_deadline() - monotonic_ms()) / 1000
         self._timer = asyncio.get_running_loop().call_later(min(delay, 1.0), self._on_timer)
 
     def _on_timer(self) -> None:
         self._timer = None
-        self._run(self.raft.tick(_monotonic_ms()))
+        self._run(self.raft.tick(monotonic_ms()))
 
     def _dispatch(self, frame: bytearray, connection: Connection) -> Response | Awaitable[Response | None] | None:
         request = decode_request(memoryview(frame))
@@ -256,7 +252,7 @@ class QuorumController:
             # that slot: drop that connection instead; the peer reconnects and asks again.
             superseded.set_exception(ConnectionAbort(f"superseded by a newer request from {source}"))
         self._replies[(source, type(core_request))] = reply
-        self._run(self.raft.handle(_monotonic_ms(), source, core_request))
+        self._run(self.raft.handle(monotonic_ms(), source, core_request))
         return self._answer(reply, api_key, version, correlation)
 
     async def _answer(
@@ -266,14 +262,14 @@ class QuorumController:
 
     def describe(self, request: dq.DescribeQuorumRequest) -> dq_r.DescribeQuorumResponse:
         """DescribeQuorum, answered by the leader (``describe_quorum``)."""
-        now = _monotonic_ms()
+        now = monotonic_ms()
         return describe_quorum(
             request,
             self.raft.describe(now),
             self.raft.is_leader,
             self.voters,
             self.listener_name,
-            time.time_ns() // 1_000_000,
+            wall_clock_ms(),
             now,
         )
 
