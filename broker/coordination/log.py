@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 
+from kafkette.broker.clocks import wall_clock_ms
 from kafkette.broker.metadata.catalog import TopicCatalog
 from kafkette.broker.protocol.errors import ErrorCode
 from kafkette.broker.protocol.records import (
@@ -59,7 +59,7 @@ class StateLog:
         """
         if not records:
             return None
-        now = int(time.time() * 1000)
+        now = wall_clock_ms()
         producer_id, producer_epoch = producer if producer is not None else (-1, -1)
         batch = encode_batch(
             [Record(offset, now, key, value, []) for offset, (key, value) in enumerate(records)],

@@ -16,12 +16,12 @@ import asyncio
 import functools
 import itertools
 import logging
-import time
 import uuid
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kafkette.broker.clocks import wall_clock_ms
 from kafkette.broker.config import BrokerConfig
 from kafkette.broker.controller.image import MetadataImage
 from kafkette.broker.coordination.log import KeyValue, StateLog
@@ -57,10 +57,6 @@ log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 MS_PER_MINUTE = 60_000
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def new_member_id(prefix: str) -> str:
@@ -124,7 +120,7 @@ class GroupCoordinator:
         await self.partitions.stop()
         self.writes.stop()
         self._timers.cancel_all()
-        self._run(now_ms(), self.machine.stop())
+        self._run(wall_clock_ms(), self.machine.stop())
 
     def partition_of(self, group_id: str) -> int:
         return self.partitions.partition_of(group_id)
@@ -134,13 +130,13 @@ class GroupCoordinator:
         self.partitions.on_image()
 
     def _unload(self, index: int) -> None:
-        self._run(now_ms(), self.machine.unload([g for g in self.groups if self.partition_of(g) == index]))
+        self._run(wall_clock_ms(), self.machine.unload([g for g in self.groups if self.partition_of(g) == index]))
         for group_id in [g for g in self.offsets.groups() if self.partition_of(g) == index]:
             self.offsets.drop(group_id)
         self.commits.drop_pending(lambda group_id: self.partition_of(group_id) == index)
 
     async def _load(self, index: int) -> None:
-        now = now_ms()
+        now = wall_clock_ms()
         open_txns: dict[int, list[KeyValue]] = {}
         groups = await replay_partition(self.log, index, self.offsets, now, open_txns)
         self.commits.restore_pending(open_txns)
@@ -168,7 +164,7 @@ class GroupCoordinator:
                     self._write(effect)
 
     def _timer_fired(self, timer: Timer) -> None:
-        now = now_ms()
+        now = wall_clock_ms()
         self._run(now, self.machine.timer_fired(now, timer))
 
     def _write(self, write: Write) -> None:
@@ -176,14 +172,14 @@ class GroupCoordinator:
         if write.write_id is None:
             return
         if replicated is None:
-            now = now_ms()
+            now = wall_clock_ms()
             self._run(now, self.machine.written(now, write.write_id, error))
             return
         self.writes.then(self._written_when_replicated(write.write_id, replicated))
 
     async def _written_when_replicated(self, write_id: int, replicated: asyncio.Future[ErrorCode]) -> None:
         error = await self.writes.replicated(replicated)
-        now = now_ms()
+        now = wall_clock_ms()
         self._run(now, self.machine.written(now, write_id, error))
 
     # -- JoinGroup, SyncGroup, Heartbeat, LeaveGroup ---------------------------------------
@@ -196,7 +192,7 @@ class GroupCoordinator:
             return future
         ticket = next(self._tickets)
         self._joins[ticket] = future
-        now = now_ms()
+        now = wall_clock_ms()
         self._run(now, self.machine.join(now, ticket, request))
         return future
 
@@ -218,7 +214,7 @@ class GroupCoordinator:
         ticket = next(self._tickets)
         self._syncs[ticket] = future
         request = SyncRequest(group_id, generation, member_id, instance_id, protocol_type, protocol_name, assignments)
-        now = now_ms()
+        now = wall_clock_ms()
         self._run(now, self.machine.sync(now, ticket, request))
         return future
 
@@ -226,7 +222,7 @@ class GroupCoordinator:
         refusal = self._refusal(group_id)
         if refusal != ErrorCode.NONE:
             return refusal
-        now = now_ms()
+        now = wall_clock_ms()
         error, effects = self.machine.heartbeat(now, group_id, generation, member_id, instance_id)
         self._run(now, effects)
         return error
@@ -236,7 +232,7 @@ class GroupCoordinator:
         refusal = self._refusal(group_id)
         if refusal != ErrorCode.NONE:
             return refusal, []
-        now = now_ms()
+        now = wall_clock_ms()
         errors, effects = self.machine.leave(now, group_id, leaving)
         self._run(now, effects)
         return ErrorCode.NONE, errors
@@ -254,7 +250,7 @@ class GroupCoordinator:
         """Per-partition results; awaitable while the commit waits for the in-sync replicas (acks=all)."""
         error = self._refusal(group_id)
         if error == ErrorCode.NONE:
-            now = now_ms()
+            now = wall_clock_ms()
             error, effects = self.machine.check_commit(now, group_id, generation, member_id, instance_id)
             self._run(now, effects)
         if error != ErrorCode.NONE:
@@ -273,7 +269,7 @@ class GroupCoordinator:
         """TxnOffsetCommit: as commit_offsets, but the offsets count once the producer's transaction commits."""
         error = self._refusal(group_id)
         if error == ErrorCode.NONE and generation >= 0:
-            now = now_ms()
+            now = wall_clock_ms()
             error, effects = self.machine.check_commit(now, group_id, generation, member_id, instance_id)
             self._run(now, effects)
         if error != ErrorCode.NONE:
@@ -341,7 +337,7 @@ class GroupCoordinator:
         if error != ErrorCode.NONE:
             return error
         self.offsets.drop(group_id)
-        now = now_ms()
+        now = wall_clock_ms()
         self._run(now, self.machine.drop(now, group_id))
         return ErrorCode.NONE
 
@@ -350,7 +346,7 @@ class GroupCoordinator:
     async def _expire_offsets_periodically(self) -> None:
         while True:
             await asyncio.sleep(self.config.offsets_retention_check_interval_ms / 1000)
-            self.expire_offsets(now_ms())
+            self.expire_offsets(wall_clock_ms())
 
     def expire_offsets(self, now: int) -> None:
         """Drop expired offsets of empty groups, then the empty groups left without offsets (Kafka's cleanup)."""

@@ -13,13 +13,12 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 from uuid import UUID
 
-from kafkette.broker.clocks import monotonic_ms
+from kafkette.broker.clocks import monotonic_ms, wall_clock_ms
 from kafkette.broker.protocol.batch import (
     ATTR_COMPRESSION_MASK,
     BatchHeader,
@@ -331,9 +330,7 @@ class Partition:
             producers.replay(self.log.tail_batch_headers(PRODUCER_STATE_SEGMENTS))
             return producers
         offset, entries = snapshot
-        producers = ProducerStateTable.restored(
-            entries, int(time.time() * 1000), self.settings.producer_id_expiration_ms
-        )
+        producers = ProducerStateTable.restored(entries, wall_clock_ms(), self.settings.producer_id_expiration_ms)
         producers.replay(self.log.batch_headers_from(offset))
         return producers
 
@@ -341,7 +338,7 @@ class Partition:
         """The log rolled at ``base_offset``: snapshot the producer state there (before the batch that rolled it is
         recorded), forgetting the producers expired by now, as Kafka does at each roll."""
         entries = self.producers.snapshot(
-            self.log.open_transactions(), int(time.time() * 1000), self.settings.producer_id_expiration_ms
+            self.log.open_transactions(), wall_clock_ms(), self.settings.producer_id_expiration_ms
         )
         self.log.write_producer_snapshot(base_offset, entries)
 
@@ -448,7 +445,7 @@ class Partition:
         producers = self.producers
         settings = self.settings
         headers = validate_batches(records, settings.max_message_bytes)
-        now = int(time.time() * 1000)
+        now = wall_clock_ms()
         if not settings.log_append_time:
             check_timestamps(headers, now, settings.timestamp_before_max_ms, settings.timestamp_after_max_ms)
         if settings.compacted:
@@ -488,7 +485,7 @@ class Partition:
         if not self.is_leader:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self.host.node_id} does not lead {self}")
         self.producers.check_epoch(producer_id, producer_epoch)
-        now = int(time.time() * 1000)
+        now = wall_clock_ms()
         batch = bytearray(end_txn_marker_batch(producer_id, producer_epoch, commit, coordinator_epoch, now))
         result = self.log.append(batch, self.leader_epoch)
         self.producers.note_epoch(producer_id, producer_epoch, now)

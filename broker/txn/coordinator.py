@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Iterable
 
+from kafkette.broker.clocks import wall_clock_ms
 from kafkette.broker.config import BrokerConfig
 from kafkette.broker.controller.image import MetadataImage
 from kafkette.broker.coordination.log import StateLog
@@ -35,10 +35,6 @@ from kafkette.broker.txn.state import TopicPartition, TransactionMetadata, TxnSt
 log = logging.getLogger(__name__)
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class TransactionCoordinator:
@@ -156,7 +152,7 @@ class TransactionCoordinator:
             coordinator_epoch = self.log.partition(index).leader_epoch
             commit = meta.state is TxnState.PREPARE_COMMIT
             await self._markers.write(meta.producer_id, meta.producer_epoch, commit, coordinator_epoch, meta.partitions)
-            error = await self._write(state.complete(meta, now_ms()))
+            error = await self._write(state.complete(meta, wall_clock_ms()))
             if error != ErrorCode.NONE:
                 log.warning("transaction %s: cannot record its completion: %s", meta.transactional_id, error.name)
         except LookupError:
@@ -183,7 +179,7 @@ class TransactionCoordinator:
             return refusal, -1, -1
         if not 0 < timeout_ms <= self.config.transaction_max_timeout_ms:
             return ErrorCode.INVALID_TRANSACTION_TIMEOUT, -1, -1
-        now = now_ms()
+        now = wall_clock_ms()
         meta = self._txns.get(transactional_id)
         if meta is not None and meta.state is TxnState.ONGOING:
             # A new instance while the old one's transaction is open: abort it; the client retries.
@@ -218,7 +214,7 @@ class TransactionCoordinator:
         if refusal != ErrorCode.NONE:
             return refusal
         meta = self._txns.get(transactional_id)
-        error, new = state.add_partitions(meta, producer_id, producer_epoch, partitions, now_ms())
+        error, new = state.add_partitions(meta, producer_id, producer_epoch, partitions, wall_clock_ms())
         if error != ErrorCode.NONE or new is None:
             return error
         return await self._change(new)
@@ -228,7 +224,7 @@ class TransactionCoordinator:
         if refusal != ErrorCode.NONE:
             return refusal
         meta = self._txns.get(transactional_id)
-        error, prepared = state.end_txn(meta, producer_id, producer_epoch, commit, now_ms())
+        error, prepared = state.end_txn(meta, producer_id, producer_epoch, commit, wall_clock_ms())
         if error != ErrorCode.NONE or prepared is None:
             return error
         error = await self._change(prepared)
@@ -249,7 +245,7 @@ class TransactionCoordinator:
         available = self.partitions.listing_availability()
         if available != ErrorCode.NONE:
             return available, []
-        now = now_ms()
+        now = wall_clock_ms()
         return ErrorCode.NONE, [
             meta
             for meta in self._txns.values()
@@ -263,7 +259,7 @@ class TransactionCoordinator:
     async def _abort_timed_out_periodically(self) -> None:
         while True:
             await asyncio.sleep(self.config.transaction_abort_timed_out_transaction_cleanup_interval_ms / 1000)
-            await self.abort_timed_out(now_ms())
+            await self.abort_timed_out(wall_clock_ms())
 
     async def abort_timed_out(self, now: int) -> None:
         """Abort, with the epoch bumped, every open transaction older than its timeout."""

@@ -3,10 +3,10 @@ TxnOffsetCommit (in transactions.py) share."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Protocol, TypeVar
 
+from kafkette.broker.clocks import wall_clock_ms
 from kafkette.broker.group.offsets import CommittedOffset, TopicPartition
 from kafkette.broker.group.subscriptions import subscribed_topics
 from kafkette.broker.protocol.errors import ErrorCode
@@ -65,7 +65,7 @@ class CommittingTopic(Protocol):
 
 def committed_offsets(topics: Iterable[CommittingTopic]) -> dict[TopicPartition, CommittedOffset]:
     """The offsets an OffsetCommit or TxnOffsetCommit request commits, stamped now."""
-    now = int(time.time() * 1000)
+    now = wall_clock_ms()
     return {
         (topic.name, p.partition_index): CommittedOffset(
             p.committed_offset, p.committed_leader_epoch, p.committed_metadata or "", now
