@@ -31,7 +31,7 @@ logger = logging.getLogger(__name__)
 
 NO_LEADER = -1
 # When an image takes at least this many partitions away from this broker, or a start finds this many stray logs,
-# their files are removed in a worker thread (10,000 on the event loop held it 8 s); fewer are removed at once.
+# their directories are renamed and removed in a worker thread (10,000 on the event loop held it 8 s); fewer at once.
 DELETE_FILES_IN_THREAD_AT = 200
 
 PartitionKey = tuple[str, int]
@@ -343,8 +343,8 @@ class ReplicaManager:
         self._delete_logs(keys, "no longer replicated here; log deleted")
 
     def _delete_logs(self, keys: list[PartitionKey], why: str) -> None:
-        """Delete the logs of ``keys``: renamed on the event loop, their files removed in a worker thread when they
-        are many, and logged one line per topic."""
+        """Delete the logs of ``keys``: closed on the event loop, their directories renamed and removed in a worker
+        thread when they are many, and logged one line per topic."""
         remove_files = self._logs.delete_many(keys)
         if len(keys) >= DELETE_FILES_IN_THREAD_AT:
             asyncio.get_running_loop().run_in_executor(None, remove_files)

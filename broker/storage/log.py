@@ -791,23 +791,26 @@ class Log:
 
         return remove
 
-    def discard(self) -> str:
-        """Rename the directory to its ``-delete`` name, take no more writes and close the files; the renamed
-        directory, for the caller to make the rename durable (one fsync of the parent for many logs) and to remove
-        (in a worker thread, say: no file of it is open any more)."""
-        doomed = self._rename_for_deletion()
+    def discard(self) -> tuple[str, str]:
+        """Take no more writes and close the files; the directory and its ``-delete`` name, for the caller to
+        rename it (before a new log takes the name: LogManager.delete_many), make that durable and remove it."""
+        doomed = self._retire()
         self._close_segments()
-        return doomed
+        return self._path, doomed
 
     def _rename_for_deletion(self) -> str:
+        doomed = self._retire()
         with disk_errors("deleting", self._path):
-            self._closed = True
-            # Before the rename: the checkpoint pass's thread must not write these epochs into a log made under
-            # this name afterwards (a topic deleted and created again).
-            self._leader_epochs.retire()
-            doomed = os.path.join(self.log_dir, deleted_dir_name(os.path.basename(self._path)))
             os.rename(self._path, doomed)
         return doomed
+
+    def _retire(self) -> str:
+        """Closed to writes, with the ``-delete`` name its directory is to take."""
+        self._closed = True
+        # Before the rename: the checkpoint pass's thread must not write these epochs into a log made under this
+        # name afterwards (a topic deleted and created again).
+        self._leader_epochs.retire()
+        return os.path.join(self.log_dir, deleted_dir_name(os.path.basename(self._path)))
 
     def _close_segments(self) -> None:
         for seg in self._segments:

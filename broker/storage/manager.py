@@ -104,6 +104,9 @@ class LogManager:
         shutdown_sync: ShutdownSync = "syncfs",
     ) -> None:
         self.log_dirs = log_dirs
+        # Directories of deleted logs not yet renamed to their -delete names (`delete_many`), by path.
+        self._renames: dict[str, str] = {}
+        self._renames_lock = threading.Lock()
         # Kafka's num.recovery.threads.per.data.dir: the threads closing (flushing) each directory's logs.
         self.recovery_threads_per_dir = recovery_threads_per_dir
         if shutdown_sync == "syncfs" and not syncfs_available():
@@ -232,7 +235,7 @@ class LogManager:
         log = self._logs.get(tp)
         if log is None:
             [log_dir] = self._place([tp])
-            log = Log.open(log_dir / log_dir_name(tp), config or self._config_of(tp), clock=self._clock)
+            log = self._open_new_log(log_dir / log_dir_name(tp), config or self._config_of(tp))
             self._add(tp, log)
         elif config is not None:
             # Logs found at start-up were opened before the topic configs were known.
@@ -263,10 +266,16 @@ class LogManager:
         opened: list[Log | None] = []
         for log_dir, (tp, config) in wanted:
             try:
-                opened.append(Log.open(log_dir / log_dir_name(tp), config, clock=self._clock))
+                opened.append(self._open_new_log(log_dir / log_dir_name(tp), config))
             except StorageError:
                 opened.append(None)
         return opened
+
+    def _open_new_log(self, path: Path, config: LogConfig) -> Log:
+        """A log for a partition that has none here: a deleted one's directory under the name is renamed away
+        first, not opened as this one's."""
+        self._finish_rename(os.fspath(path))
+        return Log.open(path, config, clock=self._clock)
 
     def _config_of(self, tp: TopicPartition) -> LogConfig:
         return self._topic_configs.get(tp.topic, self.default_config)
@@ -311,12 +320,13 @@ class LogManager:
         self.delete_many([(topic, partition)])()
 
     def delete_many(self, partitions: Sequence[tuple[str, int]]) -> Callable[[], None]:
-        """Remove the logs of ``partitions``, each renamed to its ``-delete`` name, the renames made durable by one
-        fsync of each log directory; the returned function removes the renamed directories, and may run in a worker
-        thread.
+        """Remove the logs of ``partitions`` (closed at once); the returned function renames their directories
+        to their ``-delete`` names, makes that durable with one fsync of each log directory and removes them, and
+        may run in a worker thread. A log made under one of the names before it came to that directory renames it
+        first (`_finish_rename`), so a topic deleted and created again starts empty.
         Deleting a 10,000-partition topic log by log on the event loop (a rename, an fsync and a tree removal
-        each) held it 8 s."""
-        doomed: list[str] = []
+        each) held it 8 s; its 10,000 renames alone, 0.2-0.3 s."""
+        doomed: list[tuple[str, str]] = []
         for topic, partition in partitions:
             tp = TopicPartition(topic, partition)
             self._preferred.pop(tp, None)
@@ -324,10 +334,39 @@ class LogManager:
             log = self._logs.pop(tp, None)
             if log is not None:
                 doomed.append(log.discard())
-        for parent in {os.path.dirname(path) for path in doomed}:
-            with disk_errors("deleting logs in", parent):
-                fsync_dir(parent)
-        return partial(_remove_trees, doomed)
+        with self._renames_lock:
+            self._renames.update(doomed)
+        return partial(self._rename_and_remove, doomed)
+
+    def _rename_and_remove(self, doomed: Sequence[tuple[str, str]]) -> None:
+        for path, _ in doomed:
+            try:
+                self._finish_rename(path)
+            except LogStorageError as exc:
+                # Left under its name and still owed: a log made there renames it first or fails, and a restart
+                # deletes it as a stray log.
+                logger.error("%s", exc)
+        for parent in {os.path.dirname(path) for path, _ in doomed}:
+            try:
+                with disk_errors("deleting logs in", parent):
+                    fsync_dir(parent)
+            except LogStorageError as exc:
+                logger.error("%s", exc)
+        _remove_trees([renamed for _, renamed in doomed])
+
+    def _finish_rename(self, path: str) -> None:
+        """Rename the directory ``path`` to its ``-delete`` name if a deletion still owes that. From any thread."""
+        with self._renames_lock:
+            doomed = self._renames.get(path)
+            if doomed is None:
+                return
+            try:
+                os.rename(path, doomed)
+            except FileNotFoundError:
+                pass  # gone already (removed by hand): nothing to rename
+            except OSError as exc:
+                raise LogStorageError(f"deleting {path}: {exc}") from exc
+            del self._renames[path]
 
     def all_logs(self) -> dict[TopicPartition, Log]:
         return dict(self._logs)
@@ -455,6 +494,7 @@ class LogManager:
         del self._futures[tp]
         target = future.directory.parent / log_dir_name(tp)
         try:
+            self._finish_rename(os.fspath(target))  # a deleted log's, under the name since
             with disk_errors("renaming the future log", future.directory):
                 os.rename(future.directory, target)
                 fsync_dir(target.parent)

@@ -316,6 +316,31 @@ def test_delete_partition(tmp_path: Path, make_batch) -> None:
     assert TopicPartition("a-1", 12) not in read_offset_checkpoint(dirs[0] / "recovery-point-offset-checkpoint")
 
 
+def test_delete_many_leaves_the_renames_to_its_function_and_a_log_made_meanwhile_starts_empty(
+    tmp_path: Path, make_batch
+) -> None:
+    """The event loop closes the deleted logs and a worker thread renames their directories: a topic made again
+    under its name before the thread came to it must not open the deleted log's records, nor lose its own."""
+    log_dir = tmp_path / "d1"
+    manager = LogManager.open([log_dir], CONFIG)
+    for partition in (0, 1):
+        manager.get_or_create("again", partition).append(make_batch([b"old"] * 3), leader_epoch=0)
+    rename_and_remove = manager.delete_many([("again", 0), ("again", 1)])
+    assert manager.get("again", 0) is None and manager.get("again", 1) is None
+    assert (log_dir / "again-0").exists() and (log_dir / "again-1").exists()  # the renames are the function's
+    remade = manager.get_or_create("again", 0)
+    assert remade.log_end_offset == 0
+    remade.append(make_batch([b"new"]), leader_epoch=0)
+    assert [p.name for p in log_dir.iterdir() if is_deleted_dir_name(p.name)] != []  # the old one, renamed first
+    rename_and_remove()
+    assert sorted(p.name for p in log_dir.iterdir() if p.is_dir()) == ["again-0"]
+    assert remade.log_end_offset == 1
+    manager.close()
+    reopened = LogManager.open([log_dir], CONFIG)
+    assert reopened.get("again", 0) is not None and reopened.get("again", 0).log_end_offset == 1
+    assert reopened.get("again", 1) is None
+
+
 def test_interrupted_delete_is_finished_at_open(tmp_path: Path, make_batch) -> None:
     dirs = [tmp_path / "d1"]
     manager = LogManager.open(dirs, CONFIG)
