@@ -100,7 +100,7 @@ class Broker:
         self._bound: dict[str, tuple[str, int]] = {}  # client listener name -> address bound
         self._metrics: BrokerMetrics | None = None
         self._latest_image = MetadataImage()
-        self._creating_logs: asyncio.Task[None] | None = None
+        self._applying_image: asyncio.Task[None] | None = None
         self.metrics_port: int | None = None  # bound once serving, None when metrics.port is 0
         self.metadata_entries = MetadataEntries()
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
@@ -318,7 +318,7 @@ class Broker:
             await self._transactions.stop()
         if self._groups is not None:
             await self._groups.stop()
-        await cancel_and_wait(self._creating_logs)
+        await cancel_and_wait(self._applying_image)
         if self._replicas is not None:
             await self._replicas.stop()
         if self._controller is not None:
@@ -351,18 +351,23 @@ class Broker:
         return self._lifecycle.epoch if self._lifecycle is not None else -1
 
     def _on_image(self, image: MetadataImage) -> None:
-        """Apply ``image``, or, when it brings many new partitions here, create their logs off the event loop
-        first: the controller quorum's timers run on this loop too. Images arriving meanwhile wait, and the
-        latest is applied once the logs exist (as Kafka's brokers answer before their logs exist, clients retry)."""
+        """Apply ``image`` at once, or in a task when it brings here many new partitions (their logs are created off
+        the event loop first: the controller quorum's timers run on this loop too) or changes or takes many (applied
+        in steps, the loop serving between them). Images arriving meanwhile wait, and the latest is applied once
+        the task is done (as Kafka's brokers answer before their logs exist, clients retry)."""
         self._latest_image = image
-        if self._creating_logs is not None:
+        if self._applying_image is not None:
             return
-        changes = _started(self._replicas, "the replica manager").changes(image)
-        if len(changes.missing_logs) < CREATE_LOGS_IN_THREAD_AT:
+        replicas = _started(self._replicas, "the replica manager")
+        changes = replicas.changes(image)
+        if len(changes.missing_logs) >= CREATE_LOGS_IN_THREAD_AT:
+            applying = self._create_logs_then_apply(changes.missing_logs)
+        elif replicas.applies_in_steps(changes):
+            applying = self._apply_in_steps(changes)
+        else:
             self._apply_image(changes)
             return
-        creating = self._create_logs_then_apply(changes.missing_logs)
-        self._creating_logs = asyncio.get_running_loop().create_task(creating, name="create-logs")
+        self._applying_image = asyncio.get_running_loop().create_task(applying, name="apply-image")
 
     async def _create_logs_then_apply(self, missing: list[tuple[TopicPartition, LogConfig]]) -> None:
         """Create ``missing`` in a worker thread, and then those of the images that arrived meanwhile, as long as
@@ -383,13 +388,30 @@ class Broker:
             missing = changes.missing_logs
             if failed or len(missing) < CREATE_LOGS_IN_THREAD_AT:
                 break
-        self._creating_logs = None
-        self._apply_image(changes)
+        await self._apply_in_steps(changes)
 
     def _apply_image(self, changes: ImageChanges) -> None:
-        image = changes.image
-        self.topics.update(image)
+        self.topics.update(changes.image)
         _started(self._replicas, "the replica manager").apply_changes(changes)
+        self._image_applied(changes.image)
+
+    async def _apply_in_steps(self, changes: ImageChanges) -> None:
+        """`_apply_image` in steps (`ReplicaManager.apply_changes_in_steps`); then the latest image, if another came
+        meanwhile."""
+        self.topics.update(changes.image)
+        try:
+            await _started(self._replicas, "the replica manager").apply_changes_in_steps(changes)
+        except Exception:
+            log.exception("applying a metadata image failed; the next one applies what it changed again")
+        else:
+            self._image_applied(changes.image)
+        finally:
+            self._applying_image = None
+        if self._latest_image is not changes.image:
+            self._on_image(self._latest_image)
+
+    def _image_applied(self, image: MetadataImage) -> None:
+        """Tell what else follows the image, once the replicas took it."""
         self.groups.on_image(image)
         self.transactions.on_image(image)
         if self._metrics is not None:

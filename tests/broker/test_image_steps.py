@@ -1,0 +1,104 @@
+"""An image that makes, changes or takes away many partitions here is applied in steps, the event loop serving its
+other work between them: 5,000 new leaders applied at once held every client 70-80 ms. Small images are applied at
+once. Either way every partition ends up served, and a deleted topic's replicas and files are gone.
+
+A real broker in this process, driven by confluent-kafka. A task on the broker's loop counts this broker's
+replicas of the topic at every turn of the loop it gets: a count strictly between none and all is a turn the loop
+took in the middle of one image's application."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from waiting import wait_for
+
+from kafkette.broker.replication import replica_manager
+from kafkette.broker.testing import InProcessBroker, in_process_broker
+
+STEP = 20
+# Under CREATE_LOGS_IN_THREAD_AT, so that the image itself makes the logs, in its steps.
+MANY = 150
+FEW = STEP - 5
+
+
+@pytest.fixture
+def broker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[InProcessBroker]:
+    monkeypatch.setattr(replica_manager, "APPLY_STEP", STEP)
+    with in_process_broker(data_dir=tmp_path / "data") as running:
+        yield running
+
+
+class ReplicaCounts:
+    """The number of this broker's replicas of ``topic``, taken at every turn of the broker's event loop."""
+
+    def __init__(self, broker: InProcessBroker, topic: str) -> None:
+        self._broker = broker
+        self._topic = topic
+        self.seen: set[int] = set()
+        self._stop = threading.Event()
+        assert broker.loop is not None
+        self._task = asyncio.run_coroutine_threadsafe(self._count(), broker.loop)
+
+    async def _count(self) -> None:
+        partitions = self._broker.broker._replicas._partitions
+        while not self._stop.is_set():
+            self.seen.add(sum(1 for topic, _ in partitions if topic == self._topic))
+            await asyncio.sleep(0)
+
+    def stop(self) -> set[int]:
+        self._stop.set()
+        self._task.result(10)
+        return self.seen
+
+
+def round_trip(bootstrap: str, topic: str, partition: int) -> bytes:
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    producer.produce(topic, value=f"{topic}-{partition}".encode(), partition=partition)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "check", "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(topic, partition, 0)])
+        message = consumer.poll(30)
+        assert message is not None and message.error() is None
+        value = message.value()
+        assert isinstance(value, bytes)
+        return value
+    finally:
+        consumer.close()
+
+
+def test_a_topic_of_many_partitions_is_made_and_deleted_in_steps(broker: InProcessBroker) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    counts = ReplicaCounts(broker, "many")
+    admin.create_topics([NewTopic("many", MANY, 1)], request_timeout=60)["many"].result(60)
+    wait_for(lambda: MANY in counts.seen, "every replica made", 30)
+    made = counts.stop()
+    assert {0, MANY} <= made
+    assert made & set(range(1, MANY)), "the loop never turned while the image was applied"
+    for partition in (0, MANY - 1):
+        assert round_trip(broker.bootstrap, "many", partition) == f"many-{partition}".encode()
+
+    counts = ReplicaCounts(broker, "many")
+    admin.delete_topics(["many"], request_timeout=60)["many"].result(60)
+    wait_for(lambda: 0 in counts.seen, "every replica gone", 30)
+    taken = counts.stop()
+    assert taken & set(range(1, MANY)), "the loop never turned while the replicas were taken away"
+    data = broker.broker.config.log_dirs[0]
+    wait_for(lambda: not any(path.name.startswith("many-") for path in data.iterdir()), "the directories gone", 30)
+    admin.create_topics([NewTopic("many", 2, 1)], request_timeout=60)["many"].result(60)
+    assert round_trip(broker.bootstrap, "many", 1) == b"many-1"
+
+
+def test_a_topic_of_fewer_partitions_than_a_step_is_made_at_once(broker: InProcessBroker) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    counts = ReplicaCounts(broker, "few")
+    admin.create_topics([NewTopic("few", FEW, 1)], request_timeout=60)["few"].result(60)
+    wait_for(lambda: FEW in counts.seen, "every replica made", 30)
+    assert counts.stop() == {0, FEW}
+    assert round_trip(broker.bootstrap, "few", FEW - 1) == f"few-{FEW - 1}".encode()
