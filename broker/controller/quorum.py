@@ -46,6 +46,9 @@ logger = logging.getLogger(__name__)
 MAX_REQUEST_BYTES = 100 * 1024 * 1024
 # Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch and FetchSnapshot: the quorum's own traffic.
 RAFT_API_KEYS = frozenset({52, 53, 54, 1, 59})
+# Records a proposal encodes between two turns of the event loop (about 5 ms): a 5,000-partition topic's records
+# took 25 ms at once, while every client of the broker waited.
+ENCODE_STEP = 1000
 _ANSWERS = {
     m.VoteResponse: m.VoteRequest,
     m.BeginEpochResponse: m.BeginEpochRequest,
@@ -170,8 +173,9 @@ class QuorumController:
 
     async def propose(self, records: list[Message]) -> int:
         """Append records as the active controller; returns their end offset once committed and applied."""
+        encoded = await _encoded(records)
         start = self.log.end_offset
-        end, out = self.raft.propose(monotonic_ms(), [encode_record(r) for r in records])
+        end, out = self.raft.propose(monotonic_ms(), encoded)
         if end < 0:
             raise NotLeaderError(self.raft.leader_id)
         self._proposed[start] = _Proposal(end, self.raft.epoch, tuple(records))  # the caller's list may change
@@ -360,3 +364,14 @@ class QuorumController:
         # A snapshot installed from the leader meanwhile may have moved the log start past this one.
         if self.log.start_offset < offset <= self.raft.high_watermark:
             self.raft.create_snapshot(offset, encoded.result())
+
+
+async def _encoded(records: list[Message]) -> list[bytes]:
+    """The records as the log frames them, `ENCODE_STEP` at a time (the caller, one decision at a time, proposes
+    nothing else meanwhile)."""
+    encoded: list[bytes] = []
+    for start in range(0, len(records), ENCODE_STEP):
+        if start:
+            await asyncio.sleep(0)
+        encoded += [encode_record(record) for record in records[start : start + ENCODE_STEP]]
+    return encoded
