@@ -5,24 +5,26 @@ tiny requests.
 
 One fresh single Kafkette broker per tree and round (PYTHONPATH=<tree>/typecheck, so that tree's code runs; the
 order alternates every round), with bench/growth.py's settings and its way of creating N partitions (CreateTopics
-of up to 5,000, then CreatePartitions). A thread sends ApiVersions on its own connection every 2 ms, one in
-flight, from 0.5 s before the create until 3 s after every partition is led in Metadata, and again from 0.5 s
-before DeleteTopics until 3 s after the topic's last directory is gone: the slowest of those round trips is how
-long the broker held every client. The broker's own watchdog lines ("the event loop was held for ... ms") are
-read from its log. Numbers, no pass/fail.
+of up to 5,000, then CreatePartitions). A process of its own sends ApiVersions on its own connection every
+2 ms, one in flight, from 0.5 s before the create until 3 s after every partition is led in Metadata, and again
+from 0.5 s before DeleteTopics until 3 s after the topic's last directory is gone: the slowest of those round
+trips is how long the broker held every client. The broker's own watchdog lines ("the event loop was held for
+... ms") are read from its log. Numbers, no pass/fail.
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import re
 import shutil
 import socket
 import struct
-import threading
 import time
 from collections.abc import Callable
+from multiprocessing.connection import Connection
+from multiprocessing.synchronize import Event as EventType
 from pathlib import Path
 
 from brokers import start_kafkette, tree_env, work_trees
@@ -35,9 +37,12 @@ _FRAME = struct.pack(">i", len(_PROBE)) + _PROBE
 _HELD = re.compile(rb"the event loop was held for (\d+) ms")
 
 
-def probe(bootstrap: str, stop: threading.Event, round_trips: list[tuple[float, float]]) -> None:
+def probe(bootstrap: str, stop: EventType, ready: EventType, results: Connection) -> None:
+    """Send the tiny request every 2 ms, one in flight, until ``stop``; then send back (sent at, round trip)s."""
+    round_trips: list[tuple[float, float]] = []
     host, port = bootstrap.rsplit(":", 1)
     with socket.create_connection((host, int(port))) as connection:
+        ready.set()
         while not stop.is_set():
             sent = time.perf_counter()
             connection.sendall(_FRAME)
@@ -45,19 +50,28 @@ def probe(bootstrap: str, stop: threading.Event, round_trips: list[tuple[float, 
             connection.recv(size, socket.MSG_WAITALL)
             round_trips.append((sent, time.perf_counter() - sent))
             time.sleep(0.002)
+    results.send(round_trips)
 
 
 def probed(bootstrap: str, action: Callable[[], float]) -> dict[str, float]:
-    """``action``'s seconds and the waits of the tiny requests sent while it ran."""
-    stop = threading.Event()
-    round_trips: list[tuple[float, float]] = []
-    prober = threading.Thread(target=probe, args=(bootstrap, stop, round_trips), daemon=True)
+    """``action``'s seconds and the waits of the tiny requests sent while it ran.
+
+    The prober is a process of its own: as a thread of this one it also waited for this process's own work
+    (librdkafka's Metadata answers for 10,000 partitions made into Python objects, 50-100 ms each), which was as
+    long as the broker's holds it measured. perf_counter is the system's monotonic clock in both."""
+    context = multiprocessing.get_context("spawn")
+    stop, ready = context.Event(), context.Event()
+    receiver, sender = context.Pipe(duplex=False)
+    prober = context.Process(target=probe, args=(bootstrap, stop, ready, sender), daemon=True)
     prober.start()
+    if not ready.wait(30):
+        raise RuntimeError("the prober did not connect")
     time.sleep(0.5)
     started = time.perf_counter()
     seconds = action()
     time.sleep(3)
     stop.set()
+    round_trips: list[tuple[float, float]] = receiver.recv()
     prober.join(5)
     waits = sorted(wait for sent, wait in round_trips if sent >= started)
     return {
