@@ -76,8 +76,8 @@ class _KeptTopic(MetadataResponseTopic):
     repr and to_dict still see its fields only. Never changed once built (a response that needs another
     error code replaces the entry).
 
-    Its partitions are read from the image whenever asked for, which the codec does once per version: kept
-    as objects, they cost 0.1 KB per partition for as long as the image stood."""
+    Its partitions are read from the image whenever asked for, once per version encoded: kept as objects, they
+    cost 0.1 KB per partition for as long as the image stood."""
 
     def __init__(self, topic: TopicImage, brokers: Mapping[int, BrokerImage]) -> None:
         self.source = topic
@@ -103,7 +103,12 @@ class _KeptTopic(MetadataResponseTopic):
         key = (version, flexible)
         found = self._encodings.get(key)
         if found is None:
-            found = self._encodings[key] = encode_struct(self, MetadataResponseTopic, version, flexible)
+            # Encoded from a plain entry holding the partitions built once: the codec reads the field three times
+            # (null, count, items), and each read built 10,000 partitions' entries again (70 ms of the one event
+            # loop, in place of 25).
+            fields = {field.name: getattr(self, field.name) for field in MetadataResponseTopic.FIELDS}
+            plain = MetadataResponseTopic(**fields)
+            found = self._encodings[key] = encode_struct(plain, MetadataResponseTopic, version, flexible)
         return found
 
 
