@@ -397,13 +397,16 @@ class Broker:
 
     async def _apply_in_steps(self, changes: ImageChanges) -> None:
         """`_apply_image` in steps (`ReplicaManager.apply_changes_in_steps`); then the latest image, if another came
-        meanwhile."""
-        self.topics.update(changes.image)
+        meanwhile. The catalog takes the image once every step is done: what reads it (Metadata, a start's wait
+        to be live before it deletes the logs no replica here holds) must not see a partition whose replica is
+        not made yet."""
         try:
             await _started(self._replicas, "the replica manager").apply_changes_in_steps(changes)
         except Exception:
             log.exception("applying a metadata image failed; the next one applies what it changed again")
+            self.topics.update(changes.image)  # as `_apply_image`, whose catalog took it before the replicas
         else:
+            self.topics.update(changes.image)
             self._image_applied(changes.image)
         finally:
             self._applying_image = None
