@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from test_new_logs_off_loop import round_trip
 from waiting import wait_for
 
 from kafkette.broker.replication import replica_manager
@@ -62,22 +62,6 @@ class ReplicaCounts:
         self._stop.set()
         self._task.result(10)
         return self.seen
-
-
-def round_trip(bootstrap: str, topic: str, partition: int) -> bytes:
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
-    producer.produce(topic, value=f"{topic}-{partition}".encode(), partition=partition)
-    assert producer.flush(30) == 0
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "check", "enable.auto.commit": False})
-    try:
-        consumer.assign([TopicPartition(topic, partition, 0)])
-        message = consumer.poll(30)
-        assert message is not None and message.error() is None
-        value = message.value()
-        assert isinstance(value, bytes)
-        return value
-    finally:
-        consumer.close()
 
 
 def test_a_topic_of_many_partitions_is_made_and_deleted_in_steps(broker: InProcessBroker) -> None:

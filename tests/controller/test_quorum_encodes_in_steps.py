@@ -13,32 +13,17 @@ from pathlib import Path
 from uuid import UUID
 
 import pytest
+from test_quorum_applies_own_proposals import led, quorum_on
 from waiting import wait_for_async
 
-from kafkette.broker.config import Voter
 from kafkette.broker.controller import quorum as quorum_module
-from kafkette.broker.controller.quorum import QuorumController
-from kafkette.broker.controller.raft import Timing
 from kafkette.broker.controller.records.partition_record import PartitionRecord
 from kafkette.broker.controller.records.topic_record import TopicRecord
 from kafkette.broker.protocol.types import Message
 
-CLUSTER_ID = "encodes-in-steps"
 TOPIC_ID = UUID(int=7)
 PARTITIONS = 35
 STEP = 10
-
-
-def quorum_on(directory: Path) -> QuorumController:
-    voters = {0: Voter(0, "127.0.0.1", 0)}
-    return QuorumController(0, voters, directory, CLUSTER_ID, Timing(pre_vote=False), 1_000_000, listen=False)
-
-
-async def led(directory: Path) -> QuorumController:
-    quorum = quorum_on(directory)
-    await quorum.start()
-    await wait_for_async(lambda: quorum.raft.is_leader, "the single voter to lead", 5, 0.01)
-    return quorum
 
 
 def topic_records() -> list[Message]:
